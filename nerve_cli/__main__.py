@@ -1,0 +1,3 @@
+from nerve_cli.cli.app import main
+
+main()

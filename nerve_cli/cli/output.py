@@ -1,0 +1,76 @@
+"""The one place that renders: consoles, errors, tables, JSON.
+
+Consoles are built lazily so importing the CLI stays cheap, and colour is off
+when stdout is not a terminal (Rich decides; NO_COLOR is honoured).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+
+@lru_cache(maxsize=None)
+def console() -> "Console":
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+@lru_cache(maxsize=None)
+def err_console() -> "Console":
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def reset() -> None:
+    """Forget cached consoles (tests swap stdout between invocations)."""
+    console.cache_clear()
+    err_console.cache_clear()
+
+
+def error(message: str) -> None:
+    """One red line on stderr; no markup is interpreted in the message."""
+    from rich.text import Text
+
+    err_console().print(Text("error: ", style="bold red") + Text(message))
+
+
+def warn(message: str) -> None:
+    from rich.text import Text
+
+    err_console().print(Text("warning: ", style="bold yellow") + Text(message))
+
+
+def info(message: str, style: str = "") -> None:
+    from rich.text import Text
+
+    console().print(Text(message, style=style))
+
+
+def print_json(data: Any) -> None:
+    """Plain JSON on stdout, never colourised, for scripts."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> "Table":
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col in columns:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    return t
+
+
+def show(renderable: Any) -> None:
+    console().print(renderable)

@@ -1,0 +1,197 @@
+"""The JSON-lines protocol between the kernel and its workers, as typed messages.
+
+One message per line, a JSON object with a `type` field. Both sides import this
+module; nothing else knows the wire format. `decode` never raises: a malformed
+line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
+
+kernel → sense worker:    compute, cancel, shutdown
+sense worker → kernel:    ready, signal, silent, error
+kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
+workflow worker → kernel: ready, thread_message, thread_end
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import orjson
+
+MAX_LINE = 16 * 1024 * 1024  # asyncio stream limit; payloads above this are refused
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A failure inside user code, as the user needs to see it."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    file: str | None = None
+    line: int | None = None
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else ""
+
+    def summary(self) -> str:
+        at = f" at {self.where()}" if self.file else ""
+        return f"{self.type}: {self.message}{at}"
+
+
+@dataclass(frozen=True)
+class Message:
+    type: ClassVar[str] = ""
+
+    def encode(self) -> bytes:
+        body = {"type": self.type, **dataclasses.asdict(self)}
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+
+
+# kernel → worker ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Compute(Message):
+    type: ClassVar[str] = "compute"
+    id: int
+    sense: str
+    reason: str = "demand"
+
+
+@dataclass(frozen=True)
+class Cancel(Message):
+    """Soft timeout: abandon compute `id` and roll it back; no answer is expected beyond the usual one."""
+
+    type: ClassVar[str] = "cancel"
+    id: int
+
+
+@dataclass(frozen=True)
+class Shutdown(Message):
+    type: ClassVar[str] = "shutdown"
+
+
+@dataclass(frozen=True)
+class ThreadStart(Message):
+    """Run (or resume) a thread. `messages` is the persisted chain, starting with the start message."""
+
+    type: ClassVar[str] = "thread_start"
+    run_id: str
+    workflow: str
+    messages: list[dict[str, Any]]
+    max_rounds: int
+
+
+@dataclass(frozen=True)
+class Ack(Message):
+    """The kernel has persisted message `seq` of `run_id`; the thread may take its next step."""
+
+    type: ClassVar[str] = "ack"
+    run_id: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class ThreadCancel(Message):
+    type: ClassVar[str] = "thread_cancel"
+    run_id: str
+    reason: str
+
+
+# worker → kernel ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready(Message):
+    """Worker loaded. `senses` are usable; `failed` maps a sense that could not load to why."""
+
+    type: ClassVar[str] = "ready"
+    pid: int
+    senses: list[str] = field(default_factory=list)
+    failed: dict[str, ErrorInfo] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Signal(Message):
+    """Compute `id` returned a value; it is committed with its `_signals` row."""
+
+    type: ClassVar[str] = "signal"
+    id: int
+    sense: str
+    payload: Any
+    ts: int
+    duration_ms: float
+    workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class Silent(Message):
+    """Compute `id` returned None; everything it wrote was rolled back."""
+
+    type: ClassVar[str] = "silent"
+    id: int
+    sense: str
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class Error(Message):
+    """Compute `id` failed; everything it wrote was rolled back."""
+
+    type: ClassVar[str] = "error"
+    id: int
+    sense: str
+    error: ErrorInfo
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class ThreadMessage(Message):
+    """Message number `seq` of a thread's chain (0 is the start message)."""
+
+    type: ClassVar[str] = "thread_message"
+    run_id: str
+    seq: int
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ThreadEnd(Message):
+    type: ClassVar[str] = "thread_end"
+    run_id: str
+    status: str  # completed | failed
+    reason: str
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A line that is not a valid message; the reader logs it and carries on."""
+
+    line: bytes
+    problem: str
+
+
+_TYPES: dict[str, type[Message]] = {
+    cls.type: cls
+    for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
+                Ready, Signal, Silent, Error, ThreadMessage, ThreadEnd)
+}
+
+
+def decode(line: bytes) -> Message | Malformed:
+    try:
+        body = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return Malformed(line[:200], f"not JSON: {exc}")
+    if not isinstance(body, dict):
+        return Malformed(line[:200], "not a JSON object")
+    cls = _TYPES.get(body.pop("type", None))  # type: ignore[arg-type]
+    if cls is None:
+        return Malformed(line[:200], "unknown or missing message type")
+    try:
+        if cls is Error and isinstance(body.get("error"), dict):
+            body["error"] = ErrorInfo(**body["error"])
+        if cls is Ready and isinstance(body.get("failed"), dict):
+            body["failed"] = {k: ErrorInfo(**v) for k, v in body["failed"].items()}
+        return cls(**body)
+    except TypeError as exc:
+        return Malformed(line[:200], f"bad fields for {cls.type}: {exc}")

@@ -1,0 +1,39 @@
+"""Every command has help text with an example, and the entry points start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import typer
+from typer.testing import CliRunner
+
+from nerve_cli.cli.app import app
+
+
+def _walk(cmd: click.Command, path: list[str]):
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            yield from _walk(sub, path + [name])
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    root = typer.main.get_command(app)
+    runner = CliRunner()
+    seen = 0
+    for path, cmd in _walk(root, []):
+        result = runner.invoke(app, path + ["--help"])
+        assert result.exit_code == 0, (path, result.output)
+        if not isinstance(cmd, click.Group):
+            assert "Example:" in result.output, f"`nerve {' '.join(path)} --help` has no example"
+        seen += 1
+    assert seen > 20
+
+
+def test_python_dash_m_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "nerve_cli", "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    for group in ("init", "run", "status", "config", "sense", "workflow", "thread", "logs", "emit", "archive", "mesh"):
+        assert group in out.stdout
