@@ -1,0 +1,33 @@
+"""What user code imports: `from nerve_cli.sdk import table, SenseResult, ...`.
+
+Names are resolved lazily so importing the SDK in a worker costs only what is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "table": "nerve_cli.schema.declare",
+    "index": "nerve_cli.schema.declare",
+    "SenseResult": "nerve_cli.workflow.directive",
+    "directive": "nerve_cli.workflow.directive",
+    "START": "nerve_cli.workflow.model",
+    "END": "nerve_cli.workflow.model",
+    "WorkflowMessage": "nerve_cli.workflow.model",
+    "RoleResult": "nerve_cli.workflow.model",
+    "Role": "nerve_cli.workflow.model",
+    "Moderator": "nerve_cli.workflow.model",
+    "WorkflowDefinition": "nerve_cli.workflow.model",
+    "BlobStore": "nerve_cli.store.blobs",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"nerve_cli.sdk has no {name!r}; available: {', '.join(__all__)}")
+    return getattr(importlib.import_module(module), name)

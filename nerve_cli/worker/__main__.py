@@ -1,0 +1,29 @@
+"""Worker entry point: `python -m nerve_cli.worker sense --group G --home H`
+or `python -m nerve_cli.worker workflow --name W --home H`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nerve_cli.worker")
+    sub = parser.add_subparsers(dest="kind", required=True)
+    sense = sub.add_parser("sense", help="run the senses of one group")
+    sense.add_argument("--group", required=True)
+    sense.add_argument("--home", required=True)
+    sense.add_argument("--senses", help="comma-separated senses (default: the group's enabled senses)")
+    wf = sub.add_parser("workflow", help="run the threads of one workflow")
+    wf.add_argument("--name", required=True)
+    wf.add_argument("--home", required=True)
+    args = parser.parse_args(argv)
+    if args.kind == "sense":
+        from nerve_cli.worker.sense_runtime import main as run
+    else:
+        from nerve_cli.worker.workflow_runtime import main as run
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
