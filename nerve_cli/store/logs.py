@@ -1,0 +1,290 @@
+"""data/logs.db: the kernel's append-only log, workflow_runs and meta (RFC §5.4).
+
+`LogStore` is the single writer. It buffers operations and writes them in
+order, one transaction per `flush()`, so a batch of log rows, the
+`workflow_runs` upserts they imply and the meta keys they advance commit
+together or not at all. The read helpers below open their own read-only
+connections and can run while the engine writes (WAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
+  ref_id TEXT, payload TEXT, ts INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_logs_source_type ON logs(source, type);
+CREATE INDEX IF NOT EXISTS idx_logs_ts ON logs(ts);
+CREATE INDEX IF NOT EXISTS idx_logs_ref_id ON logs(ref_id);
+CREATE TABLE IF NOT EXISTS workflow_runs (run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL, ts INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_workflow_runs_status ON workflow_runs(status);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+# workflow event types that change a thread's status in workflow_runs
+STATUSES = frozenset({"queued", "started", "completed", "failed", "crashed", "dropped"})
+LIVE_STATUSES = ("queued", "started")
+LAST_COMPLETE = "last_complete:"
+BUSY_TIMEOUT_MS = 5000
+
+_INSERT_LOG = "INSERT INTO logs (source, type, ref_id, payload, ts) VALUES (?, ?, ?, ?, ?)"
+_UPSERT_RUN = (
+    "INSERT INTO workflow_runs (run_id, workflow, status, ts) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT(run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, ts = excluded.ts"
+)
+_SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def dumps(payload: Any) -> str | None:
+    """Payload → JSON text (orjson; non-JSON values fall back to str)."""
+    if payload is None:
+        return None
+    return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def iso_ms(ts: int) -> str:
+    """Unix ms → ISO-8601 UTC with milliseconds, e.g. 2026-09-01T12:00:00.123Z."""
+    dt = datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts % 1000:03d}Z"
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    """A writer connection in autocommit mode (we issue BEGIN/COMMIT ourselves)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class LogStore:
+    """The kernel's single writer of data/logs.db. Writes are buffered and flushed in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = open_db(self.path)
+        self._conn.executescript(SCHEMA)
+        self._lock = threading.RLock()
+        # each op is (sql, params); kept in call order and written in that order
+        self._ops: list[tuple[str, tuple]] = []
+        self._completions: dict[str, int] = {}
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'run_counter'").fetchone()
+        self._run_counter = int(row[0]) if row else 0
+
+    # -- writes (buffered) -------------------------------------------------
+    def append(
+        self,
+        source: str,
+        type: str,
+        ref_id: str | None = None,
+        payload: dict | None = None,
+        ts: int | None = None,
+    ) -> None:
+        ts = now_ms() if ts is None else ts
+        with self._lock:
+            self._ops.append((_INSERT_LOG, (source, type, ref_id, dumps(payload), ts)))
+            if type == "run_complete" and ref_id:
+                # kept in meta so a restart finds interval anchors without scanning logs
+                self._completions[ref_id] = max(ts, self._completions.get(ref_id, 0))
+                self._ops.append((_SET_META, (LAST_COMPLETE + ref_id, str(self._completions[ref_id]))))
+
+    def workflow_event(
+        self, run_id: str, workflow: str, type: str, payload: dict | None = None, ts: int | None = None
+    ) -> None:
+        ts = now_ms() if ts is None else ts
+        with self._lock:
+            self.append("workflow", type, run_id, payload, ts)
+            if type in STATUSES:
+                self._ops.append((_UPSERT_RUN, (run_id, workflow, type, ts)))
+
+    def allocate_run_id(self) -> str:
+        """Next `run-N`; the counter is persisted with the next flush (the caller's `queued` row)."""
+        with self._lock:
+            self._run_counter += 1
+            self._ops.append((_SET_META, ("run_counter", str(self._run_counter))))
+            return f"run-{self._run_counter}"
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._ops.append((_SET_META, (key, str(value))))
+
+    def pending(self) -> int:
+        return len(self._ops)
+
+    def flush(self) -> int:
+        """Write every buffered op in one transaction, in order. Returns the number of log rows.
+
+        On a sqlite error the transaction is rolled back, the buffer is kept
+        (so the next flush retries the same rows, in the same order) and the
+        error is re-raised.
+        """
+        with self._lock:
+            if not self._ops:
+                return 0
+            ops = self._ops
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for sql, params in ops:
+                    self._conn.execute(sql, params)
+                self._conn.execute("COMMIT")
+            except sqlite3.Error:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._ops = []
+            return sum(1 for sql, _ in ops if sql == _INSERT_LOG)
+
+    # -- reads ---------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            self.flush()
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else None
+
+    def last_completions(self) -> dict[str, int]:
+        """sense → ts (ms) of its last `reflex/run_complete`, from meta, else from the logs."""
+        with self._lock:
+            self.flush()
+            found: dict[str, int] = {}
+            rows = self._conn.execute(
+                "SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
+                (len(LAST_COMPLETE) + 1, LAST_COMPLETE + "%"),
+            )
+            for sense, value in rows:
+                found[sense] = int(value)
+            # older data (or a meta key lost to a hand edit): ask the logs themselves
+            rows = self._conn.execute(
+                "SELECT ref_id, MAX(ts) FROM logs WHERE source = 'reflex' AND type = 'run_complete' "
+                "AND ref_id IS NOT NULL GROUP BY ref_id"
+            )
+            for sense, ts in rows:
+                found[sense] = max(ts, found.get(sense, 0))
+            return found
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                self._conn.close()
+
+    def __enter__(self) -> LogStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- read side: separate read-only connections -------------------------------
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection that sees the writer's commits (WAL)."""
+    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def log_row(row: tuple) -> dict:
+    """(id, source, type, ref_id, payload, ts) → the row dict used by the CLI, --json and the archive."""
+    id_, source, type_, ref_id, payload, ts = row
+    return {
+        "id": id_,
+        "source": source,
+        "type": type_,
+        "ref_id": ref_id,
+        "payload": orjson.loads(payload) if payload is not None else None,
+        "ts": ts,
+        "time": iso_ms(ts),
+    }
+
+
+def _where(source, type, ref, since_ms, after_id, until_ms=None) -> tuple[str, list]:
+    clauses, params = [], []
+    for column, value in (("source", source), ("type", type), ("ref_id", ref)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if since_ms is not None:
+        clauses.append("ts >= ?")
+        params.append(since_ms)
+    if until_ms is not None:
+        clauses.append("ts < ?")
+        params.append(until_ms)
+    if after_id is not None:
+        clauses.append("id > ?")
+        params.append(after_id)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def query_logs(
+    path: Path,
+    *,
+    source: str | None = None,
+    type: str | None = None,
+    ref: str | None = None,
+    since_ms: int | None = None,
+    after_id: int | None = None,
+    limit: int | None = None,
+) -> list[dict]:
+    """Log rows matching every given filter, newest last; `limit` keeps the newest. No db → []."""
+    if not Path(path).exists():
+        return []
+    where, params = _where(source, type, ref, since_ms, after_id)
+    sql = f"SELECT id, source, type, ref_id, payload, ts FROM logs{where} ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    conn = open_readonly(path)
+    try:
+        rows = [log_row(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+    rows.reverse()
+    return rows
+
+
+def iter_logs(conn: sqlite3.Connection, sql_where: str = "", params: tuple = ()) -> Iterator[dict]:
+    """Stream log rows (cursor iteration) in id order."""
+    cur = conn.execute(f"SELECT id, source, type, ref_id, payload, ts FROM logs{sql_where} ORDER BY id", params)
+    for r in cur:
+        yield log_row(r)
+
+
+def workflow_runs(path: Path, status: str | None = None, workflow: str | None = None) -> list[dict]:
+    """Rows of workflow_runs (run_id, workflow, status, ts, time), in run order. No db → []."""
+    if not Path(path).exists():
+        return []
+    clauses, params = [], []
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(status)
+    if workflow is not None:
+        clauses.append("workflow = ?")
+        params.append(workflow)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    sql = (
+        f"SELECT run_id, workflow, status, ts FROM workflow_runs{where} "
+        "ORDER BY CAST(substr(run_id, 5) AS INTEGER), run_id"
+    )
+    conn = open_readonly(path)
+    try:
+        return [
+            {"run_id": r, "workflow": w, "status": s, "ts": t, "time": iso_ms(t)}
+            for r, w, s, t in conn.execute(sql, params)
+        ]
+    finally:
+        conn.close()
