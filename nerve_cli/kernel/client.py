@@ -1,0 +1,59 @@
+"""Talk to a running engine over its control socket (`data/nerve.sock`).
+
+One JSON object per line each way: `{"op": "status"}` → `{"ok": true, ...}` or
+`{"ok": false, "error": "..."}`. Synchronous on purpose: the CLI is.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.errors import EngineNotRunning, NerveError
+from nerve_cli.home import Layout
+
+MAX_RESPONSE = 64 * 1024 * 1024
+
+
+def engine_running(home: Path) -> bool:
+    """True when an engine answers on this instance's control socket."""
+    try:
+        request(home, "ping", timeout=2.0)
+        return True
+    except (EngineNotRunning, NerveError):
+        return False
+
+
+def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
+    """Send one request and return the engine's answer; NerveError when it says no."""
+    path = Layout(Path(home)).socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise EngineNotRunning(
+                f"no engine is running for {home} (nothing answers on {path}); start one with `nerve run`"
+            ) from exc
+        sock.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+        data = bytearray()
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > MAX_RESPONSE:
+                raise NerveError("the engine's answer was too large")
+    except socket.timeout as exc:
+        raise NerveError(f"the engine did not answer `{op}` within {timeout:.0f}s") from exc
+    finally:
+        sock.close()
+    if not data:
+        raise NerveError(f"the engine closed the connection without answering `{op}`")
+    answer = json.loads(data)
+    if not answer.get("ok"):
+        raise NerveError(answer.get("error", f"the engine refused `{op}`"))
+    return answer
