@@ -1,0 +1,152 @@
+"""LogStore: ordered buffered writes, workflow_runs in the same transaction, run ids, flush failure."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from nerve_cli.store.logs import LogStore, query_logs, workflow_runs
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "logs.db"
+
+
+def test_schema_is_the_rfc_schema_with_wal(db: Path) -> None:
+    LogStore(db).close()
+    conn = sqlite3.connect(db)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
+    assert {"logs", "workflow_runs", "meta"} <= tables
+    assert indexes == {"idx_logs_source_type", "idx_logs_ts", "idx_logs_ref_id", "idx_workflow_runs_status"}
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_order_preserved_across_batches(db: Path) -> None:
+    store = LogStore(db)
+    expected = []
+    for batch in range(5):
+        for i in range(20):
+            # timestamps run backwards: order must follow calls, not ts
+            n = batch * 20 + i
+            if i % 7 == 0:
+                store.workflow_event(f"run-{n}", "wf", "message", {"n": n}, ts=10_000 - n)
+            else:
+                store.append("system", "tick", None, {"n": n}, ts=10_000 - n)
+            expected.append(n)
+        assert store.flush() == 20
+    store.close()
+    rows = query_logs(db)
+    assert [r["payload"]["n"] for r in rows] == expected
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
+    assert rows[0]["time"].endswith("Z") and rows[0]["ts"] == 10_000
+
+
+def test_buffered_until_flush_and_pending(db: Path) -> None:
+    store = LogStore(db)
+    store.append("system", "engine_started")
+    store.set_meta("k", "v")
+    assert store.pending() == 2
+    assert query_logs(db) == []
+    assert store.flush() == 1
+    assert store.pending() == 0
+    assert [r["type"] for r in query_logs(db)] == ["engine_started"]
+    assert store.get_meta("k") == "v"
+    store.close()
+
+
+def test_workflow_event_upserts_runs_in_same_transaction(db: Path) -> None:
+    store = LogStore(db)
+    run = store.allocate_run_id()
+    store.workflow_event(run, "review", "queued", {"prompt": "x"})
+    store.flush()
+    assert workflow_runs(db)[0]["status"] == "queued"
+
+    store.workflow_event(run, "review", "message", {"seq": 1})  # not a status: no upsert
+    store.workflow_event(run, "review", "started")
+    # make the upsert fail inside the flush: the log rows of the batch must not land either
+    side = sqlite3.connect(db)
+    side.execute(
+        "CREATE TRIGGER no_upsert BEFORE UPDATE ON workflow_runs BEGIN SELECT RAISE(ABORT, 'boom'); END"
+    )
+    side.commit()
+    with pytest.raises(sqlite3.DatabaseError, match="boom"):
+        store.flush()
+    assert [r["type"] for r in query_logs(db)] == ["queued"]
+    assert workflow_runs(db)[0]["status"] == "queued"
+
+    side.execute("DROP TRIGGER no_upsert")
+    side.commit()
+    assert store.flush() == 2
+    assert [r["type"] for r in query_logs(db)] == ["queued", "message", "started"]
+    assert workflow_runs(db) == [
+        {"run_id": run, "workflow": "review", "status": "started", "ts": workflow_runs(db)[0]["ts"],
+         "time": workflow_runs(db)[0]["time"]}
+    ]
+    assert workflow_runs(db, status="completed") == []
+    store.close()
+
+
+def test_run_ids_sequential_across_reopen(db: Path) -> None:
+    store = LogStore(db)
+    ids = [store.allocate_run_id() for _ in range(3)]
+    for r in ids:
+        store.workflow_event(r, "wf", "queued")
+    store.close()
+    store = LogStore(db)
+    assert ids == ["run-1", "run-2", "run-3"]
+    assert store.allocate_run_id() == "run-4"
+    store.close()
+    assert LogStore(db).get_meta("run_counter") == "4"
+
+
+def test_flush_failure_keeps_buffer_in_order(db: Path) -> None:
+    store = LogStore(db)
+    store.append("system", "a")
+    store.flush()
+    # another process holds the write lock (e.g. an archiver mid-transaction)
+    store._conn.execute("PRAGMA busy_timeout = 50")
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    store.append("system", "b")
+    store.append("system", "c")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.flush()
+    assert store.pending() == 2
+    store.append("system", "d")
+    blocker.execute("ROLLBACK")
+    assert store.flush() == 3
+    assert [r["type"] for r in query_logs(db)] == ["a", "b", "c", "d"]
+    store.close()
+
+
+def test_last_completions_from_meta_and_logs(db: Path) -> None:
+    store = LogStore(db)
+    store.append("reflex", "run_complete", "cpu", {"outcome": "signal"}, ts=1000)
+    store.append("reflex", "run_complete", "cpu", {"outcome": "silent"}, ts=3000)
+    store.append("reflex", "run_start", "disk", ts=5000)
+    store.close()
+    # a row written by something that did not maintain meta is still found
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO logs (source, type, ref_id, payload, ts) VALUES ('reflex', 'run_complete', 'disk', NULL, 4000)")
+    conn.commit()
+    store = LogStore(db)
+    assert store.get_meta("last_complete:cpu") == "3000"
+    assert store.last_completions() == {"cpu": 3000, "disk": 4000}
+    store.close()
+
+
+def test_query_filters_limit_and_after_id(db: Path) -> None:
+    store = LogStore(db)
+    for i in range(10):
+        store.append("reflex" if i % 2 else "system", "t", f"s{i % 3}", {"i": i}, ts=1000 + i)
+    store.close()
+    assert len(query_logs(db, source="reflex")) == 5
+    assert [r["payload"]["i"] for r in query_logs(db, limit=3)] == [7, 8, 9]
+    assert [r["payload"]["i"] for r in query_logs(db, since_ms=1008)] == [8, 9]
+    assert [r["payload"]["i"] for r in query_logs(db, after_id=8)] == [8, 9]
+    assert [r["payload"]["i"] for r in query_logs(db, ref="s0", type="t")] == [0, 3, 6, 9]
+    assert query_logs(db.parent / "missing.db") == []
