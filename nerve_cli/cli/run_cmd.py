@@ -4,16 +4,37 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, not_available
+from nerve_cli.cli.common import HomeOption
 
 
 def run(
     home: HomeOption = None,
     for_: Annotated[Optional[str], typer.Option("--for", help="Stop by itself after this long (e.g. 30s).")] = None,
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="Also show signals (-v) and computes (-vv).")] = 0,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="Also show signals (-v) and every compute (-vv).")] = 0,
 ) -> None:
     """Run the engine in the foreground until Ctrl-C (or --for).
 
+    Refuses to start on an invalid nerve.yaml (every problem is printed) or
+    when another engine already runs this instance. Ctrl-C or SIGTERM stops it
+    gracefully (running computes finish, logs are flushed); a second Ctrl-C forces.
+
     Example: nerve run --for 1m -v
     """
-    not_available("run")
+    import asyncio
+
+    from nerve_cli.config.model import parse_duration
+    from nerve_cli.errors import NerveError
+    from nerve_cli.home import require_instance
+    from nerve_cli.kernel.engine import Engine
+    from nerve_cli.kernel.report import Reporter
+
+    path = require_instance(home)
+    seconds = None
+    if for_ is not None:
+        try:
+            seconds = parse_duration(for_)
+        except ValueError as exc:
+            raise NerveError(f"--for: {exc}") from None
+    engine = Engine(path, Reporter(verbose), run_for=seconds)
+    code = asyncio.run(engine.run())
+    raise typer.Exit(130 if engine.forced else code)

@@ -1,0 +1,339 @@
+"""The kernel: one asyncio process that never imports user code.
+
+It owns the scheduler (pure rules), one supervisor per sense group, the
+signal bus (in memory, routing a signal to the reflexes that listen), the log
+writer, the built-in health sense, the workflow manager and the control
+socket. Every decision is event-driven: a signal reaching a listener starts
+its compute in the same loop iteration; the only timer is the one armed for
+the scheduler's next wake-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from nerve_cli.config.load import load_config
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.home import Layout
+from nerve_cli.kernel import protocol
+from nerve_cli.kernel.control import ControlServer
+from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, rss_bytes
+from nerve_cli.kernel.lock import InstanceLock
+from nerve_cli.kernel.scheduler import Scheduler, Start
+from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
+from nerve_cli.store.logs import LogStore
+
+FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
+
+
+class Engine:
+    def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None) -> None:
+        self.home = home
+        self.layout = Layout(home)
+        self.report = report
+        self.run_for = run_for
+        self.config: NerveConfig = load_config(home)
+        self.started_at = time.time()
+        self.stopping = False
+        self.forced = False
+        self.next_id = 1
+        self.groups: dict[str, GroupSupervisor] = {}
+        self.errors: dict[str, dict[str, Any]] = {}
+        self.recent_errors: list[dict[str, Any]] = []
+        self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
+        self.lateness_ms: list[float] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._pumping = False
+        self._repump = False
+        self._stop = asyncio.Event()
+
+    # lifecycle -------------------------------------------------------------
+    async def run(self) -> int:
+        lock = InstanceLock(self.home).acquire()
+        try:
+            return await self._run_locked()
+        finally:
+            lock.release()
+
+    async def _run_locked(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.logs = LogStore(self.layout.logs_db)
+        self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
+        completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
+        self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval})
+        self.workflows = self._workflow_manager()
+        self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
+                                                    "groups": sorted(self.config.groups())})
+        self.report("info", f"engine pid={os.getpid()} started on {self.home}")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_stop_signal, sig)
+        self.control = ControlServer(self.layout.socket, self._handle_request)
+        await self.control.start()
+        if self.workflows is not None:
+            await self.workflows.start()
+        for group, senses in self.config.groups().items():
+            self._start_group(group, senses)
+        if self.run_for is not None:
+            loop.call_later(self.run_for, self._stop.set)
+        self.pump()
+        await self._stop.wait()
+        await self._shutdown()
+        return 0
+
+    def _workflow_manager(self):
+        try:
+            from nerve_cli.kernel.workflows import WorkflowManager
+        except ImportError:
+            return None
+
+        return WorkflowManager(self.home, self.config, self.logs, self.report)
+
+    def _start_group(self, group: str, senses: list[str]) -> None:
+        supervisor = GroupSupervisor(group, senses, self.home, self.config, self)
+        self.groups[group] = supervisor
+        supervisor.start()
+
+    def _on_stop_signal(self, sig: int) -> None:
+        if self._stop.is_set():
+            self.forced = True
+            self.report("warn", "second stop signal: killing workers now")
+            for supervisor in self.groups.values():
+                supervisor.kill()
+            return
+        self.report("info", f"{signal.Signals(sig).name}: stopping (again to force)")
+        self._stop.set()
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        if self._timer:
+            self._timer.cancel()
+        await self.control.close()
+        timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
+        await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
+        if self.workflows is not None:
+            await self.workflows.stop(timeout)
+        self.log("system", "engine_stopped", None, {"pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 3)})
+        self.logs.close()
+        self.health.close()
+        self.report("info", "engine stopped")
+
+    # logging ---------------------------------------------------------------
+    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None:
+        self.logs.append(source, type_, ref, payload)
+        if self._flush_handle is None and not self.stopping:
+            self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        try:
+            self.logs.flush()
+        except Exception as exc:  # disk full, locked: keep the rows, retry, say so
+            self.report("error", f"could not write {self.layout.logs_db}: {exc}; retrying")
+            self._flush_handle = asyncio.get_running_loop().call_later(1.0, self._flush)
+
+    # scheduling ------------------------------------------------------------
+    def runnable(self) -> set[str]:
+        ready = {HEALTH_SENSE}
+        for supervisor in self.groups.values():
+            ready |= supervisor.runnable()
+        return ready
+
+    def pump(self) -> None:
+        """Start whatever is due now and arm one timer for the next wake-up."""
+        if self.stopping:
+            return
+        if self._pumping:  # an outcome inside a dispatch asked again: loop once more
+            self._repump = True
+            return
+        self._pumping = True
+        try:
+            self._repump = True
+            while self._repump:
+                self._repump = False
+                now = time.time()
+                for start in self.scheduler.take_due(now, self.runnable()):
+                    self._dispatch(start, now)
+        finally:
+            self._pumping = False
+        runnable = self.runnable()
+        wake = self.scheduler.next_wakeup(runnable)
+        if self._timer:
+            self._timer.cancel()
+            self._timer = None
+        if wake is not None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self.pump)
+
+    def _dispatch(self, start: Start, now: float) -> None:
+        compute_id, self.next_id = self.next_id, self.next_id + 1
+        lateness = max(0.0, (now - start.due) * 1000) if start.reason == "interval" else 0.0
+        if start.reason == "interval":
+            self.lateness_ms.append(lateness)
+            del self.lateness_ms[:-1000]
+        self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": start.reason,
+                                                      "lateness_ms": round(lateness, 3)})
+        self.report("debug", f"compute {start.sense} #{compute_id} ({start.reason})")
+        if start.sense == HEALTH_SENSE:
+            self._compute_health(compute_id, start.reason)
+            return
+        group = self.config.senses[start.sense].group
+        supervisor = self.groups.get(group)
+        if supervisor is None or not supervisor.compute(compute_id, start.sense, start.reason):
+            self._finish(start.sense, compute_id, start.reason, "error", 0.0)
+            self._record_error(start.sense, {"message": f"worker group={group} could not take the compute"})
+
+    # answers from workers (GroupHooks) ----------------------------------------
+    def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None:
+        sense = inflight.sense
+        duration = getattr(message, "duration_ms", 0.0)
+        if inflight.cancelled:
+            self._finish(sense, inflight.id, inflight.reason, "timeout", duration, discarded=True)
+            return
+        if isinstance(message, protocol.Signal):
+            self._finish(sense, inflight.id, inflight.reason, "signal", duration)
+            self._route_signal(sense, message.payload, message.workflow)
+        elif isinstance(message, protocol.Silent):
+            self._finish(sense, inflight.id, inflight.reason, "silent", duration)
+        elif isinstance(message, protocol.Error):
+            info = message.error
+            self._record_error(sense, {"message": info.message, "error_type": info.type,
+                                       "traceback": info.traceback, "file": info.file, "line": info.line,
+                                       "compute_id": inflight.id})
+            self._finish(sense, inflight.id, inflight.reason, "error", duration)
+
+    def compute_lost(self, group: str, inflight: Inflight, why: str) -> None:
+        if not inflight.cancelled:
+            self._record_error(inflight.sense, {"message": f"compute lost: {why}", "error_type": "WorkerDied",
+                                                "compute_id": inflight.id})
+        self._finish(inflight.sense, inflight.id, inflight.reason, "lost", (time.time() - inflight.started) * 1000)
+
+    def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
+        grace = self.config.senses[inflight.sense].grace if inflight.sense in self.config.senses else 0
+        self._record_error(inflight.sense, {
+            "message": f"compute exceeded its timeout of {timeout:g}s; result discarded "
+                       f"(worker group={group} is killed if it still runs after {grace:g}s more)",
+            "error_type": "TimeoutError", "compute_id": inflight.id})
+
+    def group_event(self, group: str, event: str, detail: dict) -> None:
+        if event == "stderr":
+            self.report("signal", f"group={group} pid={detail['pid']} | {detail['line']}")
+            return
+        if event == "sense_load_failed":
+            info: protocol.ErrorInfo = detail["error"]
+            self._record_error(detail["sense"], {"message": f"could not load: {info.message}",
+                                                 "error_type": info.type, "traceback": info.traceback,
+                                                 "file": info.file, "line": info.line})
+            return
+        self.log("system", event, group, detail)
+        if event == "worker_started":
+            again = f", restart {detail['restarts']}" if detail["restarts"] else ""
+            self.report("info", f"worker group={group} pid={detail['pid']} ready: {', '.join(detail['senses']) or 'no senses'}{again}")
+        elif event == "worker_exited":
+            during = f" while computing {', '.join(detail['computing'])}" if detail["computing"] else ""
+            self.report("warn", f"worker group={group} pid={detail['pid']} {detail['why']}{during}; "
+                                f"respawning in {detail['respawn_in']:g}s")
+        elif event == "worker_killed":
+            self.report("error", f"killing worker group={group} pid={detail['pid']}: {detail['why']}")
+        elif event == "malformed":
+            self.report("warn", f"worker group={group} pid={detail['pid']} wrote a malformed line: {detail['problem']}")
+
+    def group_ready(self, group: str) -> None:
+        self.pump()
+
+    # outcomes --------------------------------------------------------------
+    def _finish(self, sense: str, compute_id: int, reason: str, outcome: str, duration_ms: float,
+                discarded: bool = False) -> None:
+        now = time.time()
+        payload = {"compute_id": compute_id, "outcome": outcome, "duration_ms": round(duration_ms, 3), "reason": reason}
+        if discarded:
+            payload["discarded"] = True
+        self.log("reflex", "run_complete", sense, payload)
+        self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
+        self.scheduler.completed(sense, now)
+        for after_id, future in self.waiters.pop(sense, []):
+            if compute_id >= after_id:
+                if not future.done():
+                    future.set_result(payload)
+            else:
+                self.waiters.setdefault(sense, []).append((after_id, future))
+        self.pump()
+
+    def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
+        self.report("signal", f"signal {sense}: {_short(payload)}")
+        self.scheduler.on_signal(sense)
+        if directive and self.workflows is not None:
+            self.workflows.launch_directive(sense, directive)
+
+    def _record_error(self, sense: str, detail: dict) -> None:
+        entry = {"sense": sense, **detail}
+        self.log("system", "error", sense, entry)
+        stats = self.errors.setdefault(sense, {"count": 0, "last": None, "last_ts": None})
+        stats["count"] += 1
+        stats["last"], stats["last_ts"] = detail.get("message"), time.time()
+        self.recent_errors.append({"sense": sense, "message": detail.get("message"), "ts": int(time.time() * 1000)})
+        del self.recent_errors[:-20]
+        where = f" at {detail['file']}:{detail['line']}" if detail.get("file") else ""
+        kind = f"{detail['error_type']}: " if detail.get("error_type") and detail["error_type"] not in ("TimeoutError", "WorkerDied") else ""
+        self.report("error", f"{sense}: {kind}{detail.get('message')}{where}")
+
+    def _compute_health(self, compute_id: int, reason: str) -> None:
+        started = time.perf_counter()
+        payload = self.health_payload()
+        self.health.record(payload)
+        self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
+        self._route_signal(HEALTH_SENSE, payload, None)
+
+    def health_payload(self) -> dict[str, Any]:
+        pids = [os.getpid()] + [s.worker.pid for s in self.groups.values() if s.worker and s.worker.pid]
+        rss = rss_bytes(pids)
+        hour_ago = (time.time() - 3600) * 1000
+        return {
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "senses": len(self.scheduler.states),
+            "running": sum(1 for s in self.scheduler.states.values() if s.running),
+            "pending": self.scheduler.pending_count(),
+            "errors_last_hour": sum(1 for e in self.recent_errors if e["ts"] >= hour_ago),
+            "recent_errors": self.recent_errors[-10:],
+            "workers": {g: s.state for g, s in self.groups.items()},
+            "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
+            "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
+            "coalesced": {n: s.coalesced for n, s in self.scheduler.states.items() if s.coalesced},
+            "deferred": {n: s.deferred for n, s in self.scheduler.states.items() if s.deferred},
+        }
+
+    # control socket ------------------------------------------------------------
+    async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        from nerve_cli.kernel.requests import handle
+
+        return await handle(self, request)
+
+    def demand(self, sense: str) -> asyncio.Future:
+        """Compute `sense` now; the future resolves when a compute started after this request ends."""
+        future = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(sense, []).append((self.next_id, future))
+        self.scheduler.trigger(sense, "demand")
+        self.pump()
+        return future
+
+    def emit(self, channel: str, payload: Any) -> list[str]:
+        self.log("signal", "emit", channel, {"payload": payload})
+        self.report("signal", f"emit {channel}: {_short(payload)}")
+        targets = self.scheduler.on_signal(channel)
+        self.pump()
+        return targets
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    import orjson
+
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

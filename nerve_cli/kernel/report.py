@@ -1,0 +1,31 @@
+"""The engine's console: one readable line per event worth seeing.
+
+Rich-styled on a terminal, plain text otherwise (Rich decides from isatty and
+NO_COLOR). Verbosity: 0 = lifecycle and errors, 1 = + signals, 2 = + every compute.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+LEVELS = {"error": (0, "bold red"), "warn": (0, "yellow"), "info": (0, "cyan"),
+          "signal": (1, "green"), "debug": (2, "dim")}
+
+
+class Reporter:
+    def __init__(self, verbosity: int = 0, stream=None) -> None:
+        from rich.console import Console
+
+        self.verbosity = verbosity
+        self.console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
+
+    def __call__(self, level: str, message: str) -> None:
+        needed, style = LEVELS.get(level, (0, ""))
+        if needed > self.verbosity:
+            return
+        from rich.text import Text
+
+        stamp = time.strftime("%H:%M:%S")
+        line = Text(f"{stamp} ", style="dim") + Text(f"{level:<6} ", style=style) + Text(message)
+        self.console.print(line)

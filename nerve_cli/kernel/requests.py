@@ -1,0 +1,115 @@
+"""What the engine answers on its control socket: ping, status, compute, emit, start_thread."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from nerve_cli.errors import NerveError
+from nerve_cli.kernel.health import HEALTH_SENSE
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.engine import Engine
+
+MAX_COMPUTE_WAIT = 600.0
+
+
+async def handle(engine: "Engine", request: dict[str, Any]) -> dict[str, Any]:
+    op = request["op"]
+    handler = _OPS.get(op)
+    if handler is None:
+        return {"ok": False, "error": f"unknown op {op!r}; known: {', '.join(sorted(_OPS))}"}
+    try:
+        return {"ok": True, **await handler(engine, request)}
+    except NerveError as exc:
+        return {"ok": False, "error": str(exc)}
+
+
+async def _ping(engine: "Engine", request: dict) -> dict:
+    return {"pid": os.getpid()}
+
+
+async def _status(engine: "Engine", request: dict) -> dict:
+    return status(engine)
+
+
+async def _compute(engine: "Engine", request: dict) -> dict:
+    sense = request.get("sense")
+    if not isinstance(sense, str) or sense not in engine.scheduler.states:
+        known = ", ".join(sorted(engine.scheduler.states))
+        raise NerveError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    future = engine.demand(sense)
+    timeout = float(request.get("timeout") or MAX_COMPUTE_WAIT)
+    try:
+        result = await asyncio.wait_for(future, timeout)
+    except asyncio.TimeoutError:
+        raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled)") from None
+    return {"sense": sense, **result, **_last_signal(engine, sense, result)}
+
+
+def _last_signal(engine: "Engine", sense: str, result: dict) -> dict:
+    """The payload of the compute just finished, read back from its own database."""
+    if result.get("outcome") != "signal":
+        error = engine.errors.get(sense, {}).get("last") if result.get("outcome") in ("error", "lost", "timeout") else None
+        return {"error": error} if error else {}
+    import sqlite3
+
+    import orjson
+
+    path = engine.layout.sense_db(sense)
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT ts, payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+    return {"payload": orjson.loads(row[1]), "ts": row[0]} if row else {}
+
+
+async def _emit(engine: "Engine", request: dict) -> dict:
+    channel = request.get("channel")
+    if not isinstance(channel, str) or not channel:
+        raise NerveError("emit needs a channel name")
+    if channel in engine.config.senses or channel == HEALTH_SENSE:
+        raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    targets = engine.emit(channel, request.get("payload"))
+    return {"channel": channel, "triggered": targets}
+
+
+async def _start_thread(engine: "Engine", request: dict) -> dict:
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    workflow, prompt = request.get("workflow"), request.get("prompt")
+    if not isinstance(workflow, str) or not isinstance(prompt, str):
+        raise NerveError("start_thread needs a workflow name and a prompt")
+    return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), {"by": "control socket"})
+
+
+def status(engine: "Engine") -> dict:
+    now = time.time()
+    senses = {}
+    for name, state in engine.scheduler.states.items():
+        group = engine.config.senses[name].group if name in engine.config.senses else "kernel"
+        errors = engine.errors.get(name, {})
+        due = engine.scheduler.next_due(name)
+        senses[name] = {
+            "group": group, "running": state.running, "pending": state.pending, "runs": state.runs,
+            "last_run": state.last_complete, "next_due": None if due is None else max(due, now),
+            "interval": state.interval, "errors": errors.get("count", 0), "last_error": errors.get("last"),
+            "coalesced": state.coalesced, "deferred": state.deferred,
+        }
+    return {
+        "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
+        "uptime_s": round(now - engine.started_at, 1),
+        "workers": [s.describe() for s in engine.groups.values()],
+        "senses": senses,
+        "channels": sorted(engine.config.channels()),
+        "workflows": engine.workflows.status() if engine.workflows is not None else {},
+    }
+
+
+_OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread}

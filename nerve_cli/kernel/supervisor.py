@@ -1,0 +1,233 @@
+"""Keep one sense group's worker alive and run computes on it.
+
+Policy lives here, the child lives in `process.WorkerProcess`: respawn with
+exponential backoff when the worker dies (a worker that keeps dying at start
+is backed off, not spun), the soft timeout (cancel, discard the result) and the
+grace period (kill the whole group worker and respawn it). Everything the
+engine must record or route goes out through `GroupHooks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel import protocol
+from nerve_cli.kernel.process import WorkerProcess, worker_argv
+
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
+READY_TIMEOUT = 30.0
+
+
+@dataclass
+class Inflight:
+    id: int
+    sense: str
+    reason: str
+    started: float
+    cancelled: bool = False
+    handles: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    def disarm(self) -> None:
+        for handle in self.handles:
+            handle.cancel()
+
+
+class GroupHooks(Protocol):
+    def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None: ...
+    def compute_lost(self, group: str, inflight: Inflight, why: str) -> None: ...
+    def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
+    def group_event(self, group: str, event: str, detail: dict) -> None: ...
+    def group_ready(self, group: str) -> None: ...
+
+
+class GroupSupervisor:
+    """One group: its worker, its in-flight computes, its restart policy."""
+
+    def __init__(self, group: str, senses: list[str], home: Path, config: NerveConfig, hooks: GroupHooks,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.group = group
+        self.senses = list(senses)
+        self.home = home
+        self.config = config
+        self.hooks = hooks
+        self.clock = clock
+        self.state = "stopped"
+        self.worker: WorkerProcess | None = None
+        self.inflight: dict[int, Inflight] = {}
+        self.loaded: set[str] = set()
+        self.failed: dict[str, protocol.ErrorInfo] = {}
+        self.restarts = 0
+        self.failures = 0
+        self.next_retry: float | None = None
+        self.started_at: float | None = None
+        self.last_exit: str | None = None
+        self._stopping = False
+        self._respawn: asyncio.TimerHandle | None = None
+        self._spawning: asyncio.Task | None = None
+
+    # lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        self._stopping = False
+        self._spawn_soon(0.0)
+
+    def _spawn_soon(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        if delay <= 0:
+            self._spawning = loop.create_task(self._spawn())
+            return
+        self.state = "backoff"
+        self.next_retry = self.clock() + delay
+        self._respawn = loop.call_later(delay, lambda: setattr(self, "_spawning", loop.create_task(self._spawn())))
+
+    async def _spawn(self) -> None:
+        if self._stopping:
+            return
+        self.state, self.next_retry = "starting", None
+        argv = worker_argv("sense", "--group", self.group, "--home", str(self.home), "--senses", ",".join(self.senses))
+        worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home))
+        self.worker = worker
+        try:
+            await worker.start()
+            self.started_at = self.clock()
+            ready = await worker.wait_ready(READY_TIMEOUT)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            await worker.terminate(1.0)
+            self._died(worker, str(exc))
+            return
+        asyncio.get_running_loop().create_task(self._watch(worker))
+        if self._stopping:
+            return
+        self.loaded, self.failed = set(ready.senses), dict(ready.failed)
+        self.state = "ready"
+        self.hooks.group_event(self.group, "worker_started", {
+            "pid": worker.pid, "senses": sorted(self.loaded), "restarts": self.restarts,
+            "failed": {k: v.summary() for k, v in self.failed.items()},
+        })
+        for sense, info in self.failed.items():
+            self.hooks.group_event(self.group, "sense_load_failed", {"sense": sense, "error": info})
+        self.hooks.group_ready(self.group)
+
+    async def _watch(self, worker: WorkerProcess) -> None:
+        await worker.wait_exit()
+        if worker is self.worker:
+            self._died(worker, f"exited with {worker.describe_exit()}")
+
+    def _died(self, worker: WorkerProcess, why: str) -> None:
+        if worker is not self.worker:
+            return
+        self.worker = None
+        self.last_exit = why
+        lived = self.clock() - (self.started_at or self.clock())
+        lost = list(self.inflight.values())
+        self.inflight.clear()
+        self.loaded = set()
+        for inflight in lost:
+            inflight.disarm()
+            self.hooks.compute_lost(self.group, inflight, f"worker {why}")
+        if self._stopping:
+            self.state = "stopped"
+            return
+        self.failures = 0 if lived >= STABLE_AFTER else self.failures + 1
+        delay = min(BACKOFF_MAX, BACKOFF_FIRST * (2 ** max(0, self.failures - 1))) if self.failures else BACKOFF_FIRST
+        self.restarts += 1
+        self.hooks.group_event(self.group, "worker_exited", {
+            "pid": worker.pid, "why": why, "code": worker.returncode, "respawn_in": delay,
+            "computing": [i.sense for i in lost], "stderr": list(worker.stderr_tail)[-10:],
+        })
+        self._spawn_soon(delay)
+
+    async def stop(self, timeout: float) -> None:
+        """Let in-flight computes finish up to `timeout`, then shut the worker down."""
+        self._stopping = True
+        if self._respawn:
+            self._respawn.cancel()
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        worker = self.worker
+        if worker is not None:
+            await worker.stop(timeout=max(0.5, deadline - time.monotonic()))
+            self._died(worker, f"stopped ({worker.describe_exit()})")
+        if self._spawning and not self._spawning.done():
+            self._spawning.cancel()
+        self.state = "stopped"
+
+    def kill(self) -> None:
+        """Forced shutdown: no waiting."""
+        self._stopping = True
+        if self._respawn:
+            self._respawn.cancel()
+        if self.worker is not None:
+            self.worker.signal(9)
+
+    # computes --------------------------------------------------------------
+    def runnable(self) -> set[str]:
+        if self.state != "ready":
+            return set()
+        return self.loaded
+
+    def compute(self, compute_id: int, sense: str, reason: str) -> bool:
+        worker = self.worker
+        if self.state != "ready" or worker is None:
+            return False
+        inflight = Inflight(compute_id, sense, reason, self.clock())
+        settings = self.config.senses.get(sense)
+        if settings is not None:
+            loop = asyncio.get_running_loop()
+            inflight.handles.append(loop.call_later(settings.timeout, self._soft_timeout, inflight, settings.timeout))
+            inflight.handles.append(loop.call_later(settings.timeout + settings.grace, self._grace_expired, inflight))
+        self.inflight[compute_id] = inflight
+        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason)):
+            self.inflight.pop(compute_id, None)
+            inflight.disarm()
+            return False
+        return True
+
+    def _soft_timeout(self, inflight: Inflight, timeout: float) -> None:
+        if self.inflight.get(inflight.id) is not inflight:
+            return
+        inflight.cancelled = True
+        if self.worker is not None:
+            self.worker.send(protocol.Cancel(id=inflight.id))
+        self.hooks.compute_timed_out(self.group, inflight, timeout)
+
+    def _grace_expired(self, inflight: Inflight) -> None:
+        worker = self.worker
+        if self.inflight.get(inflight.id) is not inflight or worker is None:
+            return
+        self.hooks.group_event(self.group, "worker_killed", {
+            "pid": worker.pid, "sense": inflight.sense,
+            "why": f"compute of {inflight.sense} still running past its grace period",
+        })
+        asyncio.get_running_loop().create_task(worker.terminate(1.0))
+
+    def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:
+        if isinstance(message, protocol.Malformed):
+            self.hooks.group_event(self.group, "malformed", {"pid": worker.pid, "problem": message.problem,
+                                                              "line": message.line.decode("utf-8", "replace")})
+            return
+        if isinstance(message, (protocol.Signal, protocol.Silent, protocol.Error)):
+            inflight = self.inflight.pop(message.id, None)
+            if inflight is None:
+                return  # a late answer for a compute already accounted for
+            inflight.disarm()
+            self.hooks.compute_answered(self.group, inflight, message)
+
+    def _on_stderr(self, worker: WorkerProcess, line: str) -> None:
+        self.hooks.group_event(self.group, "stderr", {"pid": worker.pid, "line": line})
+
+    def describe(self) -> dict:
+        return {
+            "group": self.group, "state": self.state, "pid": self.worker.pid if self.worker else None,
+            "restarts": self.restarts, "senses": self.senses, "loaded": sorted(self.loaded),
+            "failed": {k: v.summary() for k, v in self.failed.items()},
+            "next_retry": self.next_retry, "last_exit": self.last_exit,
+            "computing": sorted(i.sense for i in self.inflight.values()),
+        }
