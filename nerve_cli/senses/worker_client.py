@@ -1,0 +1,176 @@
+"""A blocking handle on one sense worker process, for callers that are not the kernel.
+
+`nerve sense compute` (when no engine runs), the tests and the benchmark use it
+to spawn a real worker and talk the real protocol. The kernel has its own
+asyncio handle (`kernel.process`); this one is a plain `Popen` plus `select`.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from nerve_cli.errors import NerveError
+from nerve_cli.kernel.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
+
+Answer = Signal | Silent | Error
+
+
+class WorkerGone(NerveError):
+    """The worker exited (or closed its stdout) while we waited for it."""
+
+
+def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "nerve_cli.worker", "sense", "--group", group, "--home", str(home)]
+    names = list(senses or [])
+    if names:
+        argv += ["--senses", ",".join(names)]
+    return argv
+
+
+class SenseWorkerClient:
+    """Spawn `python -m nerve_cli.worker sense …` and exchange protocol messages with it."""
+
+    def __init__(self, home: Path, group: str, senses: Iterable[str] | None = None, *,
+                 stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None) -> None:
+        self.argv = worker_argv(Path(home), group, senses)
+        self.stderr = stderr
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ready: Ready | None = None
+        self._buf = bytearray()
+        self._next_id = 0
+
+    def __enter__(self) -> SenseWorkerClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 30.0) -> Ready:
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=self.env, bufsize=0)
+        msg = self.read(timeout)
+        if not isinstance(msg, Ready):
+            self.kill()
+            raise WorkerGone(f"the sense worker's first message was not `ready`: {msg!r}")
+        self.ready = msg
+        return msg
+
+    # --- sending ----------------------------------------------------------
+
+    def send(self, *messages: Message) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"".join(m.encode() for m in messages))
+        except BrokenPipeError as exc:
+            raise WorkerGone(f"the sense worker (pid {self.proc.pid}) is gone: {self._exit_text()}") from exc
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    # --- receiving --------------------------------------------------------
+
+    def read(self, timeout: float | None = None) -> Message | Malformed:
+        """The next protocol message; TimeoutError when none arrives in `timeout` seconds."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buf[:end])
+                del self._buf[: end + 1]
+                return decode(line)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise TimeoutError(f"no message from the sense worker within {timeout}s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise WorkerGone(f"the sense worker (pid {self.proc.pid}) exited: {self._exit_text()}")
+            self._buf += chunk
+
+    def answer(self, compute_id: int, timeout: float | None = None) -> Answer:
+        """Read until the answer to `compute_id` (other messages are skipped)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            msg = self.read(left)
+            if isinstance(msg, (Signal, Silent, Error)) and msg.id == compute_id:
+                return msg
+
+    def compute(self, sense: str, *, reason: str = "demand", timeout: float | None = 60.0) -> Answer:
+        """Send one Compute and wait for its answer."""
+        compute_id = self.next_id()
+        self.send(Compute(compute_id, sense, reason))
+        return self.answer(compute_id, timeout)
+
+    # --- stopping ---------------------------------------------------------
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Shutdown → wait → SIGTERM → wait → SIGKILL. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                self.send(Shutdown())
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            except (WorkerGone, OSError):
+                pass
+            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+                if sig is not None:
+                    self._signal(sig)
+                try:
+                    self.proc.wait(timeout)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self._close_pipes()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self._signal(signal.SIGKILL)
+            self.proc.wait()
+        self._close_pipes()
+
+    def _signal(self, sig: int) -> None:
+        assert self.proc is not None
+        try:
+            self.proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    def _close_pipes(self) -> None:
+        assert self.proc is not None
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+
+    def _exit_text(self) -> str:
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            return "closed its stdout but is still running"
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exit code {code}"

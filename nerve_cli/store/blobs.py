@@ -1,0 +1,92 @@
+"""Content-addressed blob store: `data/blobs/ab/cdef…`, keyed by the sha256 of the bytes.
+
+A sense keeps large objects here and stores only the hash in its database.
+Writes are atomic (temp file + fsync + os.replace) and de-duplicated: putting
+bytes that are already stored touches nothing. Safe across processes: two
+writers of the same content race to an identical file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from nerve_cli.errors import NerveError
+
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class BlobNotFound(NerveError):
+    """No blob with that hash is stored."""
+
+
+class BlobStore:
+    """Blobs under `root` (normally `<home>/data/blobs`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"BlobStore({str(self.root)!r})"
+
+    def path(self, sha: str) -> Path:
+        """Where the blob `sha` lives (whether or not it exists)."""
+        if not isinstance(sha, str) or not _SHA_RE.match(sha):
+            raise ValueError(f"not a blob hash (64 lowercase hex characters): {sha!r}")
+        return self.root / sha[:2] / sha[2:]
+
+    def exists(self, sha: str) -> bool:
+        return self.path(sha).is_file()
+
+    def put(self, data: bytes) -> str:
+        """Store `data` and return its sha256 hex digest."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"BlobStore.put takes bytes, got {type(data).__name__}; encode text first")
+        sha = hashlib.sha256(data).hexdigest()
+        target = self.path(sha)
+        if target.is_file():
+            return sha  # content addressing: same hash, same bytes
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._write_atomic(target, bytes(data))
+        return sha
+
+    def get(self, sha: str) -> bytes:
+        try:
+            return self.path(sha).read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(f"no blob {sha} in {self.root}") from None
+
+    @staticmethod
+    def _write_atomic(target: Path, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o444)  # blobs are immutable
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        _fsync_dir(target.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the rename durable; best effort (some filesystems refuse O_RDONLY dirs)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,78 @@
+"""Turn an exception raised by (or while loading) user code into the `ErrorInfo` the user needs.
+
+The file and line are those of the deepest frame inside the sense's own folder:
+that is the line to fix, even when the exception was raised deeper in a
+library or in Nerve's SenseDB. The traceback starts at the first user frame,
+so the worker's own frames don't bury it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from nerve_cli.kernel.protocol import ErrorInfo
+
+_WORKER_DIR = Path(__file__).resolve().parent
+
+
+def _inside(filename: str | None, folder: Path) -> bool:
+    if not filename:
+        return False
+    try:
+        Path(filename).resolve().relative_to(folder)
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def shown_path(filename: str, home: Path | None) -> str:
+    """`senses/x/sense.py` when under the instance folder, else the path as given."""
+    if home is not None:
+        try:
+            return str(Path(filename).resolve().relative_to(Path(home).resolve()))
+        except (ValueError, OSError):
+            pass
+    return filename
+
+
+def error_info(exc: BaseException, sense_dir: Path, home: Path | None = None, *,
+               message: str | None = None) -> ErrorInfo:
+    """ErrorInfo for `exc`, located in the user's files under `sense_dir` where possible."""
+    folder = Path(sense_dir).resolve()
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [i for i, f in enumerate(frames) if _inside(f.filename, folder)]
+    file: str | None = None
+    line: int | None = None
+    if isinstance(exc, SyntaxError) and _inside(exc.filename, folder):
+        file, line = exc.filename, exc.lineno
+    elif user:
+        deepest = frames[user[-1]]
+        file, line = deepest.filename, deepest.lineno
+    start = user[0] if user else _first_outside_worker(frames)
+    return ErrorInfo(
+        type=type(exc).__name__,
+        message=message if message is not None else _message(exc),
+        traceback=_format(exc, start),
+        file=shown_path(file, home) if file else None,
+        line=line,
+    )
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return exc.msg or str(exc)
+    return str(exc) or type(exc).__name__
+
+
+def _first_outside_worker(frames: traceback.StackSummary) -> int:
+    for i, frame in enumerate(frames):
+        if not _inside(frame.filename, _WORKER_DIR):
+            return i
+    return len(frames)
+
+
+def _format(exc: BaseException, start: int) -> str:
+    te = traceback.TracebackException.from_exception(exc)
+    te.stack = traceback.StackSummary.from_list(list(te.stack)[start:])
+    return "".join(te.format()).rstrip()

@@ -1,0 +1,98 @@
+"""Load the senses of one group into a worker: import, open, migrate, wire peers.
+
+A sense that fails to load (syntax error, import error, no `compute`, bad
+migration) is reported with the user's file and line and skipped; the other
+senses of the group still load.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.home import Layout
+from nerve_cli.kernel.protocol import ErrorInfo
+from nerve_cli.schema.declare import tables_of
+from nerve_cli.schema.load import import_sense_module
+from nerve_cli.schema.migrate import apply_migrations
+from nerve_cli.store.blobs import BlobStore
+from nerve_cli.store.sensedb import Peers, SenseDB, write_archive_map
+from nerve_cli.worker.compute import LoadedSense, compute_arity
+from nerve_cli.worker.failure import error_info, shown_path
+
+
+@dataclass
+class LoadResult:
+    senses: dict[str, LoadedSense] = field(default_factory=dict)
+    failed: dict[str, ErrorInfo] = field(default_factory=dict)
+
+
+def pick_senses(config: NerveConfig, group: str, only: list[str] | None) -> list[str]:
+    """The senses this worker runs: the named ones, or the group's enabled senses."""
+    if only:
+        return list(dict.fromkeys(only))
+    return config.groups().get(group, [])
+
+
+def load_senses(home: Path, config: NerveConfig, names: list[str]) -> LoadResult:
+    layout = Layout(home)
+    blobs = BlobStore(layout.blobs)
+    result = LoadResult()
+    for name in names:
+        try:
+            result.senses[name] = load_sense(layout, config, name, blobs)
+        except _LoadFailed as exc:
+            result.failed[name] = exc.info
+    return result
+
+
+class _LoadFailed(Exception):
+    def __init__(self, info: ErrorInfo) -> None:
+        super().__init__(info.summary())
+        self.info = info
+
+
+def load_sense(layout: Layout, config: NerveConfig, name: str, blobs: BlobStore) -> LoadedSense:
+    settings = config.senses.get(name)
+    folder = layout.sense_dir(name)
+    if settings is None:
+        raise _LoadFailed(ErrorInfo("SenseError", f"sense `{name}` is not declared under senses: in nerve.yaml"))
+    code = folder / "sense.py"
+    if not code.is_file():
+        raise _LoadFailed(ErrorInfo(
+            "SenseError", f"{shown_path(str(code), layout.home)} does not exist; create it with "
+            f"`nerve sense new {name}` or remove senses.{name} from nerve.yaml"))
+    schema, sense = _import(folder, name, layout.home)
+    compute = getattr(sense, "compute", None)
+    if not callable(compute):
+        raise _LoadFailed(ErrorInfo(
+            "SenseError", "sense.py defines no `compute(db, peers)` function",
+            file=shown_path(str(code), layout.home), line=1))
+    db = _open_db(layout, name, folder, schema, blobs)
+    peers = Peers(name, settings.peers, layout.sense_db, blobs)
+    return LoadedSense(
+        name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
+        is_async=inspect.iscoroutinefunction(compute), nargs=compute_arity(compute),
+    )
+
+
+def _import(folder: Path, name: str, home: Path) -> tuple[object | None, object]:
+    try:
+        schema = import_sense_module(folder, name, "schema", fresh=True) if (folder / "schema.py").is_file() else None
+        sense = import_sense_module(folder, name, "sense", fresh=True)
+    except BaseException as exc:  # SyntaxError, ImportError, anything the module's top level raises
+        raise _LoadFailed(error_info(exc, folder, home)) from exc
+    return schema, sense
+
+
+def _open_db(layout: Layout, name: str, folder: Path, schema: object | None, blobs: BlobStore) -> SenseDB:
+    db = SenseDB.open(layout.sense_db(name), name=name, blobs=blobs)
+    try:
+        apply_migrations(db.conn, layout.migrations(name))
+        write_archive_map(db.conn, tables_of(schema) if schema is not None else [])  # type: ignore[arg-type]
+    except BaseException as exc:
+        db.close()
+        raise _LoadFailed(error_info(exc, folder, layout.home)) from exc
+    return db

@@ -1,0 +1,212 @@
+"""The sense worker: `python -m nerve_cli.worker sense --group G --home H [--senses a,b]`.
+
+Loads the group's senses, says `Ready`, then answers every `Compute` with
+exactly one `Signal`, `Silent` or `Error` (see `worker.compute` for the
+transaction contract). Senses of the group run concurrently — async computes
+as tasks on the loop, sync computes in a thread pool — but each sense runs one
+compute at a time: a second `Compute` for a busy sense waits its turn.
+
+`Cancel(id)` is the kernel's soft timeout. The worker answers it at once with
+an `Error` of type `TimeoutError` (unless the compute already settled, in which
+case its own answer is on the way) and abandons the compute: an async compute
+is cancelled, a sync one has its SQL interrupted; either way its transaction is
+rolled back whenever it actually stops, and nothing more is sent for that id.
+Python code stuck in a thread cannot be interrupted: the kernel kills the
+worker at `grace_period`.
+
+`Shutdown`, stdin EOF or SIGTERM: stop reading, answer queued computes with an
+error, let running ones finish up to `engine.shutdown_timeout`, close, exit 0.
+SIGINT is ignored: a terminal's Ctrl-C must not kill a worker mid-compute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.kernel.protocol import (Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown, Signal,
+                                       Silent, decode)
+from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
+from nerve_cli.worker.stdio import ProtocolWriter, stdin_reader
+
+log = logging.getLogger("nerve.worker")
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+
+
+class SenseRuntime:
+    """Serves compute requests for the loaded senses of one group."""
+
+    def __init__(self, group: str, senses: dict[str, LoadedSense], failed: dict[str, ErrorInfo],
+                 out: ProtocolWriter, *, shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+                 unavailable: str | None = None) -> None:
+        self.group = group
+        self.senses = senses
+        self.failed = failed
+        self.out = out
+        self.shutdown_timeout = shutdown_timeout
+        self.unavailable = unavailable  # why nothing could load (e.g. nerve.yaml invalid)
+        self.jobs: dict[int, Job] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.pool = ThreadPoolExecutor(max_workers=max(2, len(senses) + 1), thread_name_prefix="compute")
+        self.stopping: asyncio.Event | None = None
+
+    async def serve(self) -> bool:
+        """Run until shutdown; True when every compute ended cleanly."""
+        self.stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+        reader = await stdin_reader()
+        reading = asyncio.ensure_future(self._read(reader))
+        await self.stopping.wait()
+        reading.cancel()
+        return await self._drain()
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        assert self.stopping is not None
+        try:
+            while not self.stopping.is_set():
+                try:
+                    line = await reader.readline()
+                except ValueError as exc:  # a line over the protocol limit
+                    log.error("dropped an oversized line from the kernel: %s", exc)
+                    continue
+                if not line:
+                    break  # EOF: the kernel is gone or closed our stdin
+                self._dispatch(decode(line))
+        finally:
+            self.stopping.set()
+
+    def _dispatch(self, msg: Any) -> None:
+        if isinstance(msg, Compute):
+            self._start(msg)
+        elif isinstance(msg, Cancel):
+            self._cancel(msg.id)
+        elif isinstance(msg, Shutdown):
+            assert self.stopping is not None
+            self.stopping.set()
+        elif isinstance(msg, Malformed):
+            log.error("malformed line from the kernel (%s): %r", msg.problem, msg.line)
+        else:
+            log.error("unexpected message for a sense worker: %s", type(msg).__name__)
+
+    def _start(self, msg: Compute) -> None:
+        if msg.id in self.jobs:
+            log.error("compute id %s is already in progress; ignoring the duplicate", msg.id)
+            return
+        job = Job(msg.id, msg.sense, msg.reason)
+        self.jobs[job.id] = job
+        task = asyncio.ensure_future(self._run(job))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, job: Job) -> None:
+        try:
+            sense = self.senses.get(job.sense)
+            if sense is None:
+                if job.start() and job.settle():
+                    self._answer(job, Outcome("error", error=self._not_loaded(job.sense)))
+                return
+            async with sense.lock:  # one compute per sense at a time, in arrival order
+                if sense.is_async:
+                    outcome = await run_async(sense, job)
+                else:
+                    outcome = await asyncio.get_running_loop().run_in_executor(self.pool, run_sync, sense, job)
+            self._answer(job, outcome)
+        finally:
+            self.jobs.pop(job.id, None)
+
+    def _cancel(self, job_id: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or not job.cancel():
+            return  # unknown, or already settled: its own answer is (or was) sent
+        self.out.send(Error(job.id, job.sense, ErrorInfo(
+            "TimeoutError",
+            f"sense `{job.sense}` did not finish before its timeout; the compute was abandoned and rolled back",
+        ), job.elapsed_ms()))
+        if job.task is not None:
+            job.task.cancel()
+
+    def _answer(self, job: Job, outcome: Outcome) -> None:
+        ms = job.elapsed_ms()
+        if outcome.kind == "signal":
+            self.out.send(Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow))
+        elif outcome.kind == "silent":
+            self.out.send(Silent(job.id, job.sense, ms))
+        elif outcome.kind == "error":
+            assert outcome.error is not None
+            self.out.send(Error(job.id, job.sense, outcome.error, ms))
+
+    def _not_loaded(self, name: str) -> ErrorInfo:
+        if name in self.failed:
+            why = self.failed[name]
+            return ErrorInfo(why.type, f"sense `{name}` failed to load: {why.message}", why.traceback, why.file, why.line)
+        if self.unavailable:
+            return ErrorInfo("SenseError", f"sense `{name}` cannot run: {self.unavailable}")
+        loaded = ", ".join(sorted(self.senses)) or "none"
+        return ErrorInfo("SenseError", f"sense `{name}` is not loaded in worker group `{self.group}` (loaded: {loaded})")
+
+    async def _drain(self) -> bool:
+        for job in list(self.jobs.values()):
+            if job.state == "queued" and job.cancel():
+                self.out.send(Error(job.id, job.sense, ErrorInfo(
+                    "SenseError", "the worker is shutting down; this compute was not started"), 0.0))
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=self.shutdown_timeout)
+        stuck = [job for job in self.jobs.values() if job.cancel()]
+        for job in stuck:
+            self.out.send(Error(job.id, job.sense, ErrorInfo(
+                "TimeoutError", f"still running {self.shutdown_timeout:g}s after shutdown; abandoned and rolled back"),
+                job.elapsed_ms()))
+        return not stuck and not self.tasks
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+        for sense in self.senses.values():
+            try:
+                sense.close()
+            except Exception as exc:  # closing must not stop the others from closing
+                log.error("closing sense %s: %s", sense.name, exc)
+
+
+def main(args: Any) -> int:
+    out = ProtocolWriter.take_stdout()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"worker group={args.group} pid={os.getpid()}: %(message)s")
+    runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out)
+    out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
+    clean = asyncio.run(runtime.serve())
+    if not clean:
+        out.close()
+        os._exit(0)  # a compute thread is stuck in user code; its transaction dies with us
+    runtime.close()
+    out.close()
+    return 0
+
+
+def _names(option: str | None) -> list[str]:
+    return [n.strip() for n in (option or "").split(",") if n.strip()]
+
+
+def _build(home: Path, group: str, only: list[str], out: ProtocolWriter) -> SenseRuntime:
+    from nerve_cli.config.load import load_config
+    from nerve_cli.errors import NerveError
+    from nerve_cli.worker.load import load_senses, pick_senses
+
+    try:
+        config = load_config(home)
+    except NerveError as exc:
+        log.error("cannot load nerve.yaml: %s", exc)
+        info = ErrorInfo(type(exc).__name__, f"nerve.yaml is invalid: {exc}")
+        return SenseRuntime(group, {}, {n: info for n in only}, out, unavailable=str(exc))
+    loaded = load_senses(home, config, pick_senses(config, group, only))
+    for name, info in loaded.failed.items():
+        log.error("sense %s failed to load: %s", name, info.summary())
+    return SenseRuntime(group, loaded.senses, loaded.failed, out,
+                        shutdown_timeout=config.engine.shutdown_timeout)
