@@ -1,0 +1,139 @@
+"""Build tmp instances and run the real engine (`python -m nerve_cli run`) against them.
+
+Conditions are polled with a deadline; nothing sleeps and hopes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+NO_TABLES = "# no tables: this sense only emits signals\n"
+
+
+def write_instance(home: Path, config: str, senses: dict[str, str], schemas: dict[str, str] | None = None) -> Path:
+    """An instance folder with nerve.yaml and senses/<name>/sense.py (schema.py optional)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "nerve.yaml").write_text(textwrap.dedent(config))
+    for name, code in senses.items():
+        write_sense(home, name, code, (schemas or {}).get(name, NO_TABLES))
+    return home
+
+
+def write_sense(home: Path, name: str, code: str, schema: str = NO_TABLES) -> None:
+    folder = home / "senses" / name
+    (folder / "migrations").mkdir(parents=True, exist_ok=True)
+    (folder / "schema.py").write_text(textwrap.dedent(schema))
+    (folder / "sense.py").write_text(textwrap.dedent(code))
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def read_logs(home: Path, source: str | None = None, type_: str | None = None, ref: str | None = None) -> list[dict]:
+    path = home / "data" / "logs.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        where, params = [], []
+        for col, val in (("source", source), ("type", type_), ("ref_id", ref)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        sql = "SELECT id, source, type, ref_id, payload, ts FROM logs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = conn.execute(sql + " ORDER BY id", params).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [{"id": r[0], "source": r[1], "type": r[2], "ref": r[3],
+             "payload": json.loads(r[4]) if r[4] else None, "ts": r[5]} for r in rows]
+
+
+def starts(home: Path, sense: str) -> list[dict]:
+    return read_logs(home, "reflex", "run_start", sense)
+
+
+def completes(home: Path, sense: str) -> list[dict]:
+    return read_logs(home, "reflex", "run_complete", sense)
+
+
+def errors(home: Path, sense: str | None = None) -> list[dict]:
+    return read_logs(home, "system", "error", sense)
+
+
+def nerve(*args: str, home: Path, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    """Run the CLI as a real process."""
+    return subprocess.run([sys.executable, "-m", "nerve_cli", *args, "--home", str(home)],
+                          capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["NO_COLOR"] = "1"
+    env.pop("NERVE_HOME", None)
+    return env
+
+
+class RunningEngine:
+    """`nerve run` as a child process; stop() sends SIGTERM and returns (code, output)."""
+
+    def __init__(self, home: Path, *args: str) -> None:
+        self.home = home
+        self.log_path = home.parent / f"engine-{time.monotonic_ns()}.out"
+        self._out = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nerve_cli", "run", "--home", str(home), "-vv", *args],
+            stdout=self._out, stderr=subprocess.STDOUT, env=_env(),
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_ready(self, groups: int = 1, timeout: float = 20.0) -> None:
+        wait_for(lambda: len(read_logs(self.home, "system", "worker_started")) >= groups or self.proc.poll() is not None,
+                 timeout, what="workers to start")
+        assert self.proc.poll() is None, self.output()
+
+    def status(self) -> dict:
+        from nerve_cli.kernel.client import request
+
+        return request(self.home, "status")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self._out.close()
+        return code, self.output()
+
+    def __enter__(self) -> "RunningEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._out.close()

@@ -1,0 +1,118 @@
+"""The reflex semantics on the real engine with real workers."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from enginekit import RunningEngine, completes, read_logs, starts, wait_for, write_instance
+from nerve_cli.kernel.client import request
+
+FAST = "def compute(db, peers):\n    return 1\n"
+SLOW = "import time\n\ndef compute(db, peers):\n    time.sleep({secs})\n    return 1\n"
+
+
+def test_chain_runs_in_order_across_groups(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          a: {group: g1}
+          b: {group: g2}
+          c: {group: g1}
+        reflexes:
+          - {sense: a, interval: 300ms}
+          - {sense: b, on: [a]}
+          - {sense: c, on: [b]}
+    """, {"a": FAST, "b": FAST, "c": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        wait_for(lambda: len(completes(home, "c")) >= 3, 15, what="three computes of c")
+        code, out = engine.stop()
+    assert code == 0, out
+    rows = [r for r in read_logs(home, "reflex") if r["ref"] in ("a", "b", "c")]
+    # every start of b follows a completion of a, every start of c a completion of b
+    seen_complete = {"a": 0, "b": 0}
+    started = {"b": 0, "c": 0}
+    for row in rows:
+        if row["type"] == "run_complete" and row["ref"] in seen_complete:
+            seen_complete[row["ref"]] += 1
+        if row["type"] == "run_start" and row["ref"] in started:
+            upstream = {"b": "a", "c": "b"}[row["ref"]]
+            started[row["ref"]] += 1
+            assert started[row["ref"]] <= seen_complete[upstream], rows
+            assert row["payload"]["reason"] == f"on {upstream}"
+
+
+def test_triggers_during_a_slow_compute_become_exactly_one_more_compute(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          slow: {}
+        reflexes:
+          - {sense: slow, on: [poke]}
+    """, {"slow": SLOW.format(secs=1.0)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="poke")
+        wait_for(lambda: starts(home, "slow"), 10, what="first compute")
+        for _ in range(10):
+            request(home, "emit", channel="poke")
+        assert len(completes(home, "slow")) == 0, "the burst must land while the first compute runs"
+        wait_for(lambda: len(completes(home, "slow")) >= 2, 15, what="the pending compute")
+        state = engine.status()["senses"]["slow"]
+        assert (state["running"], state["pending"], state["runs"]) == (False, False, 2)
+        assert state["coalesced"] == 9
+        code, _ = engine.stop()
+    assert len(starts(home, "slow")) == 2
+
+
+def test_throttle_defers_a_trigger_to_the_window_end(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          t: {throttle: 1s}
+        reflexes:
+          - {sense: t, on: [poke]}
+    """, {"t": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="poke")
+        wait_for(lambda: completes(home, "t"), 10, what="first compute")
+        request(home, "emit", channel="poke")
+        request(home, "emit", channel="poke")
+        wait_for(lambda: len(completes(home, "t")) >= 2, 10, what="the deferred compute")
+        engine.stop()
+    first, second = starts(home, "t")[:2]
+    assert second["ts"] - first["ts"] >= 990
+    assert len(starts(home, "t")) == 2
+
+
+def test_interval_resumes_from_disk_and_an_overdue_sense_runs_once(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          hourly: {}
+          overdue: {}
+        reflexes:
+          - {sense: hourly, interval: 1h}
+          - {sense: overdue, interval: 1h}
+    """, {"hourly": FAST, "overdue": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: completes(home, "hourly") and completes(home, "overdue"), 10, what="first runs")
+        assert engine.stop()[0] == 0
+    # pretend `overdue` last completed three hours ago (three missed periods)
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'last_complete:overdue'",
+                     (str(int((time.time() - 3 * 3600) * 1000)),))
+        conn.execute("UPDATE logs SET ts = ts - 3 * 3600 * 1000 WHERE ref_id = 'overdue'")
+    conn.close()
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(completes(home, "overdue")) >= 2, 10, what="the overdue run")
+        status = engine.status()["senses"]
+        assert status["overdue"]["runs"] == 1
+        assert status["hourly"]["runs"] == 0
+        assert status["hourly"]["next_due"] > time.time() + 3000  # an hour after its run on disk
+        assert status["overdue"]["next_due"] > time.time() + 3000  # no back-fill
+        assert engine.stop()[0] == 0
+    assert len(starts(home, "hourly")) == 1
+    assert len(starts(home, "overdue")) == 2
