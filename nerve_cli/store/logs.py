@@ -198,6 +198,16 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def parse_payload(payload: str | None) -> Any:
+    """Stored JSON text → object; text that is not JSON (written by hand) is kept as the string."""
+    if payload is None:
+        return None
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload
+
+
 def log_row(row: tuple) -> dict:
     """(id, source, type, ref_id, payload, ts) → the row dict used by the CLI, --json and the archive."""
     id_, source, type_, ref_id, payload, ts = row
@@ -206,7 +216,7 @@ def log_row(row: tuple) -> dict:
         "source": source,
         "type": type_,
         "ref_id": ref_id,
-        "payload": orjson.loads(payload) if payload is not None else None,
+        "payload": parse_payload(payload),
         "ts": ts,
         "time": iso_ms(ts),
     }
