@@ -1,0 +1,125 @@
+"""The control socket: owner-only, robust to bad requests, and the commands that use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance
+from nerve_cli.kernel.client import request
+
+FAST = "def compute(db, peers):\n    return {'n': 42}\n"
+
+
+def _raw(home: Path, data: bytes, path: str | None = None) -> bytes:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(path or str(home / "data" / "nerve.sock"))
+    try:
+        sock.sendall(data)
+    except BrokenPipeError:
+        pass  # the engine answered and hung up before reading it all: the answer is still there
+    out = bytearray()
+    while not out.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    sock.close()
+    return bytes(out)
+
+
+@pytest.fixture
+def engine(home: Path):
+    write_instance(home, """
+        senses:
+          a: {}
+          b: {}
+        reflexes:
+          - {sense: b, on: [task.created]}
+    """, {"a": FAST, "b": FAST})
+    with RunningEngine(home) as running:
+        running.wait_ready()
+        yield running
+        running.stop()
+
+
+def test_socket_is_owner_only(engine: RunningEngine, home: Path) -> None:
+    mode = stat.S_IMODE(os.stat(home / "data" / "nerve.sock").st_mode)
+    assert mode == 0o600
+
+
+def test_malformed_and_oversized_requests_get_errors_and_the_engine_carries_on(engine: RunningEngine, home: Path) -> None:
+    assert b"not JSON" in _raw(home, b"{nope\n")
+    assert b"expected" in _raw(home, b"[1, 2]\n")
+    assert b"unknown op" in _raw(home, b'{"op": "reboot"}\n')
+    assert b"larger than" in _raw(home, b'{"op": "status", "x": "' + b"y" * (2 * 1024 * 1024) + b'"}\n')
+    assert request(home, "status")["pid"] == engine.proc.pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another user")
+def test_peer_uid_is_checked(engine: RunningEngine, home: Path) -> None:
+    path = home / "data" / "nerve.sock"
+    os.chmod(path, 0o666)  # let the other user reach the socket, so the uid check itself is what refuses
+    os.chmod(home / "data", 0o755)
+    data_dir = os.open(home / "data", os.O_RDONLY | os.O_DIRECTORY)  # reach it past root-only tmp parents
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: become nobody and ask
+        os.close(read_end)
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            answer = _raw(home, b'{"op": "status"}\n', f"/proc/self/fd/{data_dir}/nerve.sock")
+        except Exception as exc:  # pragma: no cover - reported to the parent
+            answer = repr(exc).encode()
+        os.write(write_end, answer)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    answer = os.read(read_end, 65536)
+    assert b"permission denied" in answer
+    assert json.loads(answer)["ok"] is False
+
+
+def test_compute_on_demand_through_the_engine(engine: RunningEngine, home: Path) -> None:
+    answer = request(home, "compute", sense="a")
+    assert answer["outcome"] == "signal" and answer["payload"] == {"n": 42}
+    result = nerve("sense", "compute", "a", "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["payload"] == {"n": 42}
+
+
+def test_emit_triggers_listeners_and_is_logged(engine: RunningEngine, home: Path) -> None:
+    result = nerve("emit", "task.created", "--payload", '{"id": 7}', home=home)
+    assert result.returncode == 0, result.stderr
+    assert "b" in result.stdout
+    wait_for(lambda: completes(home, "b"), 10, what="b to run")
+    emitted = read_logs(home, "signal", "emit", "task.created")
+    assert emitted[0]["payload"] == {"payload": {"id": 7}}
+    refused = nerve("emit", "a", home=home)
+    assert refused.returncode == 1 and "is a sense" in refused.stderr
+    bad = nerve("emit", "x", "--payload", "{", home=home)
+    assert bad.returncode == 1 and "not valid JSON" in bad.stderr
+
+
+def test_status_table_and_json(engine: RunningEngine, home: Path) -> None:
+    result = nerve("status", "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {"a", "b", "nerve-health"} <= set(data["senses"])
+    assert data["workers"][0]["state"] == "ready" and data["workers"][0]["pid"]
+    table = nerve("status", home=home)
+    assert table.returncode == 0 and "Workers" in table.stdout and "nerve-health" in table.stdout
+
+
+def test_status_without_engine_says_how_to_start_one(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    result = nerve("status", home=home)
+    assert result.returncode == 1
+    assert "nerve run" in result.stderr
