@@ -154,3 +154,22 @@ def test_two_classes_with_one_table_name_are_refused(tmp_path):
     """)
     with pytest.raises(SenseError, match="both named 't'"):
         tables_of(module)
+
+
+def test_declaration_error_points_at_the_class_line(tmp_path):
+    with pytest.raises(SenseError, match=r"schema.py:7: @table Bad: "):
+        load_schema(tmp_path, "\n@table()\nclass Bad:\n    x: complex\n")
+
+
+def test_index_names_must_be_unique_across_tables(tmp_path):
+    module = load_schema(tmp_path, """
+    @table(indexes=[index("x", name="by_x")])
+    class A:
+        x: int
+
+    @table(indexes=[index("x", name="by_x")])
+    class B:
+        x: int
+    """)
+    with pytest.raises(SenseError, match="index name 'by_x' is used twice"):
+        tables_of(module)

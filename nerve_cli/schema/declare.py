@@ -7,6 +7,7 @@ inserts and reads (`to_row` / `from_row` convert between the two).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import re
 import sys
@@ -146,15 +147,34 @@ def tables_of(module: types.ModuleType) -> list[TableSpec]:
             )
         seen[spec.name] = value.__qualname__
         specs.append(spec)
+    _check_index_names(module, specs)
     return specs
+
+
+def _check_index_names(module: types.ModuleType, specs: list[TableSpec]) -> None:
+    """Index names are global in SQLite, so two tables cannot share one."""
+    owner: dict[str, str] = {}
+    for spec in specs:
+        for ix in spec.indexes:
+            if ix.name in owner:
+                raise SenseError(
+                    f"{getattr(module, '__file__', module.__name__)}: index name {ix.name!r} is used twice "
+                    f"({owner[ix.name]} and {spec.name}); give one index(..., name=...) another name"
+                )
+            owner[ix.name] = spec.name
 
 
 # --- building the spec -------------------------------------------------------
 
 
 def _where(cls: type) -> str:
+    """`path/schema.py:LINE` of the class (only computed on errors, so the source lookup is affordable)."""
     module = sys.modules.get(cls.__module__)
-    return getattr(module, "__file__", None) or cls.__module__
+    where = getattr(module, "__file__", None) or cls.__module__
+    try:
+        return f"{where}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        return where
 
 
 def _fail(cls: type, message: str) -> SenseError:

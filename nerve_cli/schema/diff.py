@@ -85,9 +85,12 @@ def _user_line(exc: BaseException, path: Path) -> int | str:
 def plan_migration(sense_dir: Path, *, allow_data_loss: bool = False, specs: list[TableSpec] | None = None) -> MigrationPlan:
     """Work out (without writing) what the next migration must do; empty plan when in sync."""
     specs = load_specs(sense_dir) if specs is None else specs
-    work = _scratch(sense_dir / "migrations")
     plan = MigrationPlan()
-    _Planner(work, {s.name: s for s in specs}, plan, _next_number(sense_dir)).run()
+    work = _scratch(sense_dir / "migrations")
+    try:
+        _Planner(work, {s.name: s for s in specs}, plan, _next_number(sense_dir)).run()
+    finally:
+        work.close()
     if plan.data_loss and not allow_data_loss:
         raise MigrationError(
             f"{sense_dir.name}: this change would delete data: " + "; ".join(plan.data_loss)
@@ -135,7 +138,11 @@ def _next_number(sense_dir: Path) -> int:
 def _scratch(migrations_dir: Path) -> sqlite3.Connection:
     """An in-memory database holding what the existing migrations build."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    apply_migrations(conn, migrations_dir)
+    try:
+        apply_migrations(conn, migrations_dir)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -150,9 +157,11 @@ def _verify(sense_dir: Path, text: str, specs: list[TableSpec]) -> None:
         conn = sqlite3.connect(":memory:", isolation_level=None)
         try:
             apply_migrations(conn, copy)
+            problems = differences(conn, read_schema(conn), desired_schema(specs))
         except MigrationError as exc:
             raise RuntimeError(f"internal error: the generated migration for {sense_dir.name} does not apply: {exc}") from exc
-        problems = differences(conn, read_schema(conn), desired_schema(specs))
+        finally:
+            conn.close()
         if problems:
             raise RuntimeError(f"internal error: the generated migration for {sense_dir.name} misses schema.py: {problems}")
 
