@@ -160,6 +160,7 @@ class ThreadEnd(Message):
     run_id: str
     status: str  # completed | failed
     reason: str
+    error: dict[str, Any] | None = None  # user code's failure (type, message, traceback, file, line)
 
 
 @dataclass(frozen=True)

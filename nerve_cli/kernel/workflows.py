@@ -1,0 +1,411 @@
+"""WorkflowManager: the kernel's side of workflows (launch, concurrency, persistence, recovery).
+
+Every state change is a `workflow` log row (with the workflow_runs upsert in the
+same flush): queued → started → message… → completed | failed | crashed, or
+dropped. A thread's messages are flushed to disk before the worker is told it
+may take its next step (Ack), so a crash loses nothing that a later step used.
+
+Per workflow kind there is at most one worker process, spawned when a thread
+starts and stopped after `idle_timeout` without threads. When a worker dies
+mid-thread it is respawned with backoff; idempotent threads resume from their
+persisted chain, the others end `crashed` with the exit as the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.config.model import NerveConfig, WorkflowConfig
+from nerve_cli.errors import WorkflowError
+from nerve_cli.kernel import protocol
+from nerve_cli.kernel.process import WorkerProcess
+from nerve_cli.kernel.workflow_kind import Kind, Thread
+from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
+from nerve_cli.workflow.directive import parse_directive
+from nerve_cli.workflow.model import WorkflowMessage, rounds_used, start_message
+from nerve_cli.workflow.rebuild import persisted_chain
+from nerve_cli.workflow.threads import queued_request, run_counts
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str, str], None]
+Listener = Callable[[str, str, str, dict], None]  # (run_id, workflow, type, payload)
+
+
+class WorkflowManager:
+    def __init__(
+        self,
+        home: Path,
+        config: NerveConfig,
+        logs: LogStore,
+        report: Report,
+        *,
+        idle_timeout: float = 30.0,
+        ready_timeout: float = 30.0,
+        backoff: tuple[float, float] = (0.2, 5.0),
+        max_crashes: int = 5,
+        start_tries: int = 3,
+    ) -> None:
+        self.home = Path(home)
+        self.config = config
+        self.logs = logs
+        self.report = report
+        self.idle_timeout = idle_timeout
+        self.ready_timeout = ready_timeout
+        self.backoff = backoff
+        self.max_crashes = max_crashes
+        self.start_tries = start_tries
+        self.kinds: dict[str, Kind] = {}
+        self.listeners: list[Listener] = []
+        self.stopping = False
+
+    # -- public API ------------------------------------------------------------
+    async def start(self) -> None:
+        """Crash recovery at engine start: resume or crash `started` threads, requeue `queued` ones."""
+        self._flush()
+        for row in workflow_runs(self.logs.path, status="started"):
+            self._recover_started(row)
+        for row in workflow_runs(self.logs.path, status="queued"):
+            self._recover_queued(row)
+        for kind in list(self.kinds.values()):
+            self._pump(kind)
+        self._flush()
+
+    def launch(self, workflow: str, prompt: str, max_rounds: int | None, origin: dict) -> dict:
+        """Queue a thread and start it if there is room; raises WorkflowError for a bad request."""
+        cfg = self._launchable(workflow)
+        rounds = self._rounds(max_rounds)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise WorkflowError(f"workflow {workflow}: the prompt is empty")
+        kind = self._kind(workflow)
+        thread = Thread(self.logs.allocate_run_id(), workflow, prompt, rounds, dict(origin or {}))
+        payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin}
+        if max_rounds is not None and max_rounds > rounds:
+            payload["requested_max_rounds"] = max_rounds
+        self._event(thread, "queued", payload)
+        status = self._admit(kind, cfg, thread)
+        self._flush()
+        if status == "started":
+            self._ensure_worker(kind)
+        self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
+        return {"run_id": thread.run_id, "status": status}
+
+    def launch_directive(self, sense: str, directive: str) -> dict | None:
+        """Launch from a sense's `workflow` directive; a refusal is logged (naming the sense), never raised."""
+        try:
+            parsed = parse_directive(directive)
+            return self.launch(parsed.workflow, parsed.prompt, parsed.max_rounds,
+                               {"kind": "directive", "sense": sense})
+        except WorkflowError as exc:
+            why = str(exc)
+        except Exception as exc:  # never let a sense's directive hurt the kernel
+            log.exception("launch_directive failed")
+            why = f"{type(exc).__name__}: {exc}"
+        message = f"sense {sense}: workflow directive refused: {why}"
+        self.logs.append("system", "error", sense, {
+            "sense": sense, "message": message, "error_type": "WorkflowError",
+            "directive": str(directive)[:500]})
+        self._flush()
+        self.report("error", message)
+        return None
+
+    def update_config(self, config: NerveConfig) -> None:
+        """New settings apply to the next start; queued threads of a removed workflow are dropped."""
+        self.config = config
+        for kind in self.kinds.values():
+            if kind.name not in config.workflows:
+                while kind.queue:
+                    self._event(kind.queue.popleft(), "dropped",
+                                {"reason": f"workflow {kind.name} was removed from nerve.yaml"})
+            self._pump(kind)
+        self._flush()
+
+    def status(self) -> dict:
+        counts = run_counts(self.logs.path)
+        out = {}
+        for name, cfg in self.config.workflows.items():
+            kind = self.kinds.get(name)
+            worker = kind.worker if kind else None
+            out[name] = {
+                "enabled": cfg.enabled, "concurrency": cfg.concurrency, "overflow": cfg.overflow,
+                "max_queue": cfg.max_queue, "idempotent": cfg.idempotent,
+                "worker": {"pid": worker.pid if worker else None, "state": kind.state if kind else "stopped"},
+                "running": sorted(kind.running, key=_num) if kind else [],
+                "queued": [t.run_id for t in kind.queue] if kind else [],
+                "counts": counts.get(name, {}),
+            }
+        return out
+
+    def add_listener(self, listener: Listener) -> None:
+        """Called after every workflow event is written (the standalone CLI prints rounds with it)."""
+        self.listeners.append(listener)
+
+    async def stop(self, timeout: float, reason: str = "engine stopped") -> None:
+        """Let running threads finish up to `timeout`; then idempotent ones stay `started`
+        (resumed at the next start), the others end `crashed` with `reason`."""
+        self.stopping = True
+        await self._wait(lambda: not any(k.running for k in self.kinds.values()), timeout)
+        for kind in self.kinds.values():
+            self._abandon(kind, reason)
+            await self._retire(kind)
+        self._flush()
+
+    async def reload(self, workflow: str) -> None:
+        """The workflow's file changed: drain its threads (up to drain_timeout), restart its worker.
+
+        Threads still running after the drain follow the crash rule: idempotent
+        ones resume on the new worker, the others end `crashed`.
+        """
+        kind = self.kinds.get(workflow)
+        if kind is None:
+            return
+        cfg = self.config.workflows.get(workflow) or WorkflowConfig()
+        kind.draining = True
+        try:
+            await self._wait(lambda: not kind.running, cfg.drain_timeout)
+            reason = f"workflow file changed; thread not finished within drain_timeout {cfg.drain_timeout:g}s"
+            self._lose_threads(kind, reason, resume=cfg.idempotent)
+            await self._retire(kind)
+            kind.load_error = None
+        finally:
+            kind.draining = False
+        self._pump(kind)
+        self._flush()
+
+    # -- admission -------------------------------------------------------------
+    def _launchable(self, workflow: str) -> WorkflowConfig:
+        cfg = self.config.workflows.get(workflow)
+        if cfg is None:
+            known = ", ".join(sorted(self.config.workflows)) or "none"
+            raise WorkflowError(f"unknown workflow {workflow!r} (nerve.yaml workflows: {known}); "
+                                f"create it with `nerve workflow new {workflow}`")
+        if not cfg.enabled:
+            raise WorkflowError(f"workflow {workflow} is disabled (nerve.yaml: workflows.{workflow}.enabled "
+                                f"is false); enable it with `nerve workflow enable {workflow}`")
+        return cfg
+
+    def _rounds(self, requested: Any) -> int:
+        cap = self.config.engine.max_rounds
+        if requested is None:
+            return cap
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise WorkflowError(f"max_rounds must be a whole number >= 1, got {requested!r}")
+        return min(requested, cap)  # the engine has the last word (PR #81 review, point 1)
+
+    def _admit(self, kind: Kind, cfg: WorkflowConfig, thread: Thread) -> str:
+        if self.stopping or kind.draining:
+            kind.queue.append(thread)  # persisted as queued; started after the restart/reload
+            return "queued"
+        if len(kind.running) < cfg.concurrency and not kind.queue:
+            self._begin(kind, thread)
+            return "started"
+        if cfg.overflow == "drop":
+            self._event(thread, "dropped", {"reason": f"at capacity: {len(kind.running)} of {cfg.concurrency} "
+                                                      "threads running (overflow: drop)"})
+            return "dropped"
+        if len(kind.queue) >= cfg.max_queue:
+            oldest = kind.queue.popleft()
+            self._event(oldest, "dropped", {"reason": f"queue full (max_queue {cfg.max_queue}): the oldest "
+                                                      f"request was dropped to make room for {thread.run_id}"})
+        kind.queue.append(thread)
+        return "queued"
+
+    def _begin(self, kind: Kind, thread: Thread, **detail: Any) -> None:
+        """Mark a thread started (its start message is seq 0) and count it as running."""
+        if not thread.messages:
+            first = start_message(thread.prompt, thread.max_rounds, now_ms()).to_dict()
+            self._event(thread, "started", {"max_rounds": thread.max_rounds, **detail})
+            self._message(thread, 0, first)
+        else:
+            self._event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages), **detail})
+        thread.dispatched = False
+        kind.running[thread.run_id] = thread
+        kind.cancel_idle()
+
+    def _pump(self, kind: Kind) -> None:
+        """Start queued threads while there is room, and make sure a worker serves the running ones."""
+        cfg = self.config.workflows.get(kind.name)
+        while True:
+            while cfg and kind.queue and len(kind.running) < cfg.concurrency and not (self.stopping or kind.draining):
+                self._begin(kind, kind.queue.popleft())
+            if not kind.running or not self._fail_if_broken(kind):
+                break
+        self._ensure_worker(kind)
+        self._maybe_idle(kind)
+
+    # -- workers -----------------------------------------------------------------
+    def _ensure_worker(self, kind: Kind) -> None:
+        if not kind.running:
+            return
+        if kind.state == "ready":
+            for thread in kind.running.values():
+                if not thread.dispatched:
+                    self._dispatch(kind, thread)
+        elif kind.state == "stopped":
+            kind.state = "starting"
+            kind.spawn_task = asyncio.get_running_loop().create_task(self._spawn(kind))
+
+    def _dispatch(self, kind: Kind, thread: Thread) -> None:
+        assert kind.worker is not None
+        start = protocol.ThreadStart(thread.run_id, thread.workflow, list(thread.messages), thread.max_rounds)
+        thread.dispatched = kind.worker.send(start)
+
+    async def _spawn(self, kind: Kind) -> None:
+        from nerve_cli.kernel.workflow_spawn import spawn
+
+        await spawn(self, kind)
+
+    def _maybe_idle(self, kind: Kind) -> None:
+        if kind.running or kind.queue or kind.state != "ready" or kind.idle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        kind.idle = loop.call_later(self.idle_timeout, lambda: loop.create_task(self._stop_idle(kind)))
+
+    async def _stop_idle(self, kind: Kind) -> None:
+        kind.idle = None
+        if kind.running or kind.queue or kind.state != "ready":
+            return
+        await self._retire(kind)
+        self._pump(kind)  # a thread that arrived meanwhile gets a fresh worker
+
+    async def _retire(self, kind: Kind) -> None:
+        """Stop the kind's worker on purpose (its exit is not a crash)."""
+        kind.cancel_idle()
+        if kind.spawn_task is not None and not kind.spawn_task.done():
+            kind.spawn_task.cancel()
+            await asyncio.gather(kind.spawn_task, return_exceptions=True)
+        worker, kind.worker = kind.worker, None
+        kind.state = "stopping"
+        if worker is not None:
+            await worker.stop(2.0)
+            self._system("worker_exited", {"workflow": kind.name, "pid": worker.pid,
+                                           "exit": worker.describe_exit(), "expected": True})
+        kind.state = "stopped"
+        self._flush()
+
+    # -- recovery ----------------------------------------------------------------
+    def _lose_threads(self, kind: Kind, reason: str, *, resume: bool) -> None:
+        """The worker went away under running threads: resume them (idempotent) or crash them."""
+        for thread in list(kind.running.values()):
+            thread.dispatched = False
+            if not resume:
+                del kind.running[thread.run_id]
+                self._event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+                self.report("error", f"workflow {kind.name}: {thread.run_id} crashed: {reason}")
+            else:
+                self._event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages),
+                                                "reason": reason})
+                self.report("warn", f"workflow {kind.name}: {thread.run_id} resumes after: {reason}")
+
+    def _abandon(self, kind: Kind, reason: str) -> None:
+        """At shutdown: idempotent threads stay `started` (resumed next start); the others crash."""
+        cfg = self.config.workflows.get(kind.name)
+        for thread in list(kind.running.values()):
+            if cfg is not None and cfg.idempotent:
+                self.report("info", f"workflow {kind.name}: {thread.run_id} will resume at the next start")
+            else:
+                self._event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+        kind.running.clear()
+
+    def _fail_if_broken(self, kind: Kind) -> bool:
+        """A workflow whose file failed to load (and has not changed since) fails new threads at once."""
+        failure = kind.current_load_error(self.home)
+        if failure is None:
+            return False
+        self._fail_all(kind, f"workflow {kind.name} failed to load: {failure.summary()}", failure)
+        return True
+
+    def _fail_all(self, kind: Kind, reason: str, error: protocol.ErrorInfo | None = None) -> None:
+        for thread in list(kind.running.values()):
+            del kind.running[thread.run_id]
+            payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
+            if error is not None:
+                payload["error"] = error.__dict__
+            self._event(thread, "failed", payload)
+            self.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
+
+    def _recover_started(self, row: dict) -> None:
+        name, run_id = row["workflow"], row["run_id"]
+        cfg = self.config.workflows.get(name)
+        request = queued_request(self.logs.path, run_id)
+        thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
+                        request.get("origin") or {})
+        if cfg is None or not cfg.idempotent:
+            why = "engine restarted while the thread ran"
+            if cfg is None:
+                why += f" (workflow {name} is no longer in nerve.yaml)"
+            self._event(thread, "crashed", {"reason": why})
+            return
+        try:
+            chain = persisted_chain(self.logs.path, run_id)
+        except ValueError as exc:
+            self._event(thread, "crashed", {"reason": f"cannot resume: {exc}"})
+            return
+        thread.messages = [m.to_dict() for m in chain]
+        if thread.messages:
+            thread.max_rounds = int(chain[0].meta.get("maxRounds", thread.max_rounds))
+        thread.resumed = True
+        self._kind(name).queue.append(thread)
+
+    def _recover_queued(self, row: dict) -> None:
+        name, run_id = row["workflow"], row["run_id"]
+        request = queued_request(self.logs.path, run_id)
+        thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
+                        request.get("origin") or {})
+        if name not in self.config.workflows:
+            self._event(thread, "dropped", {"reason": f"workflow {name} is no longer in nerve.yaml"})
+            return
+        self._kind(name).queue.append(thread)
+
+    # -- worker messages -------------------------------------------------------------
+    def on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:
+        from nerve_cli.kernel.workflow_spawn import handle_message
+
+        handle_message(self, kind, worker, message)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _kind(self, name: str) -> Kind:
+        if name not in self.kinds:
+            self.kinds[name] = Kind(name)
+        return self.kinds[name]
+
+    def _event(self, thread: Thread, type_: str, payload: dict) -> None:
+        body = {"workflow": thread.workflow, **payload}
+        self.logs.workflow_event(thread.run_id, thread.workflow, type_, body)
+        for listener in list(self.listeners):
+            try:
+                listener(thread.run_id, thread.workflow, type_, body)
+            except Exception:  # a listener must never break the kernel
+                log.exception("workflow listener failed")
+
+    def _message(self, thread: Thread, seq: int, message: dict) -> None:
+        WorkflowMessage.from_dict(message)  # only valid messages reach the log
+        thread.messages.append(message)
+        extra = {} if seq == 0 else {"round": seq}
+        self._event(thread, "message", {**message, "seq": seq, **extra})
+
+    def _system(self, type_: str, payload: dict) -> None:
+        self.logs.append("system", type_, payload.get("workflow"), payload)
+
+    def _flush(self) -> bool:
+        try:
+            self.logs.flush()
+            return True
+        except sqlite3.Error as exc:
+            self.report("error", f"logs.db: could not write workflow events ({exc}); will retry")
+            return False
+
+    async def _wait(self, condition: Callable[[], bool], timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not condition() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+
+
+def _num(run_id: str) -> int:
+    tail = run_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0

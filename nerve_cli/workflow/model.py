@@ -1,0 +1,87 @@
+"""Workflow types (PR #81): a chain of messages, roles that extend it, a moderator that routes.
+
+A workflow file defines `workflow = WorkflowDefinition(roles={...}, moderator=...)`.
+`WorkflowDefinition` is generic over the roles' meta type, so a type checker
+rejects a role whose `RoleResult` carries the wrong meta:
+
+    class ReviewMeta(TypedDict):
+        approved: bool
+
+    async def reviewer(messages: Sequence[WorkflowMessage]) -> RoleResult[ReviewMeta]: ...
+
+    workflow = WorkflowDefinition[ReviewMeta](roles={"reviewer": reviewer}, moderator=route)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+START = "__start__"
+END = "__end__"
+RESERVED_ROLES = frozenset({START, END})
+
+M = TypeVar("M", bound=Mapping[str, Any])
+
+
+@dataclass(frozen=True)
+class WorkflowMessage:
+    """One link of a thread's chain. `messages[0]` is the start message (role START)."""
+
+    role: str
+    content: str
+    meta: Mapping[str, Any]
+    timestamp: int  # unix ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content, "meta": dict(self.meta), "timestamp": self.timestamp}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> WorkflowMessage:
+        """Rebuild a message from its persisted form; ValueError says which field is wrong."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a workflow message must be an object, got {type(data).__name__}")
+        role, content, meta, ts = (data.get(k) for k in ("role", "content", "meta", "timestamp"))
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"workflow message role must be a non-empty string, got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"workflow message content must be a string, got {type(content).__name__}")
+        # PR #81 review, suggestion 1: meta is checked when a chain is rebuilt
+        if not isinstance(meta, Mapping):
+            raise ValueError(f"workflow message meta must be an object, got {type(meta).__name__}")
+        if isinstance(ts, bool) or not isinstance(ts, int):
+            raise ValueError(f"workflow message timestamp must be an integer (unix ms), got {ts!r}")
+        return cls(role, content, dict(meta), ts)
+
+
+@dataclass(frozen=True)
+class RoleResult(Generic[M]):
+    """What a role returns: the content of its message and its typed meta."""
+
+    content: str
+    meta: M
+
+
+# A role is an async function of the chain so far; it may have side effects.
+Role = Callable[[Sequence[WorkflowMessage]], Awaitable[RoleResult[M]]]
+# The moderator is a pure function of the chain: the next role's name, or END.
+Moderator = Callable[[Sequence[WorkflowMessage]], str]
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition(Generic[M]):
+    """Roles by name plus the moderator that passes the microphone between them."""
+
+    roles: Mapping[str, Role[M]]
+    moderator: Moderator
+
+
+def start_message(prompt: str, max_rounds: int, timestamp: int) -> WorkflowMessage:
+    """messages[0] of every thread (PR #81 review, point 2)."""
+    return WorkflowMessage(START, prompt, {"maxRounds": max_rounds}, timestamp)
+
+
+def rounds_used(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any]]) -> int:
+    """Rounds in a chain: every message but the start message (PR #81 review, warning 3)."""
+    return sum(1 for m in messages if (m.role if isinstance(m, WorkflowMessage) else m.get("role")) != START)

@@ -1,0 +1,177 @@
+"""The thread automaton: moderator → role → append → … until END or maxRounds.
+
+`run_thread` is the whole loop. It starts from any persisted chain (the start
+message alone for a new thread, more for a resumed one) and hands each new
+message to `persist(seq, message)`, awaiting it before the next step: the
+kernel acknowledges only once the message is on disk, so a crash can never
+lose a message a later step depended on, and a resumed thread never repeats
+one. User code failing ends the thread `failed` with a reason that names what
+went wrong and where; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nerve_cli.workflow.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage
+
+COMPLETED, FAILED = "completed", "failed"
+REASON_END, REASON_MAX_ROUNDS = "end", "max_rounds"
+
+Persist = Callable[[int, WorkflowMessage], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Where user code went wrong, for the thread's `failed` log row."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    file: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "traceback": self.traceback,
+                "file": self.file, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # completed | failed
+    reason: str  # "end", "max_rounds", or what failed
+    messages: tuple[WorkflowMessage, ...]
+    error: Failure | None = None
+
+
+@dataclass
+class ThreadContext:
+    """How to describe user code's failures: paths are shown relative to `root`."""
+
+    source: Path | None = None  # the workflow file: its frames are preferred in reasons
+    root: Path | None = None
+    clock: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+
+
+def describe(exc: BaseException, ctx: ThreadContext) -> Failure:
+    """The exception as a Failure, located at the deepest frame inside the workflow file."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        frames.append(traceback.FrameSummary(exc.filename, exc.lineno or 0, "<module>"))
+    chosen = None
+    for frame in frames:
+        if ctx.source is None or Path(frame.filename) == ctx.source:
+            chosen = frame
+    if chosen is None and frames:
+        chosen = frames[-1]
+    file = _display(Path(chosen.filename), ctx.root) if chosen else None
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    message = str(exc) if not isinstance(exc, SyntaxError) else (exc.msg or str(exc))
+    return Failure(type(exc).__name__, message, text, file, chosen.lineno if chosen else None)
+
+
+def _display(path: Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return str(path.relative_to(root))
+        except ValueError:
+            pass
+    return str(path)
+
+
+def _summary(what: str, failure: Failure) -> str:
+    at = f" at {failure.file}:{failure.line}" if failure.file else ""
+    return f"{what} raised {failure.type}: {failure.message}{at}"
+
+
+def _name(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_choice(choice: Any, roles: Mapping[str, Any]) -> str | None:
+    """None if the moderator's answer is usable, else why not."""
+    if inspect.isawaitable(choice):
+        if inspect.iscoroutine(choice):
+            choice.close()  # never awaited: avoid the "never awaited" warning
+        return "moderator returned an awaitable; it must be a plain (non-async) function returning a role name or END"
+    if not isinstance(choice, str):
+        return f"moderator returned {_name(choice)} {choice!r:.80}, expected a role name or END"
+    if choice != END and choice not in roles:
+        return f"moderator chose unknown role {choice!r} (roles: {', '.join(sorted(roles))})"
+    return None
+
+
+def to_message(role: str, result: Any, timestamp: int) -> WorkflowMessage | str:
+    """The role's result as the next link of the chain, or why it cannot be one."""
+    if not isinstance(result, RoleResult):
+        return f"role {role!r} returned {_name(result)}, expected RoleResult(content, meta)"
+    if not isinstance(result.content, str):
+        return f"role {role!r} returned content of type {_name(result.content)}, expected str"
+    if not isinstance(result.meta, Mapping):
+        return f"role {role!r} returned meta of type {_name(result.meta)}, expected a mapping (e.g. a dict)"
+    try:
+        # round-tripped so the live chain equals the chain a resumed thread reads back
+        meta = orjson.loads(orjson.dumps(dict(result.meta)))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        return f"role {role!r} returned meta that is not JSON-serialisable: {exc}"
+    return WorkflowMessage(role, result.content, meta, timestamp)
+
+
+def max_rounds_of(messages: Sequence[WorkflowMessage], default: int | None = None) -> int:
+    value = messages[0].meta.get("maxRounds", default) if messages else default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"the start message's meta.maxRounds must be a whole number >= 1, got {value!r}")
+    return value
+
+
+async def run_thread(
+    definition: WorkflowDefinition[Any],
+    messages: Sequence[WorkflowMessage],
+    persist: Persist,
+    ctx: ThreadContext | None = None,
+) -> Outcome:
+    """Run (or resume) a thread from its chain until END, maxRounds, or a failure.
+
+    The moderator is consulted first at every step, so a thread whose last
+    round satisfied it ends with reason `end` even when that round was the last
+    one allowed. Rounds are numbered from 1; the start message is not a round.
+    Cancellation (asyncio.CancelledError) propagates to the caller.
+    """
+    ctx = ctx or ThreadContext()
+    chain = list(messages)
+    if not chain or chain[0].role != START:
+        return Outcome(FAILED, "the chain does not begin with a start message", tuple(chain))
+    limit = max_rounds_of(chain)
+    while True:
+        try:
+            choice = definition.moderator(tuple(chain))
+        except (Exception, SystemExit) as exc:
+            failure = describe(exc, ctx)
+            return Outcome(FAILED, _summary("moderator", failure), tuple(chain), failure)
+        problem = check_choice(choice, definition.roles)
+        if problem:
+            return Outcome(FAILED, problem, tuple(chain))
+        if choice == END:
+            return Outcome(COMPLETED, REASON_END, tuple(chain))
+        if len(chain) - 1 >= limit:
+            return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
+        try:
+            result = definition.roles[choice](tuple(chain))
+            if inspect.isawaitable(result):
+                result = await result
+        except (Exception, SystemExit) as exc:
+            failure = describe(exc, ctx)
+            return Outcome(FAILED, _summary(f"role {choice!r}", failure), tuple(chain), failure)
+        message = to_message(choice, result, ctx.clock())
+        if isinstance(message, str):
+            return Outcome(FAILED, message, tuple(chain))
+        await persist(len(chain), message)
+        chain.append(message)

@@ -1,0 +1,148 @@
+"""Read side of threads for the CLI and the kernel: lists, one thread's story, counts.
+
+Everything here reads logs.db through read-only connections, so it works while
+an engine writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.errors import NerveError
+from nerve_cli.store.logs import iso_ms, now_ms, open_readonly, query_logs, workflow_runs
+from nerve_cli.workflow.model import START
+from nerve_cli.workflow.rebuild import MESSAGE_FIELDS
+
+END_TYPES = ("completed", "failed", "crashed", "dropped")
+
+
+def queued_request(logs_path: Path, run_id: str) -> dict[str, Any]:
+    """The payload of the run's `queued` row: prompt, max_rounds, origin ({} if none)."""
+    rows = query_logs(logs_path, source="workflow", type="queued", ref=run_id, limit=1)
+    return (rows[0]["payload"] or {}) if rows else {}
+
+
+def run_counts(logs_path: Path) -> dict[str, dict[str, int]]:
+    """workflow → status → number of threads, from workflow_runs."""
+    if not Path(logs_path).exists():
+        return {}
+    conn = open_readonly(logs_path)
+    try:
+        rows = conn.execute("SELECT workflow, status, COUNT(*) FROM workflow_runs GROUP BY workflow, status")
+        out: dict[str, dict[str, int]] = {}
+        for workflow, status, count in rows:
+            out.setdefault(workflow, {})[status] = count
+        return out
+    finally:
+        conn.close()
+
+
+def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Prompt, max rounds, rounds used and end reason of each run, in two queries."""
+    out: dict[str, dict[str, Any]] = {r: {} for r in run_ids}
+    if not run_ids:
+        return out
+    marks = ",".join("?" * len(run_ids))
+    conn = open_readonly(logs_path)
+    try:
+        rows = conn.execute(
+            f"SELECT ref_id, type, json_extract(payload, '$.prompt'), json_extract(payload, '$.max_rounds'), "
+            f"json_extract(payload, '$.reason') FROM logs WHERE source = 'workflow' AND ref_id IN ({marks}) "
+            f"AND type IN ('queued', 'completed', 'failed', 'crashed', 'dropped') ORDER BY id", run_ids)
+        for run_id, type_, prompt, max_rounds, reason in rows:
+            if type_ == "queued":
+                out[run_id].update(prompt=prompt, max_rounds=max_rounds)
+            else:
+                out[run_id]["reason"] = reason
+        # the start message is not a round (PR #81 review, warning 3)
+        rows = conn.execute(
+            f"SELECT ref_id, COUNT(DISTINCT json_extract(payload, '$.seq')) FROM logs WHERE source = 'workflow' "
+            f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') != ? GROUP BY ref_id",
+            [*run_ids, START])
+        for run_id, rounds in rows:
+            out[run_id]["rounds"] = rounds
+    finally:
+        conn.close()
+    return out
+
+
+def list_threads(logs_path: Path, status: str | None = None, workflow: str | None = None,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+    """Threads newest first, with prompt, rounds used/max and the end reason."""
+    runs = list(reversed(workflow_runs(logs_path, status=status, workflow=workflow)))
+    if limit is not None:
+        runs = runs[:limit]
+    extra = _summaries(logs_path, [r["run_id"] for r in runs])
+    for run in runs:
+        info = extra.get(run["run_id"], {})
+        run.update(prompt=info.get("prompt"), max_rounds=info.get("max_rounds"),
+                   rounds=info.get("rounds", 0), reason=info.get("reason"))
+    return runs
+
+
+def normalise_run_id(text: str) -> str:
+    """`7` → `run-7`; anything else unchanged."""
+    return f"run-{text}" if text.isdigit() else text
+
+
+def unknown_run(logs_path: Path, run_id: str) -> NerveError:
+    ids = [r["run_id"] for r in workflow_runs(logs_path)]
+    if not ids:
+        return NerveError(f"no thread {run_id}: this instance has no threads yet "
+                          "(start one with `nerve workflow run NAME --prompt TEXT`)")
+    near = difflib.get_close_matches(run_id, ids, n=3, cutoff=0.6)
+    recent = list(reversed(ids[-5:]))
+    hint = f"did you mean {', '.join(near)}? " if near else ""
+    return NerveError(f"no thread {run_id}: {hint}most recent: {', '.join(recent)} "
+                      "(see `nerve thread list`)")
+
+
+def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
+    """One thread's story from its log rows: header fields, events and the full chain."""
+    run_id = normalise_run_id(run_id)
+    rows = query_logs(logs_path, source="workflow", ref=run_id)
+    if not rows:
+        raise unknown_run(logs_path, run_id)
+    events = [r for r in rows if r["type"] != "message"]
+    queued = next((r["payload"] or {} for r in events if r["type"] == "queued"), {})
+    status_row = events[-1] if events else None
+    started = next((r for r in events if r["type"] == "started"), None)
+    ended = next((r for r in reversed(events) if r["type"] in END_TYPES), None)
+    if ended is not None and status_row is not ended:
+        ended = None  # resumed or requeued after an end: not over
+    chain = _chain(rows)
+    end_payload = (ended or {}).get("payload") or {}
+    now = now_ms()
+    return {
+        "run_id": run_id,
+        "workflow": (status_row["payload"] or {}).get("workflow") if status_row else None,
+        "status": status_row["type"] if status_row else "unknown",
+        "prompt": queued.get("prompt"),
+        "max_rounds": queued.get("max_rounds"),
+        "rounds_used": sum(1 for m in chain if m["role"] != START),
+        "origin": queued.get("origin"),
+        "queued_at": events[0]["time"] if events else None,
+        "started_at": started["time"] if started else None,
+        "ended_at": ended["time"] if ended else None,
+        "duration_ms": ((ended["ts"] if ended else now) - started["ts"]) if started else None,
+        "reason": end_payload.get("reason"),
+        "error": end_payload.get("error"),
+        "events": [{"type": r["type"], "time": r["time"], **(r["payload"] or {})} for r in events],
+        "messages": chain,
+    }
+
+
+def _chain(rows: list[dict]) -> list[dict[str, Any]]:
+    """Message rows in seq order, first row per seq; each with its round (None for the start)."""
+    by_seq: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        payload = row["payload"] or {}
+        seq = payload.get("seq")
+        if row["type"] == "message" and isinstance(seq, int) and seq not in by_seq:
+            message = {k: payload.get(k) for k in MESSAGE_FIELDS}
+            stamp = message["timestamp"] if isinstance(message["timestamp"], int) else row["ts"]
+            by_seq[seq] = {"seq": seq, "round": None if message["role"] == START else seq,
+                           **message, "time": iso_ms(stamp)}
+    return [by_seq[s] for s in sorted(by_seq)]
