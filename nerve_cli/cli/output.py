@@ -74,3 +74,14 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
 
 def show(renderable: Any) -> None:
     console().print(renderable)
+
+
+def problem(item: Any) -> None:
+    """One config problem, compiler style: `nerve.yaml:5: error: senses.x.throttle: message`."""
+    from rich.text import Text
+
+    style = "bold red" if item.severity == "error" else "bold yellow"
+    text = Text(f"{item.where()}: ") + Text(item.severity, style=style) + Text(": ")
+    if item.path:
+        text += Text(f"{item.path}: ", style="bold")
+    console().print(text + Text(item.message))

@@ -1,20 +1,133 @@
-"""Load nerve.yaml into a NerveConfig (minimal loader; full validation replaces it)."""
+"""Read and validate nerve.yaml like a compiler: every problem at once, with key path and line.
+
+`validate_text` never raises for a bad file: it returns the problems. `load_config`
+raises `ConfigError` carrying all of them, so a caller never half-loads a file.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
-from pydantic import ValidationError
+from typing import Any
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.errors import ConfigError
+from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
+from nerve_cli.config.rules import Channel
+from nerve_cli.errors import ConfigError, InstanceNotFound
+
+SECTIONS = ("engine", "senses", "reflexes", "workflows")
+
+
+@dataclass
+class Validation:
+    """Everything one validation pass learned about a file."""
+
+    config: NerveConfig | None
+    problems: list[Problem] = field(default_factory=list)
+    channels: list[Channel] = field(default_factory=list)
+    data: Any = None  # the plain parsed data (for cross-checks against the folder)
+    doc: Any = None  # the ruamel document (for line numbers)
+
+    @property
+    def valid(self) -> bool:
+        return not errors_of(self.problems)
+
+
+def validate_text(text: str, path: str | Path = "nerve.yaml") -> tuple[NerveConfig | None, list[Problem]]:
+    """(config, problems); config is None when any problem is an error."""
+    result = validate(text, path)
+    return result.config, result.problems
+
+
+def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
+    """Full validation: syntax, shape (pydantic), references between sections, channels."""
+    from nerve_cli.config.source import parse, to_plain
+
+    file = Path(path).name
+    doc, problems = parse(text, file)
+    if problems:
+        return Validation(None, problems)
+    data = to_plain(doc)
+    if data is None:  # an empty file (or only comments) is a valid, empty config
+        return Validation(NerveConfig(), data={}, doc=doc)
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        message = f"the top level must be a mapping with keys {', '.join(SECTIONS)}; got a {kind}"
+        return Validation(None, [Problem("", message, line=1, file=file)], data=data, doc=doc)
+    return _validate_mapping(data, doc, file)
+
+
+def _validate_mapping(data: dict, doc: Any, file: str) -> Validation:
+    from pydantic import ValidationError
+
+    from nerve_cli.config import rules
+    from nerve_cli.config.messages import message_for
+    from nerve_cli.config.source import line_of
+
+    findings, channels = rules.check_all(data)
+    skip = rules.workflow_kind_reflexes(data)  # one clear PR #81 error each, nothing more
+    config = None
+    try:
+        config = NerveConfig.model_validate(_normalized(data, skip))
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            findings.append((tuple(error["loc"]), "error", message_for(error)))
+    problems = [
+        Problem(key_path(loc, data), message, severity, line_of(doc, loc), file=file)
+        for loc, severity, message in findings
+    ]
+    problems = _deduplicated(problems)
+    problems.sort(key=lambda p: (p.line or 0, p.path))
+    if errors_of(problems):
+        config = None
+    return Validation(config, problems, channels, data, doc)
+
+
+def _normalized(data: dict, skip: set[int]) -> dict:
+    """An empty section (`senses:` with only comments under it) means "none", not null.
+
+    Same for a sense or workflow with no settings (`cpu-usage:`): all defaults.
+    Workflow-kind reflexes are replaced by a stub so pydantic adds nothing to their one error.
+    """
+    out = {k: v for k, v in data.items() if not (k in SECTIONS and v is None)}
+    for section in ("senses", "workflows"):
+        if isinstance(out.get(section), dict):
+            out[section] = {k: ({} if v is None else v) for k, v in out[section].items()}
+    if skip and isinstance(out.get("reflexes"), list):
+        out["reflexes"] = [
+            {"sense": "workflow-kind", "interval": "1s"} if i in skip else r for i, r in enumerate(out["reflexes"])
+        ]
+    return out
+
+
+def _deduplicated(problems: list[Problem]) -> list[Problem]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        if (p.path, p.message) not in seen:
+            seen.add((p.path, p.message))
+            out.append(p)
+    return out
+
+
+def validate_file(path: Path) -> Validation:
+    """Validate a nerve.yaml on disk (it must exist)."""
+    return validate(Path(path).read_text(encoding="utf-8"), path)
+
+
+def config_path(home: Path) -> Path:
+    path = Path(home) / "nerve.yaml"
+    if not path.is_file():
+        raise InstanceNotFound(
+            f"no Nerve instance at {home}: there is no nerve.yaml there. Run `nerve init --home {home}` to create one."
+        )
+    return path
 
 
 def load_config(home: Path) -> NerveConfig:
-    path = Path(home) / "nerve.yaml"
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-        return NerveConfig.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid: {exc}") from exc
+    """The validated config of the instance at `home`; ConfigError lists every problem."""
+    path = config_path(home)
+    result = validate_file(path)
+    if result.config is None:
+        raise ConfigError(f"{path} is invalid ({count_words(result.problems)}); nothing was loaded", result.problems)
+    return result.config

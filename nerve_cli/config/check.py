@@ -1,0 +1,120 @@
+"""`nerve config check`: validate nerve.yaml and cross-check it against the instance folder.
+
+Read-only: the file is never modified. Imports nothing heavy (no git, sqlite,
+watchfiles or engine) so the command stays quick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.config.load import Validation, config_path, validate_file
+from nerve_cli.config.problems import Problem, count_words
+from nerve_cli.config.rules import Channel
+
+
+@dataclass
+class CheckReport:
+    path: Path
+    problems: list[Problem]
+    channels: list[Channel]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.is_error for p in self.problems)
+
+    def verdict(self) -> str:
+        """'nerve.yaml is valid: 3 senses, 2 reflexes, 0 workflows; 1 external channel'."""
+        if not self.valid:
+            return f"{self.path.name} is invalid: {count_words(self.problems)}"
+        c = self.counts
+        text = (
+            f"{self.path.name} is valid: {_n(c['senses'], 'sense')}, {_n(c['reflexes'], 'reflex', 'reflexes')}, "
+            f"{_n(c['workflows'], 'workflow')}; {_n(len(self.channels), 'external channel')}"
+        )
+        disabled = c.get("disabled", 0)
+        if disabled:
+            text += f"; {disabled} disabled"
+        return text + (f" ({count_words(self.problems)})" if self.problems else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` shape: {"valid", "problems": [{path, message, severity, line}], "channels"}."""
+        return {
+            "valid": self.valid,
+            "problems": [p.to_dict() for p in self.problems],
+            "channels": [c.to_dict() for c in self.channels],
+        }
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
+
+
+def check_instance(home: Path) -> CheckReport:
+    path = config_path(home)
+    result = validate_file(path)
+    problems = list(result.problems)
+    if result.config is not None:
+        problems += folder_problems(Path(home), result)
+        problems.sort(key=lambda p: (p.line or 0, p.path))
+    return CheckReport(path, problems, result.channels, _counts(result))
+
+
+def _counts(result: Validation) -> dict[str, int]:
+    config = result.config
+    if config is None:
+        return {"senses": 0, "reflexes": 0, "workflows": 0}
+    disabled = sum(not s.enabled for s in config.senses.values())
+    disabled += sum(not r.enabled for r in config.reflexes) + sum(not w.enabled for w in config.workflows.values())
+    return {
+        "senses": len(config.senses),
+        "reflexes": len(config.reflexes),
+        "workflows": len(config.workflows),
+        "disabled": disabled,
+    }
+
+
+def folder_problems(home: Path, result: Validation) -> list[Problem]:
+    """Files the config needs that are missing, and files the config does not know about."""
+    from nerve_cli.config.source import line_of
+    from nerve_cli.home import Layout
+
+    layout, config = Layout(home), result.config
+    assert config is not None
+    found: list[tuple[tuple, str, str]] = []
+    for name, sense in config.senses.items():
+        if not sense.enabled:
+            continue
+        folder = layout.sense_dir(name)
+        for part in ("sense.py", "schema.py"):
+            if not (folder / part).is_file():
+                found.append((("senses", name), "error", f"senses/{name}/{part} does not exist; "
+                              f"create it (`nerve sense new {name}` scaffolds one) or set `enabled: false`"))
+        if (folder / "schema.py").is_file() and not layout.migrations(name).is_dir():
+            found.append((("senses", name), "warning", f"senses/{name}/migrations/ does not exist; "
+                          f"run `nerve sense migrate {name}` to generate it from schema.py"))
+    for name, workflow in config.workflows.items():
+        if workflow.enabled and not layout.workflow_file(name).is_file():
+            found.append((("workflows", name), "error", f"workflows/{name}.py does not exist; "
+                          f"create it (`nerve workflow new {name}` scaffolds one) or set `enabled: false`"))
+    found += _unregistered(layout, config)
+    return [Problem(".".join(map(str, loc)), msg, sev, line_of(result.doc, loc), file=layout.config.name)
+            for loc, sev, msg in found]
+
+
+def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, str, str]]:
+    out = []
+    if layout.senses.is_dir():
+        for folder in sorted(layout.senses.iterdir()):
+            if (folder / "sense.py").is_file() and folder.name not in config.senses:
+                out.append((("senses",), "warning", f"senses/{folder.name}/ is not in nerve.yaml, so it never runs; "
+                            f"add it under `senses:` (and a reflex) to use it"))
+    if layout.workflows.is_dir():
+        for file in sorted(layout.workflows.glob("*.py")):
+            if file.stem not in config.workflows and not file.name.startswith("_"):
+                out.append((("workflows",), "warning", f"workflows/{file.name} is not in nerve.yaml, so it can never start; "
+                            f"add `{file.stem}:` under `workflows:` to use it"))
+    return out

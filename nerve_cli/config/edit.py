@@ -1,0 +1,205 @@
+"""Edit nerve.yaml the way a careful person would: keep every comment, key order and style.
+
+Every edit goes through `edit_config`: parse (ruamel round-trip), change, dump,
+validate the result with the same validator as `nerve config check`, and only
+then write it atomically (temp file + fsync + os.replace). An edit that would
+leave the file invalid is refused and the file is not touched.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from nerve_cli.config.load import config_path, validate
+from nerve_cli.config.model import check_name
+from nerve_cli.config.problems import count_words, errors_of
+from nerve_cli.config.rules import hint
+from nerve_cli.config.source import make_yaml, parse
+from nerve_cli.config.yamltail import append_item, append_key, insert_key
+from nerve_cli.errors import ConfigError, NerveError
+
+SECTION_ORDER = ("engine", "senses", "reflexes", "workflows")
+
+
+@contextmanager
+def edit_config(home: Path) -> Iterator[CommentedMap]:
+    """Yield the round-trip document; on a clean exit validate it and write it atomically.
+
+    An exception inside the block (or an invalid result) leaves the file untouched.
+    """
+    path = config_path(home)
+    original = path.read_text(encoding="utf-8")
+    doc, problems = parse(original, path.name)
+    if problems:
+        raise ConfigError(f"{path} cannot be edited: it is not valid YAML; fix it first", problems)
+    yaml = make_yaml(original)
+    doc = doc if doc is not None else CommentedMap()
+    yield doc
+    buffer = io.StringIO()
+    yaml.dump(doc, buffer)
+    text = buffer.getvalue()
+    if text == original:
+        return
+    _refuse_if_invalid(path, original, text)
+    if path.read_text(encoding="utf-8") != original:
+        raise NerveError(f"{path} changed while it was being edited; nothing was written, run the command again")
+    write_atomic(path, text)
+
+
+def _refuse_if_invalid(path: Path, original: str, text: str) -> None:
+    errors = errors_of(validate(text, path).problems)
+    if not errors:
+        return
+    if errors_of(validate(original, path).problems):
+        raise ConfigError(
+            f"{path} is already invalid, so it was not edited; fix it first (`nerve config check`)", errors
+        )
+    raise ConfigError(f"edit refused: it would make {path} invalid ({count_words(errors)}); the file is unchanged", errors)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder + fsync + os.replace: readers see old or new, never half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def add_sense(home: Path, name: str, settings: dict, reflex: dict | None = None) -> None:
+    """Register sense `name` under `senses:` (and optionally a reflex for it)."""
+    _check_new_name(name, "sense")
+    with edit_config(home) as doc:
+        senses = _mapping_section(doc, "senses")
+        if name in senses:
+            raise NerveError(f"sense `{name}` is already in nerve.yaml (senses.{name})")
+        append_key(senses, name, _node(settings, flow=_sibling_flow(senses)))
+        if reflex is not None:
+            reflexes = _list_section(doc, "reflexes")
+            entry = {"sense": name, **{k: v for k, v in reflex.items() if k != "sense"}}
+            append_item(reflexes, _node(entry, flow=_sibling_flow(reflexes)))
+
+
+def add_workflow(home: Path, name: str, settings: dict) -> None:
+    """Register workflow `name` under `workflows:`."""
+    _check_new_name(name, "workflow")
+    with edit_config(home) as doc:
+        workflows = _mapping_section(doc, "workflows")
+        if name in workflows:
+            raise NerveError(f"workflow `{name}` is already in nerve.yaml (workflows.{name})")
+        append_key(workflows, name, _node(settings, flow=_sibling_flow(workflows)))
+
+
+def set_enabled(
+    home: Path, kind: Literal["sense", "workflow", "reflex"], name_or_index: str | int, enabled: bool
+) -> None:
+    """Set `enabled:` on one sense, workflow or reflex (by index); adds the key only when disabling."""
+    with edit_config(home) as doc:
+        parent, key = _locate(doc, kind, name_or_index)
+        entry = parent[key]
+        if entry is None:
+            entry = parent[key] = _node({}, flow=False)
+        if not isinstance(entry, dict):
+            raise NerveError(f"{kind} `{name_or_index}` in nerve.yaml is not a mapping; fix it by hand first")
+        if "enabled" in entry:
+            entry["enabled"] = enabled
+        elif not enabled:
+            append_key(entry, "enabled", False)
+
+
+def _locate(doc: CommentedMap, kind: str, name_or_index: str | int) -> tuple[Any, Any]:
+    if kind == "reflex":
+        reflexes = doc.get("reflexes")
+        count = len(reflexes) if isinstance(reflexes, list) else 0
+        try:
+            index = int(name_or_index)
+        except (TypeError, ValueError):
+            raise NerveError(f"a reflex is chosen by its index (0 to {count - 1}), got {name_or_index!r}") from None
+        if not 0 <= index < count:
+            raise NerveError(f"there is no reflexes[{index}] in nerve.yaml ({count} reflexes)")
+        return reflexes, index
+    section = {"sense": "senses", "workflow": "workflows"}.get(kind)
+    if section is None:
+        raise ValueError(f"kind must be 'sense', 'workflow' or 'reflex', got {kind!r}")
+    entries = doc.get(section)
+    if not isinstance(entries, dict) or name_or_index not in entries:
+        known = list(entries) if isinstance(entries, dict) else []
+        raise NerveError(f"there is no {kind} `{name_or_index}` in nerve.yaml{hint(str(name_or_index), known)}")
+    return entries, name_or_index
+
+
+def _check_new_name(name: str, kind: str) -> None:
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise NerveError(f"invalid {kind} name: {exc}") from None
+
+
+def _mapping_section(doc: CommentedMap, section: str) -> CommentedMap:
+    return _section(doc, section, CommentedMap)
+
+
+def _list_section(doc: CommentedMap, section: str) -> CommentedSeq:
+    return _section(doc, section, CommentedSeq)
+
+
+def _section(doc: CommentedMap, section: str, kind: type) -> Any:
+    """doc[section], created (in canonical order) when absent or empty (`senses:` with only comments)."""
+    value = doc.get(section)
+    if value is None:
+        value = kind()
+        value.fa.set_block_style()
+        if section in doc:
+            doc[section] = value
+        else:
+            later = [i for i, k in enumerate(doc) if k in SECTION_ORDER[SECTION_ORDER.index(section) + 1 :]]
+            insert_key(doc, later[0] if later else len(doc), section, value)
+    elif not isinstance(value, kind):
+        raise NerveError(f"`{section}:` in nerve.yaml is not a {'list' if kind is CommentedSeq else 'mapping'}; fix it first")
+    elif not value:
+        value.fa.set_block_style()  # `senses: {}` grows into a block, not a one-line flow mapping
+    return value
+
+
+def _sibling_flow(container: Any) -> bool:
+    """New entries copy the style of the last existing one (flow `{a: 1}` or block); block when empty."""
+    if not container:
+        return False
+    last = container[next(reversed(container))] if isinstance(container, dict) else container[-1]
+    return isinstance(last, (CommentedMap, CommentedSeq)) and last.fa.flow_style() is True
+
+
+def _node(value: Any, *, flow: bool) -> Any:
+    """Plain dicts/lists → ruamel nodes; lists of scalars and nested mappings are written inline."""
+    if isinstance(value, dict):
+        node = CommentedMap((k, _node(v, flow=True)) for k, v in value.items())
+        if flow:
+            node.fa.set_flow_style()
+        else:
+            node.fa.set_block_style()
+        return node
+    if isinstance(value, (list, tuple)):
+        seq = CommentedSeq(_node(v, flow=True) for v in value)
+        seq.fa.set_flow_style()
+        return seq
+    return value

@@ -1,0 +1,95 @@
+"""pydantic error dicts → messages a person can act on ("expected X, got Y", "did you mean")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nerve_cli.config import model
+from nerve_cli.config.rules import nearest
+
+# Which model a location points into: the model stays the one source of valid keys.
+SECTION_MODELS: dict[str, type] = {
+    "engine": model.EngineConfig,
+    "senses": model.SenseConfig,
+    "reflexes": model.ReflexConfig,
+    "workflows": model.WorkflowConfig,
+}
+_SECTION_DEPTH = {"engine": 1, "senses": 2, "reflexes": 2, "workflows": 2}
+_KIND = {"engine": "engine setting", "senses": "sense setting", "reflexes": "reflex key", "workflows": "workflow setting"}
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false", "True", "False", "TRUE", "FALSE"}
+
+
+def show(value: Any) -> str:
+    """A short rendering of the offending value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def model_at(loc: tuple) -> type | None:
+    """The pydantic model whose keys live at `loc[:-1]`, or None."""
+    if len(loc) == 1:
+        return model.NerveConfig
+    section = loc[0]
+    if section in SECTION_MODELS and len(loc) == _SECTION_DEPTH[section] + 1:
+        return SECTION_MODELS[section]
+    return None
+
+
+def unknown_key(loc: tuple) -> str:
+    key = str(loc[-1])
+    owner = model_at(loc)
+    valid = list(owner.model_fields) if owner else []
+    close = nearest(key, valid)
+    if close:
+        return f"unknown key `{key}`; did you mean `{close}`?"
+    elsewhere = [s for s, m in SECTION_MODELS.items() if key in m.model_fields and s != loc[0]]
+    if elsewhere and owner is not model.NerveConfig:
+        return f"unknown key `{key}` here: `{key}` is a {_KIND[elsewhere[0]]} (under `{elsewhere[0]}:`)"
+    return f"unknown key `{key}`; valid keys here: {', '.join(valid)}"
+
+
+def message_for(error: dict[str, Any]) -> str:
+    """One pydantic error (from `ValidationError.errors()`) → our wording."""
+    kind, value, loc = error["type"], error.get("input"), error["loc"]
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return unknown_key(loc)
+    if kind == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")
+    if kind == "missing":
+        what = " (the sense this reflex schedules)" if loc[-1] == "sense" else ""
+        return f"missing required key `{loc[-1]}`{what}"
+    if kind == "bool_type":
+        note = " (YAML 1.2 reads yes/no/on/off as text)" if isinstance(value, str) and value in _YAML11_BOOLS else ""
+        return f"expected true or false, got {show(value)}{note}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected a whole number, got {show(value)}"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = ctx.get("ge", ctx.get("gt"))
+        return f"expected a number {'≥' if 'ge' in ctx else '>'} {bound}, got {show(value)}"
+    if kind == "literal_error":
+        return f"expected {ctx.get('expected')}, got {show(value)}"
+    if kind in ("tuple_type", "list_type"):
+        if loc == ("reflexes",):
+            return f"expected a list of reflexes like `- {{sense: cpu-usage, interval: 10s}}`, got {show(value)}"
+        return f"expected a list like [a, b], got {show(value)}"
+    if kind == "string_type":
+        return f"expected a string, got {show(value)}"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return _mapping_expected(loc, value)
+    return f"{error['msg']}, got {show(value)}"
+
+
+def _mapping_expected(loc: tuple, value: Any) -> str:
+    examples = {
+        "senses": "{group: system, throttle: 5s}",
+        "reflexes": "{sense: cpu-usage, interval: 10s}",
+        "workflows": "{concurrency: 1, overflow: queue}",
+        "engine": "{max_rounds: 100}",
+    }
+    example = examples.get(loc[0], "")
+    if len(loc) == 1:
+        shape = {"senses": "a mapping of sense name → settings", "workflows": "a mapping of workflow name → settings",
+                 "reflexes": "a list of reflexes", "engine": "a mapping of settings"}.get(loc[0], "a mapping")
+        return f"expected {shape}, got {show(value)}"
+    return f"expected a mapping like {example}, got {show(value)}"

@@ -1,0 +1,192 @@
+"""Checks that need the whole file: references between senses, reflexes and channels.
+
+They run on the plain parsed data even when pydantic found type errors, so one
+`nerve config check` shows every problem. Each check is defensive about types:
+a wrongly typed value is pydantic's to report, not ours.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from nerve_cli.config.model import HEALTH_SENSE, parse_duration
+from nerve_cli.config.problems import Loc, Severity
+
+Finding = tuple[Loc, Severity, str]
+
+WORKFLOW_KIND = (
+    "the `workflow:` reflex kind was removed by PR #81: reflexes only schedule senses. "
+    "To launch workflow `{name}`, have a sense return "
+    '`SenseResult(payload, workflow="{name}|5|what to do")` (the directive is `name|maxRounds|prompt`); '
+    "list that sense here with `sense:` instead"
+)
+
+
+@dataclass
+class Channel:
+    """An `on:` name that is not a sense: an external channel fed by `nerve emit NAME`."""
+
+    name: str
+    reflexes: list[int] = field(default_factory=list)
+    did_you_mean: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reflexes": self.reflexes, "did_you_mean": self.did_you_mean}
+
+
+def nearest(name: str, candidates: Any) -> str | None:
+    """The closest candidate to a probable typo, if any is close enough."""
+    names = [c for c in candidates if isinstance(c, str)]
+    found = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def hint(name: str, candidates: Any, what: str = "") -> str:
+    close = nearest(name, candidates)
+    return f"; did you mean {what}`{close}`?" if close else ""
+
+
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _names(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def workflow_kind_reflexes(data: dict) -> set[int]:
+    """Indexes of reflexes written in the removed `- workflow: X` form."""
+    return {i for i, r in enumerate(_names(data.get("reflexes"))) if isinstance(r, dict) and "workflow" in r}
+
+
+def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
+    senses = _mapping(data.get("senses"))
+    findings = list(_check_senses(senses))
+    channels: dict[str, Channel] = {}
+    for i, reflex in enumerate(_names(data.get("reflexes"))):
+        if isinstance(reflex, dict):
+            findings.extend(_check_reflex(i, reflex, senses, channels))
+    findings.extend(_cycles(data, senses))
+    return findings, list(channels.values())
+
+
+def _check_senses(senses: dict) -> Iterator[Finding]:
+    for name, settings in senses.items():
+        if name == HEALTH_SENSE:
+            yield ("senses", name), "error", (
+                f"`{HEALTH_SENSE}` is the engine's built-in sense and cannot be defined here; "
+                "pick another name (you can still listen to it with `on: [nerve-health]`)"
+            )
+        yield from _check_peers(name, _mapping(settings), senses)
+
+
+def _check_peers(name: str, settings: dict, senses: dict) -> Iterator[Finding]:
+    enabled = settings.get("enabled", True) is not False
+    for j, peer in enumerate(_names(settings.get("peers"))):
+        if not isinstance(peer, str):
+            continue
+        loc = ("senses", name, "peers", j)
+        if peer == name:
+            yield loc, "error", f"sense `{name}` lists itself as a peer; its own database is the `db` argument"
+        elif peer == HEALTH_SENSE:
+            yield loc, "error", f"`{HEALTH_SENSE}` is built in and has no database a sense can read as a peer"
+        elif peer not in senses:
+            yield loc, "error", f"peer `{peer}` is not a sense in `senses:`{hint(peer, senses)}"
+        elif enabled and _mapping(senses[peer]).get("enabled", True) is False:
+            yield loc, "warning", f"peer `{peer}` is disabled: its database will stop changing"
+
+
+def _check_reflex(i: int, reflex: dict, senses: dict, channels: dict[str, Channel]) -> Iterator[Finding]:
+    if "workflow" in reflex:
+        name = reflex["workflow"] if isinstance(reflex["workflow"], str) else "NAME"
+        yield ("reflexes", i, "workflow"), "error", WORKFLOW_KIND.format(name=name)
+        return
+    target = reflex.get("sense")
+    yield from _check_target(i, target, reflex, senses)
+    yield from _check_trigger(i, reflex)
+    for j, source in enumerate(_names(reflex.get("on"))):
+        if not isinstance(source, str):
+            continue
+        if source == target:
+            yield ("reflexes", i, "on", j), "warning", (
+                f"sense `{target}` listens to its own signals: each signal schedules another compute "
+                "(only `throttle` spaces them)"
+            )
+        if source in senses or source == HEALTH_SENSE:
+            continue
+        channel = channels.setdefault(source, Channel(source, did_you_mean=nearest(source, [*senses, HEALTH_SENSE])))
+        channel.reflexes.append(i)
+        if channel.did_you_mean:
+            yield ("reflexes", i, "on", j), "warning", (
+                f"`{source}` is not a sense, so it is an external channel fed only by `nerve emit {source}`; "
+                f"did you mean sense `{channel.did_you_mean}`?"
+            )
+
+
+def _check_target(i: int, target: Any, reflex: dict, senses: dict) -> Iterator[Finding]:
+    if not isinstance(target, str):
+        return
+    loc = ("reflexes", i, "sense")
+    if target == HEALTH_SENSE:
+        yield loc, "error", (
+            f"`{HEALTH_SENSE}` is built in and runs every `engine.health_interval`; a reflex cannot schedule it"
+        )
+    elif target not in senses:
+        yield loc, "error", f"`{target}` is not a sense in `senses:`{hint(target, senses)}"
+    elif reflex.get("enabled", True) is not False and _mapping(senses[target]).get("enabled", True) is False:
+        yield loc, "warning", f"sense `{target}` is disabled, so this reflex never fires"
+
+
+def _check_trigger(i: int, reflex: dict) -> Iterator[Finding]:
+    interval = reflex.get("interval")
+    if interval is None and not reflex.get("on"):
+        yield ("reflexes", i), "error", (
+            "this reflex has neither `interval` nor `on`, so it would never fire; "
+            "add `interval: 10s` or `on: [some-sense]`"
+        )
+        return
+    try:
+        too_short = interval is not None and parse_duration(interval) <= 0
+    except ValueError:
+        return  # pydantic reports the bad duration
+    if too_short:
+        yield ("reflexes", i, "interval"), "error", f"expected an interval longer than 0, got {interval!r}"
+
+
+def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
+    """Warn about loops of two or more senses triggering each other (self-loops are warned above)."""
+    edges: dict[str, set[str]] = {}
+    edge_reflex: dict[tuple[str, str], int] = {}
+    for i, reflex in enumerate(_names(data.get("reflexes"))):
+        if not isinstance(reflex, dict) or reflex.get("enabled", True) is False:
+            continue
+        target = reflex.get("sense")
+        if not isinstance(target, str) or target not in senses:
+            continue
+        for source in _names(reflex.get("on")):
+            if isinstance(source, str) and source in senses and source != target:
+                edges.setdefault(source, set()).add(target)
+                edge_reflex.setdefault((source, target), i)
+    seen: set[frozenset[str]] = set()
+    for start in sorted(edges):
+        for loop in _loops_from(start, edges):
+            key = frozenset(loop)
+            if key not in seen:
+                seen.add(key)
+                yield ("reflexes", edge_reflex[(loop[-1], loop[0])], "on"), "warning", (
+                    "senses trigger each other in a loop: " + " → ".join([*loop, loop[0]])
+                    + "; every signal goes round again (only `throttle` or returning None stops it)"
+                )
+
+
+def _loops_from(start: str, edges: dict[str, set[str]]) -> Iterator[list[str]]:
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(edges.get(node, ())):
+            if nxt == start:
+                yield path
+            elif nxt not in path and nxt > start:  # each loop once, from its smallest member
+                stack.append((nxt, [*path, nxt]))
