@@ -1,0 +1,175 @@
+"""Reading history back: hot rows from the databases plus archived JSONL days when a range reaches them.
+
+Archived files are read only when the asked-for range reaches days that have
+files (`--since 90d`, or a sense history asked for more rows than are hot).
+Rows are merged by id (ids are AUTOINCREMENT, never reused, so a row has the
+same id in the database and in its archive file) and returned newest last.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from nerve_cli.config.model import check_name, parse_duration
+from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
+from nerve_cli.store.jsonl import iter_lines, list_files
+from nerve_cli.store.logs import iso_ms, now_ms, open_readonly, parse_payload, query_logs
+
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?Z?$")
+
+
+@dataclass
+class LogHistory:
+    rows: list[dict]
+    archived_days: list[str] = field(default_factory=list)  # days read from the archive, in order
+    folder: Path | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def day_of(ts_ms: int) -> str:
+    return iso_ms(ts_ms)[:10]
+
+
+def parse_since(text: str, now: int | None = None) -> int:
+    """`90d`, `1h`, `500ms` (ago) or a UTC date/time `2026-08-01[T12:00[:00]]` → unix ms."""
+    from datetime import datetime, timezone
+
+    text = text.strip()
+    if DATE_RE.match(text):
+        dt = datetime.fromisoformat(text.rstrip("Z").replace(" ", "T")).replace(tzinfo=timezone.utc)
+        return int(dt.timestamp() * 1000)
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise NerveError(
+            f"--since {text!r}: expected a duration like 90s, 10m, 2h, 7d or a UTC date like 2026-08-01"
+        ) from None
+    return (now_ms() if now is None else now) - int(seconds * 1000)
+
+
+def follow_logs(
+    path: Path, after_id: int, *, interval: float = 0.2, **filters: str | None
+) -> Iterator[list[dict]]:
+    """Batches of rows newer than `after_id`, polling every `interval` s (forever; the caller stops).
+
+    Waits for the database to appear if the engine has not created it yet.
+    """
+    while True:
+        rows = query_logs(path, after_id=after_id, **filters) if Path(path).exists() else []
+        if rows:
+            after_id = rows[-1]["id"]
+            yield rows
+        else:
+            time.sleep(interval)
+
+
+def newest(rows: Iterable[dict], limit: int | None) -> list[dict]:
+    """Rows deduplicated by id, newest (largest id) last, at most `limit` of them; memory ~ limit."""
+    if limit is None:
+        unique = {r["id"]: r for r in rows}
+        return [unique[k] for k in sorted(unique)]
+    seen: set = set()
+    heap: list[tuple[int, dict]] = []
+    for row in rows:
+        if row["id"] in seen:
+            continue
+        seen.add(row["id"])
+        if len(heap) < limit:
+            heapq.heappush(heap, (row["id"], row))
+        elif row["id"] > heap[0][0]:
+            seen.discard(heapq.heapreplace(heap, (row["id"], row))[0])
+    return [row for _, row in sorted(heap, key=lambda item: item[0])]
+
+
+def read_logs(
+    home: Path,
+    *,
+    source: str | None = None,
+    type: str | None = None,
+    ref: str | None = None,
+    since_ms: int | None = None,
+    limit: int | None = None,
+) -> LogHistory:
+    """Log rows like `query_logs`, plus archived days from `since_ms` on (when given)."""
+    layout = Layout(Path(home))
+    hot = query_logs(layout.logs_db, source=source, type=type, ref=ref, since_ms=since_ms, limit=limit)
+    folder = layout.archive / "logs"
+    files = list_files(folder, day_of(since_ms)) if since_ms is not None else []
+    if not files:
+        return LogHistory(hot)
+    history = LogHistory([], sorted({f.day for f in files}), folder)
+    wanted = {"source": source, "type": type, "ref_id": ref}
+
+    def archived() -> Iterator[dict]:
+        for f in files:
+            for row in iter_lines(f.path, history.problems):
+                if row["ts"] >= since_ms and all(v is None or row.get(k) == v for k, v in wanted.items()):
+                    yield row
+
+    history.rows = newest(_chain(hot, archived()), limit)
+    return history
+
+
+def _chain(*parts: Iterable[dict]) -> Iterator[dict]:
+    for part in parts:
+        yield from part
+
+
+def _hot_signals(path: Path, since_ms: int | None, limit: int | None) -> list[dict]:
+    if not path.exists():
+        return []
+    sql, params = "SELECT id, ts, payload FROM _signals", []
+    if since_ms is not None:
+        sql += " WHERE ts >= ?"
+        params.append(since_ms)
+    sql += " ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    conn = open_readonly(path)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_signals'").fetchone() is None:
+            return []
+        rows = [_signal(i, t, p) for i, t, p in conn.execute(sql, params)]
+    finally:
+        conn.close()
+    rows.reverse()
+    return rows
+
+
+def _signal(id_: int, ts: int, payload: str | None) -> dict:
+    return {"id": id_, "ts": ts, "time": iso_ms(ts), "payload": parse_payload(payload)}
+
+
+def sense_history(home: Path, name: str, since_ms: int | None = None, limit: int | None = None) -> list[dict]:
+    """A sense's signals `{"id", "ts", "time", "payload"}`, newest last: hot `_signals` rows, plus
+    archived days when `since_ms` reaches them or fewer than `limit` rows are hot.
+
+    `since_ms=None, limit=None` returns the whole history, archive included.
+    """
+    check_name(name)
+    layout = Layout(Path(home))
+    hot = _hot_signals(layout.sense_db(name), since_ms, limit)
+    if limit is not None and len(hot) >= limit:
+        return hot
+    since_day = day_of(since_ms) if since_ms is not None else None
+    files = list_files(layout.archive / "senses" / name, since_day)
+    older: list[dict] = []
+    # newest day first, so a `limit` stops reading as soon as it is met
+    for day in sorted({f.day for f in files}, reverse=True):
+        for f in (f for f in files if f.day == day):
+            for line in iter_lines(f.path):
+                row = line.get("row") if isinstance(line, dict) else None
+                if line.get("table") == "_signals" and row and (since_ms is None or row["ts"] >= since_ms):
+                    older.append(_signal(row["id"], row["ts"], row.get("payload")))
+        if limit is not None and len(older) + len(hot) >= limit:
+            break
+    return newest(_chain(older, hot), limit)
+
+
