@@ -10,6 +10,7 @@ from nerve_cli.cli.common import HomeOption
 def run(
     home: HomeOption = None,
     for_: Annotated[Optional[str], typer.Option("--for", help="Stop by itself after this long (e.g. 30s).")] = None,
+    no_watch: Annotated[bool, typer.Option("--no-watch", help="Do not reload when files change.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="Also show signals (-v) and every compute (-vv).")] = 0,
 ) -> None:
     """Run the engine in the foreground until Ctrl-C (or --for).
@@ -35,6 +36,6 @@ def run(
             seconds = parse_duration(for_)
         except ValueError as exc:
             raise NerveError(f"--for: {exc}") from None
-    engine = Engine(path, Reporter(verbose), run_for=seconds)
+    engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch)
     code = asyncio.run(engine.run())
     raise typer.Exit(130 if engine.forced else code)

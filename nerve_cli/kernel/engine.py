@@ -32,11 +32,15 @@ FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
 
 class Engine:
-    def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None) -> None:
+    def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None,
+                 watch: bool = True) -> None:
         self.home = home
         self.layout = Layout(home)
         self.report = report
         self.run_for = run_for
+        self.watch = watch
+        self._watch_stop = asyncio.Event()
+        self._watcher: asyncio.Task | None = None
         self.config: NerveConfig = load_config(home)
         self.started_at = time.time()
         self.stopping = False
@@ -79,6 +83,8 @@ class Engine:
             await self.workflows.start()
         for group, senses in self.config.groups().items():
             self._start_group(group, senses)
+        if self.watch:
+            self._watcher = loop.create_task(self._watch_files())
         if self.run_for is not None:
             loop.call_later(self.run_for, self._stop.set)
         self.pump()
@@ -109,8 +115,24 @@ class Engine:
         self.report("info", f"{signal.Signals(sig).name}: stopping (again to force)")
         self._stop.set()
 
+    async def _watch_files(self) -> None:
+        from nerve_cli.kernel.reload import apply_changes
+        from nerve_cli.kernel.watch import watch
+
+        async def on_change(changes) -> None:
+            if not self.stopping:
+                await apply_changes(self, changes)
+
+        try:
+            await watch(self.home, on_change, self._watch_stop)
+        except Exception as exc:  # the engine keeps running without hot reload, and says so
+            self.report("error", f"file watching stopped: {type(exc).__name__}: {exc}; restart the engine to reload")
+
     async def _shutdown(self) -> None:
         self.stopping = True
+        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self._timer:
             self._timer.cancel()
         await self.control.close()

@@ -159,6 +159,28 @@ class GroupSupervisor:
             self._spawning.cancel()
         self.state = "stopped"
 
+    async def restart(self, senses: list[str] | None = None, config: NerveConfig | None = None) -> None:
+        """Reload: take no new computes, let running ones finish (bounded by their grace), respawn.
+
+        Waiting keeps a compute that was running when its file changed whole:
+        its result is recorded before the old worker goes.
+        """
+        self.state = "reloading"
+        if self._respawn:
+            self._respawn.cancel()
+        limit = max((self._deadline(i.sense) for i in self.inflight.values()), default=0.0)
+        await self.stop(limit)
+        if senses is not None:
+            self.senses = list(senses)
+        if config is not None:
+            self.config = config
+        self.failures = 0
+        self.start()
+
+    def _deadline(self, sense: str) -> float:
+        settings = self.config.senses.get(sense)
+        return settings.timeout + settings.grace + 1.0 if settings else 5.0
+
     def kill(self) -> None:
         """Forced shutdown: no waiting."""
         self._stopping = True
@@ -169,7 +191,7 @@ class GroupSupervisor:
 
     # computes --------------------------------------------------------------
     def runnable(self) -> set[str]:
-        if self.state != "ready":
+        if self.state != "ready" or self._stopping:
             return set()
         return self.loaded
 

@@ -1,0 +1,124 @@
+"""Hot reload on a running engine: sense code, nerve.yaml, groups."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+
+from enginekit import RunningEngine, completes, errors, read_logs, starts, wait_for, write_instance, write_sense
+from nerve_cli.kernel.client import request
+
+
+def returns(value: object) -> str:
+    return f"def compute(db, peers):\n    return {value!r}\n"
+
+
+def last_payload(home: Path, sense: str):
+    import json
+    import sqlite3
+
+    path = home / "data" / "senses" / f"{sense}.db"
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
+    finally:
+        conn.close()
+    return json.loads(row[0]) if row else None
+
+
+CONFIG = """
+    senses:
+      edited: {group: g1}
+      buddy: {group: g1}
+      steady: {group: g2}
+    reflexes:
+      - {sense: edited, interval: 200ms}
+      - {sense: buddy, interval: 200ms}
+      - {sense: steady, interval: 200ms}
+"""
+
+
+def test_edited_sense_code_takes_effect_and_other_groups_keep_their_rhythm(home: Path) -> None:
+    write_instance(home, CONFIG, {"edited": returns("v1"), "buddy": returns("b"), "steady": returns("s")})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        wait_for(lambda: last_payload(home, "edited") == "v1", 10, what="v1")
+        steady_before = len(starts(home, "steady"))
+        saved = time.time()
+        write_sense(home, "edited", returns("v2"))
+        wait_for(lambda: last_payload(home, "edited") == "v2", 10, what="the new code's signal")
+        took = time.time() - saved
+        reloads = read_logs(home, "system", "sense_reloaded")
+        assert len(reloads) == 1 and reloads[0]["payload"]["senses"] == ["edited"]
+        wait_for(lambda: len(starts(home, "steady")) >= steady_before + 5, 10)
+        engine.stop()
+    assert took < 5
+    steady = [r["ts"] for r in starts(home, "steady")]
+    assert max(b - a for a, b in zip(steady, steady[1:])) < 1000  # g2 never paused
+
+
+def test_a_broken_edit_names_file_and_line_and_the_rest_of_the_group_keeps_running(home: Path) -> None:
+    write_instance(home, CONFIG, {"edited": returns("v1"), "buddy": returns("b"), "steady": returns("s")})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        wait_for(lambda: completes(home, "edited"), 10)
+        write_sense(home, "edited", "def compute(db, peers)\n    return 1\n")
+        failure = wait_for(lambda: [e for e in errors(home, "edited") if "could not load" in e["payload"]["message"]],
+                           10, what="the load error")[0]["payload"]
+        assert failure["file"].endswith("senses/edited/sense.py") and failure["line"] == 1
+        buddy_now = len(completes(home, "buddy"))
+        wait_for(lambda: len(completes(home, "buddy")) >= buddy_now + 3, 10, what="buddy to keep running")
+        engine.stop()
+
+
+def test_invalid_nerve_yaml_keeps_the_old_config_then_a_fix_applies(home: Path) -> None:
+    write_instance(home, CONFIG, {"edited": returns(1), "buddy": returns(2), "steady": returns(3)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        (home / "nerve.yaml").write_text(CONFIG.replace("200ms", "soon").replace("g2}", "g2, colour: red}"))
+        rejected = wait_for(lambda: read_logs(home, "system", "config_rejected"), 10, what="rejection")
+        problems = rejected[0]["payload"]["problems"]
+        assert len(problems) >= 4, problems  # three bad intervals and one unknown key, all reported
+        running = len(completes(home, "steady"))
+        wait_for(lambda: len(completes(home, "steady")) >= running + 3, 10, what="old config to keep running")
+        fixed = CONFIG.replace("- {sense: steady, interval: 200ms}", "- {sense: steady, interval: 1h}")
+        (home / "nerve.yaml").write_text(textwrap.dedent(fixed))
+        reloaded = wait_for(lambda: read_logs(home, "system", "config_reloaded"), 10, what="reload")
+        assert any("reflexes changed" in c for c in reloaded[0]["payload"]["changes"])
+        assert engine.status()["senses"]["steady"]["interval"] == 3600
+        engine.stop()
+
+
+def test_a_sense_added_to_nerve_yaml_starts(home: Path) -> None:
+    write_instance(home, CONFIG, {"edited": returns(1), "buddy": returns(2), "steady": returns(3)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        write_sense(home, "newcomer", returns("hello"))
+        text = (home / "nerve.yaml").read_text()
+        text = text.replace("steady: {group: g2}", "steady: {group: g2}\n  newcomer: {group: g3}")
+        (home / "nerve.yaml").write_text(text + "  - {sense: newcomer, interval: 200ms}\n")
+        wait_for(lambda: last_payload(home, "newcomer") == "hello", 15, what="the new sense's signal")
+        assert any(w["group"] == "g3" and w["state"] == "ready" for w in engine.status()["workers"])
+        engine.stop()
+
+
+def test_a_sense_moves_to_another_group(home: Path) -> None:
+    write_instance(home, CONFIG, {"edited": returns(1), "buddy": returns(2), "steady": returns(3)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        text = (home / "nerve.yaml").read_text().replace("buddy: {group: g1}", "buddy: {group: g2}")
+        (home / "nerve.yaml").write_text(text)
+        wait_for(lambda: read_logs(home, "system", "config_reloaded"), 10, what="reload")
+
+        def moved() -> bool:
+            workers = {w["group"]: w for w in engine.status()["workers"]}
+            return workers["g2"]["loaded"] == ["buddy", "steady"] and workers["g1"]["loaded"] == ["edited"]
+
+        wait_for(moved, 15, what="buddy to run in g2")
+        count = len(completes(home, "buddy"))
+        wait_for(lambda: len(completes(home, "buddy")) >= count + 2, 10, what="buddy to compute in g2")
+        assert request(home, "compute", sense="buddy")["outcome"] == "signal"
+        engine.stop()
