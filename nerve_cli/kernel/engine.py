@@ -85,6 +85,7 @@ class Engine:
             self._start_group(group, senses)
         if self.watch:
             self._watcher = loop.create_task(self._watch_files())
+        self._archiver = loop.create_task(self._archive_daily())
         if self.run_for is not None:
             loop.call_later(self.run_for, self._stop.set)
         self.pump()
@@ -128,8 +129,14 @@ class Engine:
         except Exception as exc:  # the engine keeps running without hot reload, and says so
             self.report("error", f"file watching stopped: {type(exc).__name__}: {exc}; restart the engine to reload")
 
+    async def _archive_daily(self) -> None:
+        from nerve_cli.kernel.archive_job import archive_daily
+
+        await archive_daily(self)
+
     async def _shutdown(self) -> None:
         self.stopping = True
+        self._archiver.cancel()
         self._watch_stop.set()
         if self._watcher is not None:
             self._watcher.cancel()
