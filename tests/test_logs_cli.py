@@ -1,0 +1,114 @@
+"""`nerve logs`: table, --json lines, filters, --since into the archive, --follow across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from archive_data import day_ms, make_logs
+from nerve_cli.cli.app import app
+from nerve_cli.home import Layout
+from nerve_cli.store.archive import archive
+from nerve_cli.store.logs import LogStore
+
+
+@pytest.fixture
+def instance(home: Path) -> Layout:
+    home.mkdir(parents=True)
+    (home / "nerve.yaml").write_text("")
+    return Layout(home)
+
+
+def nerve(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NERVE_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "nerve_cli", "logs", *args], env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_no_log_yet_says_so(instance: Layout) -> None:
+    result = CliRunner().invoke(app, ["logs"])
+    assert result.exit_code == 0
+    assert "No log yet" in result.output and "nerve run" in result.output
+
+
+def test_table_newest_last_with_payload_summary(instance: Layout) -> None:
+    store = LogStore(instance.logs_db)
+    store.append("reflex", "run_complete", "cpu", {"outcome": "error", "duration_ms": 12})
+    store.append("system", "error", "cpu", {"message": "boom in compute", "traceback": "Traceback…" * 50})
+    store.close()
+    result = CliRunner().invoke(app, ["logs"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    first = next(i for i, l in enumerate(lines) if "run_complete" in l)
+    second = next(i for i, l in enumerate(lines) if "boom in compute" in l)
+    assert first < second
+    assert "outcome=error" in lines[first] and "Traceback" not in result.output
+
+
+def test_json_lines_parse_and_filter(instance: Layout) -> None:
+    store = LogStore(instance.logs_db)
+    for i in range(30):
+        store.append("reflex" if i % 2 else "system", "t", f"s{i % 3}", {"i": i})
+    store.close()
+    result = CliRunner().invoke(app, ["logs", "--json", "--source", "reflex", "-n", "5"])
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["payload"]["i"] for r in rows] == [21, 23, 25, 27, 29]
+    assert set(rows[0]) == {"id", "source", "type", "ref_id", "payload", "ts", "time"}
+    result = CliRunner().invoke(app, ["logs", "--json", "--ref", "s0", "--type", "t", "--limit", "100"])
+    assert len(result.output.splitlines()) == 10
+
+
+def test_since_reads_archived_days_and_says_so(instance: Layout) -> None:
+    first = 20_000  # 2024-10-04
+    make_logs(instance, first, 10, 12)
+    assert archive(instance.home, older_than_s=3 * 86400, now_ms=day_ms(first + 10) + 1).ok
+    hot_only = nerve(instance.home, "--json", "-n", "1000")
+    assert len(hot_only.stdout.splitlines()) == 36 and "archived" not in hot_only.stderr
+
+    result = nerve(instance.home, "--since", "2024-10-05", "--json", "-n", "1000")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 9 * 12
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
+    assert rows[0]["time"].startswith("2024-10-05")
+    assert "including archived days 2024-10-05 … 2024-10-10 from data/archive/logs" in result.stderr
+
+    newest_two = nerve(instance.home, "--since", "3000d", "--json", "-n", "2", "--source", "signal")
+    assert [json.loads(l)["type"] for l in newest_two.stdout.splitlines()] == ["emit", "emit"]
+    assert "including archived days 2024-10-04" in newest_two.stderr
+
+    bad = nerve(instance.home, "--since", "yesterday")
+    assert bad.returncode == 1 and "--since 'yesterday'" in bad.stderr
+
+
+def test_follow_sees_a_row_appended_by_another_process(instance: Layout) -> None:
+    store = LogStore(instance.logs_db)
+    store.append("system", "before", None, {"n": -1})
+    store.close()
+    env = {**os.environ, "NERVE_HOME": str(instance.home)}
+    proc = subprocess.Popen([sys.executable, "-m", "nerve_cli", "logs", "--follow", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
+    try:
+        # the history comes first: once it is printed, the follower is polling
+        assert json.loads(lines.get(timeout=20))["type"] == "before"
+        code = ("import sys; from pathlib import Path; from nerve_cli.store.logs import LogStore; "
+                "s = LogStore(Path(sys.argv[1])); s.append('system', 'hello', None, {'n': 1}); s.close()")
+        subprocess.run([sys.executable, "-c", code, str(instance.logs_db)], check=True, timeout=20)
+        seen = json.loads(lines.get(timeout=10))
+        assert seen["type"] == "hello" and seen["payload"] == {"n": 1}
+        assert proc.poll() is None  # still following
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
