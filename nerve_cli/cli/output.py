@@ -40,13 +40,13 @@ def error(message: str) -> None:
     """One red line on stderr; no markup is interpreted in the message."""
     from rich.text import Text
 
-    err_console().print(Text("error: ", style="bold red") + Text(message))
+    err_console().print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
 
 
 def warn(message: str) -> None:
     from rich.text import Text
 
-    err_console().print(Text("warning: ", style="bold yellow") + Text(message))
+    err_console().print(Text("warning: ", style="bold yellow") + Text(message), soft_wrap=True)
 
 
 def info(message: str, style: str = "") -> None:
@@ -84,4 +84,4 @@ def problem(item: Any) -> None:
     text = Text(f"{item.where()}: ") + Text(item.severity, style=style) + Text(": ")
     if item.path:
         text += Text(f"{item.path}: ", style="bold")
-    console().print(text + Text(item.message))
+    console().print(text + Text(item.message), soft_wrap=True)  # one line per problem, like a compiler

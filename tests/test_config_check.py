@@ -1,0 +1,159 @@
+"""`nerve config check`: problems with key path and line, channels, verdict, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nerve_cli.cli.app import app
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance"
+runner = CliRunner()
+
+
+@pytest.fixture
+def instance(home: Path) -> Path:
+    """A copy of the instance template (no git needed to check a config)."""
+    shutil.copytree(TEMPLATE, home)
+    return home
+
+
+def write_config(home: Path, text: str) -> Path:
+    path = home / "nerve.yaml"
+    path.write_text(text)
+    return path
+
+
+def check(*args: str):
+    return runner.invoke(app, ["config", "check", *args])
+
+
+THREE_MISTAKES = """\
+senses:
+  cpu-usage:
+    group: system
+    throttle: 5
+  memory-usage: {group: system, thottle: 5s}
+  disk-usage: {group: system}
+reflexes:
+  - sense: cpu-usage
+    interval: 10s
+  - sense: memory-usage
+    interval: 15s
+  - workflow: cleanup
+    on: [disk-usage]
+"""
+
+
+def test_three_mistakes_three_problems_with_path_and_line(instance: Path) -> None:
+    path = write_config(instance, THREE_MISTAKES)
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    result = check()
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stdout.splitlines() if line.startswith("nerve.yaml:")]
+    assert len(lines) == 3, result.stdout
+    assert lines[0].startswith("nerve.yaml:4: error: senses.cpu-usage.throttle: expected a duration")
+    assert lines[1].startswith("nerve.yaml:5: error: senses.memory-usage.thottle: unknown key")
+    assert "did you mean `throttle`?" in lines[1]
+    assert lines[2].startswith("nerve.yaml:12: error: reflexes[2].workflow: ")
+    assert "SenseResult" in lines[2]
+    assert "nerve.yaml is invalid: 3 errors" in result.stdout
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_template_instance_is_valid(instance: Path) -> None:
+    result = check()
+    assert result.exit_code == 0, result.output
+    assert "nerve.yaml is valid: 3 senses, 3 reflexes, 0 workflows; 0 external channels" in result.stdout
+
+
+def test_syntax_error_shows_line_and_column(instance: Path) -> None:
+    write_config(instance, "senses:\n  cpu-usage: {group: system\nreflexes: []\n")
+    result = check()
+    assert result.exit_code == 1
+    assert re.search(r"^nerve\.yaml:\d+:\d+: error: YAML syntax error", result.stdout, re.M), result.stdout
+
+
+def test_channels_are_listed_with_the_nearest_sense(instance: Path) -> None:
+    text = (TEMPLATE / "nerve.yaml").read_text().replace(
+        "    interval: 1m\n", "    interval: 1m\n  - sense: disk-usage\n    on: [task.created, cpu-usge]\n"
+    )
+    write_config(instance, text)
+    result = check()
+    assert result.exit_code == 0, result.output  # warnings do not fail the check
+    assert "External channels" in result.stdout
+    assert "task.created" in result.stdout
+    assert re.search(r"cpu-usge .*did you mean sense `cpu-usage`\?", result.stdout)
+    assert re.search(r"^nerve\.yaml:\d+: warning: reflexes\[3\]\.on\[1\]: ", result.stdout, re.M)
+    assert "2 external channels" in result.stdout and "1 warning" in result.stdout
+
+
+def test_json_output_shape(instance: Path) -> None:
+    write_config(instance, THREE_MISTAKES.replace("interval: 15s", "on: [task.created]"))
+    result = check("--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert set(data) == {"valid", "problems", "channels"}
+    assert data["valid"] is False
+    assert len(data["problems"]) == 3
+    for problem in data["problems"]:
+        assert set(problem) == {"path", "message", "severity", "line"}
+    assert data["problems"][0] == {
+        "path": "senses.cpu-usage.throttle",
+        "message": "expected a duration like 500ms, 5s, 10m, 2h or 1d, got 5",
+        "severity": "error",
+        "line": 4,
+    }
+    assert data["channels"] == [{"name": "task.created", "reflexes": [1], "did_you_mean": None}]
+
+
+def test_json_valid(instance: Path) -> None:
+    result = check("--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"valid": True, "problems": [], "channels": []}
+
+
+def test_missing_sense_files_are_errors_and_missing_migrations_a_warning(instance: Path) -> None:
+    (instance / "senses" / "cpu-usage" / "sense.py").unlink()
+    shutil.rmtree(instance / "senses" / "memory-usage" / "migrations")
+    data = json.loads(check("--json").stdout)
+    by_severity = {(p["severity"], p["path"]): p["message"] for p in data["problems"]}
+    assert "senses/cpu-usage/sense.py does not exist" in by_severity[("error", "senses.cpu-usage")]
+    assert "nerve sense migrate memory-usage" in by_severity[("warning", "senses.memory-usage")]
+    assert data["valid"] is False
+    assert [p["line"] for p in data["problems"]] == sorted(p["line"] for p in data["problems"])
+
+
+def test_disabled_sense_needs_no_files(instance: Path) -> None:
+    shutil.rmtree(instance / "senses" / "disk-usage")
+    text = (TEMPLATE / "nerve.yaml").read_text().replace("    enabled: true\n", "    enabled: false\n")
+    write_config(instance, text)
+    data = json.loads(check("--json").stdout)
+    assert data["valid"] is True, data
+    assert [p["path"] for p in data["problems"]] == ["reflexes[2].sense"]  # the warning only
+
+
+def test_workflow_file_must_exist_and_stray_files_are_warned(instance: Path) -> None:
+    write_config(instance, (TEMPLATE / "nerve.yaml").read_text() + "  cleanup: {concurrency: 1}\n")
+    (instance / "workflows").mkdir()
+    (instance / "workflows" / "review.py").write_text("workflow = None\n")
+    stray = instance / "senses" / "unlisted"
+    stray.mkdir()
+    (stray / "sense.py").write_text("def compute(db, peers):\n    return 1\n")
+    result = check()
+    assert result.exit_code == 1
+    assert "error: workflows.cleanup: workflows/cleanup.py does not exist" in result.stdout
+    assert "warning: workflows: workflows/review.py is not in nerve.yaml" in result.stdout
+    assert "warning: senses: senses/unlisted/ is not in nerve.yaml" in result.stdout
+
+
+def test_no_instance_says_how_to_create_one(home: Path) -> None:
+    result = check()
+    assert result.exit_code == 1
+    assert f"no Nerve instance at {home}" in result.stderr
+    assert f"nerve init --home {home}" in result.stderr
