@@ -89,9 +89,9 @@ class WorkflowManager:
             payload["requested_max_rounds"] = max_rounds
         self._event(thread, "queued", payload)
         status = self._admit(kind, cfg, thread)
-        self._flush()
         if status == "started":
-            self._ensure_worker(kind)
+            self._pump(kind)
+        self._flush()
         self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
         return {"run_id": thread.run_id, "status": status}
 
@@ -140,6 +140,27 @@ class WorkflowManager:
                 "counts": counts.get(name, {}),
             }
         return out
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        """Cancel a thread: a queued one is dropped, a running one ends `failed` ("cancelled: reason")."""
+        for kind in self.kinds.values():
+            for thread in list(kind.queue):
+                if thread.run_id == run_id:
+                    kind.queue.remove(thread)
+                    self._event(thread, "dropped", {"reason": f"cancelled: {reason}"})
+                    self._flush()
+                    return True
+            thread = kind.running.get(run_id)
+            if thread is not None:
+                if thread.dispatched and kind.worker is not None:
+                    kind.worker.send(protocol.ThreadCancel(run_id, reason))
+                else:  # not on a worker yet: end it here
+                    del kind.running[run_id]
+                    self._event(thread, "failed", {"reason": f"cancelled: {reason}", "rounds": 0})
+                    self._pump(kind)
+                    self._flush()
+                return True
+        return False
 
     def add_listener(self, listener: Listener) -> None:
         """Called after every workflow event is written (the standalone CLI prints rounds with it)."""
