@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -54,10 +55,18 @@ def dumps(payload: Any) -> str | None:
     return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+@lru_cache(maxsize=1024)
+def _date(day: int) -> str:
+    return datetime.fromtimestamp(day * 86400, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
 def iso_ms(ts: int) -> str:
-    """Unix ms → ISO-8601 UTC with milliseconds, e.g. 2026-09-01T12:00:00.123Z."""
-    dt = datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts % 1000:03d}Z"
+    """Unix ms → ISO-8601 UTC with milliseconds, e.g. 2026-09-01T12:00:00.123Z (hot in the archiver)."""
+    day, rest = divmod(int(ts), 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, ms = divmod(rest, 1000)
+    return f"{_date(day)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{ms:03d}Z"
 
 
 def open_db(path: Path) -> sqlite3.Connection:
