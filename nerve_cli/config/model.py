@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 64
@@ -50,7 +50,33 @@ def check_name(value: object) -> str:
     return value
 
 
+SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)$")
+_SIZE_BYTES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def parse_size(value: object) -> int:
+    """`'300MB'` → 300_000_000; `'512MiB'` → 536_870_912."""
+    match = SIZE_RE.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"expected a size like 300MB, 1GB or 512MiB, got {value!r}")
+    return int(float(match.group(1)) * _SIZE_BYTES[match.group(2)])
+
+
+def parse_percent(value: object) -> float:
+    """`'80%'` → 80.0 (percent of one core; above 100% means several cores)."""
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        number = float(text[:-1]) if text.endswith("%") else None
+    except ValueError:
+        number = None
+    if number is None or number <= 0:
+        raise ValueError(f"expected a CPU share like 80% (of one core), got {value!r}")
+    return number
+
+
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+Size = Annotated[int, BeforeValidator(parse_size)]
+Percent = Annotated[float, BeforeValidator(parse_percent)]
 Name = Annotated[str, BeforeValidator(check_name)]
 
 
@@ -63,6 +89,19 @@ class EngineConfig(_Model):
     archive_after: Duration = 30 * 86400.0
     shutdown_timeout: Duration = 5.0
     health_interval: Duration = 60.0
+    failure_backoff_after: StrictInt = Field(default=3, ge=1)
+    failure_backoff_max: Duration = 600.0
+    quarantine_after: StrictInt = Field(default=3, ge=1)
+    quarantine_window: Duration = 3600.0
+    quarantine_for: Duration = 3600.0
+
+
+class GroupConfig(_Model):
+    """Resource limits of one sense group's worker; unset limits cost nothing."""
+
+    memory_limit: Size | None = None
+    cpu_limit: Percent | None = None
+    cpu_window: Duration = 10.0
 
 
 class SenseConfig(_Model):
@@ -83,7 +122,51 @@ class ReflexConfig(_Model):
     sense: Name
     interval: Duration | None = None
     on: tuple[str, ...] = ()
+    cron: str | None = None
+    timezone: str | None = None
+    debounce: Duration | None = None
+    max_wait: Duration | None = None
+    jitter: Duration | None = None
     enabled: StrictBool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            from cronsim import CronSim, CronSimError
+            from datetime import datetime, timezone
+
+            try:
+                CronSim(value, datetime.now(timezone.utc))
+            except CronSimError as exc:
+                raise ValueError(f"not a cron expression ({exc}): expected five fields like '0 9 * * 1-5'") from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown timezone {value!r}: expected an IANA name like 'Europe/Berlin' or 'UTC'") from None
+        return value
+
+    @model_validator(mode="after")
+    def _combinations(self) -> "ReflexConfig":
+        if self.timezone is not None and self.cron is None:
+            raise ValueError("`timezone` only applies to `cron`; add a cron expression or remove it")
+        if self.max_wait is not None and self.debounce is None:
+            raise ValueError("`max_wait` bounds a `debounce`; add `debounce: 2s` or remove max_wait")
+        if self.max_wait is not None and self.debounce is not None and self.max_wait < self.debounce:
+            raise ValueError("`max_wait` must be at least `debounce`")
+        if self.debounce is not None and not self.on:
+            raise ValueError("`debounce` applies to `on:` triggers; this reflex has none")
+        if self.jitter is not None and (self.interval is None or self.jitter >= self.interval):
+            raise ValueError("`jitter` spreads an `interval` and must be shorter than it")
+        return self
 
 
 class WorkflowConfig(_Model):
@@ -92,11 +175,15 @@ class WorkflowConfig(_Model):
     max_queue: StrictInt = Field(default=100, ge=1)
     idempotent: StrictBool = False
     drain_timeout: Duration = 30.0
+    role_timeout: Duration | None = None
+    role_retries: StrictInt = Field(default=0, ge=0, le=5)
+    thread_timeout: Duration | None = None
     enabled: StrictBool = True
 
 
 class NerveConfig(_Model):
     engine: EngineConfig = EngineConfig()
+    groups: dict[Name, GroupConfig] = {}
     senses: dict[Name, SenseConfig] = {}
     reflexes: tuple[ReflexConfig, ...] = ()
     workflows: dict[Name, WorkflowConfig] = {}
