@@ -6,7 +6,16 @@ Names are resolved lazily so importing the SDK in a worker costs only what is us
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time they load lazily
+    from nerve_cli.schema.declare import index as index, table as table
+    from nerve_cli.store.blobs import BlobStore as BlobStore
+    from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
+    from nerve_cli.workflow.model import (
+        END as END, START as START, Moderator as Moderator, Role as Role, RoleResult as RoleResult,
+        WorkflowDefinition as WorkflowDefinition, WorkflowMessage as WorkflowMessage,
+    )
 
 _EXPORTS = {
     "table": "nerve_cli.schema.declare",
