@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,18 @@ def test_no_instance_says_how_to_create_one(home: Path) -> None:
     assert result.exit_code == 1
     assert f"no Nerve instance at {home}" in result.stderr
     assert f"nerve init --home {home}" in result.stderr
+
+
+def test_config_check_imports_nothing_heavy(instance: Path) -> None:
+    """No git, sqlite_utils, watchfiles or engine on the `config check` path (start-up time)."""
+    code = (
+        "import sys\n"
+        "from nerve_cli.cli.app import main\n"
+        f"sys.argv = ['nerve', 'config', 'check', '--home', {str(instance)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        "heavy = ('sqlite_utils', 'git', 'watchfiles', 'nerve_cli.kernel', 'nerve_cli.store', 'yaml')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy[3:5])))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
