@@ -38,7 +38,9 @@ def render_status(data: dict[str, Any]) -> None:
     output.show(output.table("Workers", ["group", "pid", "state", "restarts", "senses", "failed to load"], workers))
     rows = []
     for name, s in data["senses"].items():
-        state = "running" if s["running"] else ("pending" if s["pending"] else "idle")
+        state = s.get("state") or ("running" if s["running"] else ("pending" if s["pending"] else "idle"))
+        if s.get("blocked_until"):
+            state = f"{state} until {time.strftime('%H:%M:%S', time.localtime(s['blocked_until']))}: {s['blocked_why']}"
         due = "now" if s["pending"] and not s["running"] else (_ago(s["next_due"], now) if s["next_due"] else "-")
         rows.append((name, s["group"], state, s["runs"], _ago(s["last_run"], now), due,
                      s["errors"] or "", s["last_error"] or ""))

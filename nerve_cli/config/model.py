@@ -90,6 +90,7 @@ class EngineConfig(_Model):
     shutdown_timeout: Duration = 5.0
     health_interval: Duration = 60.0
     failure_backoff_after: StrictInt = Field(default=3, ge=1)
+    failure_backoff_first: Duration = 5.0
     failure_backoff_max: Duration = 600.0
     quarantine_after: StrictInt = Field(default=3, ge=1)
     quarantine_window: Duration = 3600.0
@@ -191,7 +192,7 @@ class NerveConfig(_Model):
     def enabled_senses(self) -> dict[str, SenseConfig]:
         return {n: s for n, s in self.senses.items() if s.enabled}
 
-    def groups(self) -> dict[str, list[str]]:
+    def sense_groups(self) -> dict[str, list[str]]:
         """Enabled senses by group name, in config order."""
         out: dict[str, list[str]] = {}
         for name, sense in self.enabled_senses().items():

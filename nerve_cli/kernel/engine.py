@@ -22,10 +22,12 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel import protocol
 from nerve_cli.kernel.control import ControlServer
+from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, rss_bytes
 from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.kernel.scheduler import Scheduler, Start
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
+from nerve_cli.kernel.watchdog import Watchdog
 from nerve_cli.store.logs import LogStore
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
@@ -70,10 +72,14 @@ class Engine:
         self.logs = LogStore(self.layout.logs_db)
         self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
-        self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval})
+        self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
+                                   now=time.time())
+        self.guards = Guards(self)
+        self.guards.restore()
+        self.watchdog = Watchdog(self)
         self.workflows = self._workflow_manager()
         self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
-                                                    "groups": sorted(self.config.groups())})
+                                                    "groups": sorted(self.config.sense_groups())})
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
@@ -81,8 +87,9 @@ class Engine:
         await self.control.start()
         if self.workflows is not None:
             await self.workflows.start()
-        for group, senses in self.config.groups().items():
+        for group, senses in self.config.sense_groups().items():
             self._start_group(group, senses)
+        self.watchdog.update()
         if self.watch:
             self._watcher = loop.create_task(self._watch_files())
         self._archiver = loop.create_task(self._archive_daily())
@@ -136,6 +143,7 @@ class Engine:
 
     async def _shutdown(self) -> None:
         self.stopping = True
+        self.watchdog.stop()
         self._archiver.cancel()
         self._watch_stop.set()
         if self._watcher is not None:
@@ -275,6 +283,15 @@ class Engine:
     def group_ready(self, group: str) -> None:
         self.pump()
 
+    def watchdog_breach(self, group: str, pid: int, problem: str) -> None:
+        supervisor = self.groups[group]
+        computing = sorted(i.sense for i in supervisor.inflight.values())
+        self.log("system", "watchdog_kill", group, {"group": group, "pid": pid, "problem": problem,
+                                                    "computing": computing})
+        during = f" while computing {', '.join(computing)}" if computing else " (idle)"
+        self.report("error", f"watchdog: worker group={group} pid={pid} {problem}{during}; stopping it")
+        supervisor.kill_worker()
+
     # outcomes --------------------------------------------------------------
     def _finish(self, sense: str, compute_id: int, reason: str, outcome: str, duration_ms: float,
                 discarded: bool = False) -> None:
@@ -285,6 +302,8 @@ class Engine:
         self.log("reflex", "run_complete", sense, payload)
         self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
+        if sense != HEALTH_SENSE:
+            self.guards.after_compute(sense, outcome, now)
         for after_id, future in self.waiters.pop(sense, []):
             if compute_id >= after_id:
                 if not future.done():
@@ -295,7 +314,7 @@ class Engine:
 
     def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
         self.report("signal", f"signal {sense}: {_short(payload)}")
-        self.scheduler.on_signal(sense)
+        self.scheduler.on_signal(sense, time.time())
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
 
@@ -332,8 +351,12 @@ class Engine:
             "workers": {g: s.state for g, s in self.groups.items()},
             "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
             "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
-            "coalesced": {n: s.coalesced for n, s in self.scheduler.states.items() if s.coalesced},
-            "deferred": {n: s.deferred for n, s in self.scheduler.states.items() if s.deferred},
+            "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
+                                 "skipped": s.skipped}
+                             for n, s in self.scheduler.states.items()
+                             if s.coalesced or s.deferred or s.debounced or s.skipped},
+            "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
+                        for n, s in self.scheduler.states.items() if s.blocked_until},
         }
 
     # control socket ------------------------------------------------------------
@@ -353,7 +376,7 @@ class Engine:
     def emit(self, channel: str, payload: Any) -> list[str]:
         self.log("signal", "emit", channel, {"payload": payload})
         self.report("signal", f"emit {channel}: {_short(payload)}")
-        targets = self.scheduler.on_signal(channel)
+        targets = self.scheduler.on_signal(channel, time.time())
         self.pump()
         return targets
 

@@ -49,6 +49,9 @@ def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
     if old.workflows != new.workflows:
         out.append("workflows changed: " + ", ".join(sorted(
             n for n in old.workflows.keys() | new.workflows.keys() if old.workflows.get(n) != new.workflows.get(n))))
+    if old.groups != new.groups:
+        out.append("group limits changed: " + ", ".join(sorted(
+            n for n in old.groups.keys() | new.groups.keys() if old.groups.get(n) != new.groups.get(n))))
     if old.engine != new.engine:
         out.append("engine settings changed")
     return out
@@ -89,6 +92,8 @@ async def reload_config(engine: "Engine") -> set[str]:
     restarted = await _regroup(engine, old, new)
     if engine.workflows is not None:
         engine.workflows.update_config(new)
+    engine.guards.update_config()
+    engine.watchdog.update()
     engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted)})
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
     return restarted
@@ -96,7 +101,7 @@ async def reload_config(engine: "Engine") -> set[str]:
 
 async def _regroup(engine: "Engine", old: NerveConfig, new: NerveConfig) -> set[str]:
     restarted: set[str] = set()
-    new_groups = new.groups()
+    new_groups = new.sense_groups()
     for group in list(engine.groups):
         if group not in new_groups:
             await engine.groups.pop(group).stop(engine.config.engine.shutdown_timeout)

@@ -89,6 +89,25 @@ async def _start_thread(engine: "Engine", request: dict) -> dict:
     return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), {"by": "control socket"})
 
 
+def _state(state) -> str:
+    if state.running:
+        return "running"
+    if state.quarantined:
+        return "quarantined"
+    if state.blocked_until:
+        return "penalised"
+    return "pending" if state.pending else "idle"
+
+
+async def _reset(engine: "Engine", request: dict) -> dict:
+    sense = request.get("sense")
+    if not isinstance(sense, str) or sense not in engine.scheduler.states:
+        raise NerveError(f"no enabled sense {sense!r} in this engine")
+    had = engine.guards.reset(sense)
+    engine.pump()
+    return {"sense": sense, "was_blocked": had}
+
+
 def status(engine: "Engine") -> dict:
     now = time.time()
     senses = {}
@@ -100,7 +119,9 @@ def status(engine: "Engine") -> dict:
             "group": group, "running": state.running, "pending": state.pending, "runs": state.runs,
             "last_run": state.last_complete, "next_due": None if due is None else max(due, now),
             "interval": state.interval, "errors": errors.get("count", 0), "last_error": errors.get("last"),
-            "coalesced": state.coalesced, "deferred": state.deferred,
+            "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
+            "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
+            "state": _state(state),
         }
     return {
         "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
@@ -112,4 +133,5 @@ def status(engine: "Engine") -> dict:
     }
 
 
-_OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread}
+_OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
+        "reset": _reset}

@@ -220,6 +220,11 @@ class GroupSupervisor:
             self.worker.send(protocol.Cancel(id=inflight.id))
         self.hooks.compute_timed_out(self.group, inflight, timeout)
 
+    def kill_worker(self) -> None:
+        """Stop the worker now (TERM → KILL); it is respawned with the usual back-off."""
+        if self.worker is not None:
+            asyncio.get_running_loop().create_task(self.worker.terminate(1.0))
+
     def _grace_expired(self, inflight: Inflight) -> None:
         worker = self.worker
         if self.inflight.get(inflight.id) is not inflight or worker is None:

@@ -33,7 +33,7 @@ def pick_senses(config: NerveConfig, group: str, only: list[str] | None) -> list
     """The senses this worker runs: the named ones, or the group's enabled senses."""
     if only:
         return list(dict.fromkeys(only))
-    return config.groups().get(group, [])
+    return config.sense_groups().get(group, [])
 
 
 def load_senses(home: Path, config: NerveConfig, names: list[str]) -> LoadResult:
