@@ -140,3 +140,14 @@ def test_cli_dry_run_and_default_from_config(home: Path) -> None:
     assert "rows moved" in result.output and db_count(layout.logs_db, "logs") == 0
     result = CliRunner().invoke(app, ["archive", "--older-than", "soon"])
     assert result.exit_code == 2
+
+
+def test_unreadable_sense_db_is_reported_and_others_archived(home: Path) -> None:
+    layout = build(home)
+    layout.sense_db("broken").write_bytes(b"this is not an sqlite database" * 100)
+    report = archive(home, older_than_s=DAYS_3, now_ms=NOW)
+    by = {d.label: d for d in report.databases}
+    assert "cannot read" in by["sense broken"].problems[0]
+    assert by["logs"].rows == 7 * 24 and by["sense cpu"].rows == 7 * 12
+    dry = {d.label: d for d in archive(home, older_than_s=DAYS_3, now_ms=NOW, dry_run=True).databases}
+    assert dry["sense broken"].problems and not dry["sense cpu"].problems

@@ -10,11 +10,12 @@ from nerve_cli.cli import output
 
 
 def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 @contextmanager
@@ -29,7 +30,7 @@ def progress(enabled: bool) -> Iterator[Callable | None]:
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=output.err_console(), transient=True,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict = {}
 
         def on_progress(event) -> None:
             if not tasks:
@@ -52,9 +53,9 @@ def summary(home: Path, report) -> None:
         output.info("Nothing to archive: no logs.db or sense database yet.")
         return
     if report.dry_run:
-        rows = [(d.label, _days(d.planned_days), d.planned_rows, d.watermark_before or "-") for d in report.databases]
-        title = f"Dry run: rows older than {report.up_to} (inclusive) that would move"
-        output.show(output.table(title, ["database", "days", "rows", "archived up to"], rows))
+        planned = [(d.label, _days(d.planned_days), d.planned_rows, d.watermark_before or "-") for d in report.databases]
+        title = f"Dry run: rows of whole UTC days up to {report.up_to} that would move"
+        output.show(output.table(title, ["database", "days", "rows", "archived up to"], planned))
     else:
         rows = [
             (d.label, _days([x for x in d.days if "late" not in x]), d.rows,

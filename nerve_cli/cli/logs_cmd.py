@@ -50,7 +50,7 @@ def logs(
     last = query_logs(layout.logs_db, limit=1)
     after = max([r["id"] for r in last + history.rows] or [0])
     try:
-        for batch in follow_logs(layout.logs_db, after, **filters):
+        for batch in follow_logs(layout.logs_db, after, source=source, type=type_, ref=ref):
             show(batch, table=False)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

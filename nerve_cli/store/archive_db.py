@@ -12,6 +12,7 @@ the same keys in an archiver-owned table `_nerve_meta(key, value)`:
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -179,3 +180,12 @@ class ArchiveDb:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def day_str(index: int) -> str:
+    """Day number since the epoch → YYYY-MM-DD (UTC)."""
+    return datetime.fromtimestamp(index * 86400, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def day_index(day: str) -> int:
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()) // 86400

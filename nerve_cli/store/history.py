@@ -54,14 +54,21 @@ def parse_since(text: str, now: int | None = None) -> int:
 
 
 def follow_logs(
-    path: Path, after_id: int, *, interval: float = 0.2, **filters: str | None
+    path: Path,
+    after_id: int,
+    *,
+    interval: float = 0.2,
+    source: str | None = None,
+    type: str | None = None,
+    ref: str | None = None,
 ) -> Iterator[list[dict]]:
     """Batches of rows newer than `after_id`, polling every `interval` s (forever; the caller stops).
 
     Waits for the database to appear if the engine has not created it yet.
     """
     while True:
-        rows = query_logs(path, after_id=after_id, **filters) if Path(path).exists() else []
+        exists = Path(path).exists()
+        rows = query_logs(path, after_id=after_id, source=source, type=type, ref=ref) if exists else []
         if rows:
             after_id = rows[-1]["id"]
             yield rows
