@@ -109,8 +109,17 @@ class RunningEngine:
         return self.log_path.read_text()
 
     def wait_ready(self, groups: int = 1, timeout: float = 20.0) -> None:
-        wait_for(lambda: len(read_logs(self.home, "system", "worker_started")) >= groups or self.proc.poll() is not None,
-                 timeout, what="workers to start")
+        """Until this engine answers and at least `groups` of its workers are ready."""
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                return True
+            try:
+                workers = self.status()["workers"]
+            except Exception:
+                return False
+            return sum(1 for w in workers if w["state"] == "ready") >= groups
+
+        wait_for(ready, timeout, what="workers to start")
         assert self.proc.poll() is None, self.output()
 
     def status(self) -> dict:

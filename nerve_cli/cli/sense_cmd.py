@@ -4,11 +4,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_migrate
+from nerve_cli.cli import sense_migrate, sense_reset
 from nerve_cli.cli.common import HomeOption, JsonOption, not_available
 
 app = typer.Typer(help="Create, run and inspect senses.", no_args_is_help=True)
 app.command("migrate")(sense_migrate.migrate)
+app.command("reset")(sense_reset.reset)
 
 Name = Annotated[str, typer.Argument(help="Sense name.")]
 
