@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, not_available
+from nerve_cli.cli.common import HomeOption
 
 
 def doctor(
@@ -13,6 +13,23 @@ def doctor(
 ) -> None:
     """Check derived state against the logs (workflow_runs is rebuilt from logs).
 
+    Exits 1 when differences remain (none after a successful --fix). --fix is
+    refused while an engine runs.
+
     Example: nerve doctor --fix
     """
-    not_available("doctor")
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.workflow.rebuild import doctor as check
+
+    report = check(require_instance(home), fix=fix)
+    if not report.differences:
+        output.info(f"workflow_runs matches the logs ({report.runs} threads)", style="green")
+        return
+    rows = [(d.run_id, d.field, d.table, d.logs) for d in report.differences]
+    output.show(output.table("workflow_runs differs from the logs", ["thread", "field", "workflow_runs", "logs"], rows))
+    if report.fixed:
+        output.info(f"rewrote workflow_runs from the logs ({report.runs} threads)", style="green")
+        return
+    output.warn("run `nerve doctor --fix` (with the engine stopped) to rebuild workflow_runs from the logs")
+    raise typer.Exit(1)

@@ -4,19 +4,34 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, JsonOption, not_available
+from nerve_cli.cli.common import HomeOption, JsonOption
 
 app = typer.Typer(help="Create, run and manage workflows.", no_args_is_help=True)
 Name = Annotated[str, typer.Argument(help="Workflow name.")]
+
+# `nerve workflow run` exit codes
+EXIT_FAILED, EXIT_DROPPED, EXIT_INTERRUPTED = 1, 4, 130
 
 
 @app.command("new")
 def new(name: Name, home: HomeOption = None) -> None:
     """Scaffold a workflow with two roles and a moderator, register and commit it.
 
+    Writes workflows/NAME.py (an author and a reviewer taking turns until the
+    reviewer approves), adds `NAME: {concurrency: 1, overflow: queue}` under
+    `workflows:` in nerve.yaml (comments kept) and commits both.
+
     Example: nerve workflow new code-review
     """
-    not_available("workflow new")
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.workflow.scaffold import new_workflow
+
+    made = new_workflow(require_instance(home), name)
+    output.info(f"created workflows/{made.name}.py and registered it in nerve.yaml", style="green")
+    if made.sha:
+        output.info(f"committed {made.sha[:8]}: Add workflow {made.name}", style="dim")
+    output.info(f'try it: nerve workflow run {made.name} --prompt "the release notes"')
 
 
 @app.command("list")
@@ -25,7 +40,29 @@ def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
 
     Example: nerve workflow list
     """
-    not_available("workflow list")
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.workflow.threads import workflows_overview
+
+    rows = workflows_overview(require_instance(home))
+    if json_:
+        output.print_json(rows)
+        return
+    if not rows:
+        output.info("no workflows yet; create one with `nerve workflow new NAME`")
+        return
+    table_rows = []
+    for r in rows:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(r["threads"].items())) or "none"
+        if r.get("removed"):
+            table_rows.append([r["name"], "(removed from nerve.yaml)", "", "", "", counts])
+            continue
+        name = r["name"] if r["file_exists"] else f"{r['name']} ({r['file']} missing)"
+        overflow = f"queue (max {r['max_queue']})" if r["overflow"] == "queue" else "drop"
+        table_rows.append([name, "yes" if r["enabled"] else "no", r["concurrency"], overflow,
+                           "yes" if r["idempotent"] else "no", counts])
+    output.show(output.table(None, ["workflow", "enabled", "concurrency", "overflow", "idempotent", "threads"],
+                             table_rows))
 
 
 @app.command("run")
@@ -35,11 +72,42 @@ def run(
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Round limit (capped by engine.max_rounds).")] = None,
     home: HomeOption = None,
 ) -> None:
-    """Start a thread now (through the running engine, or standalone).
+    """Start a thread now and print its rounds as they happen.
+
+    Goes through the running engine if there is one, otherwise runs the thread
+    in this process (holding the instance lock). Exit code: 0 completed,
+    1 failed or crashed, 4 dropped (overflow), 130 interrupted.
 
     Example: nerve workflow run code-review --prompt "review PR 12" --max-rounds 6
     """
-    not_available("workflow run")
+    from nerve_cli.cli import output, thread_view
+    from nerve_cli.home import require_instance
+    from nerve_cli.workflow.runner import run_workflow
+
+    def report(level: str, line: str) -> None:
+        if level in ("error", "warn") and "pid" in line:
+            output.warn(line)
+
+    result = run_workflow(require_instance(home), name, prompt, max_rounds, thread_view.live_event, report)
+    status = result["status"]
+    if status == "interrupted":
+        output.warn(f"{result['run_id']} interrupted; see `nerve thread show {result['run_id']}`")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if status != "completed":
+        raise typer.Exit(EXIT_DROPPED if status == "dropped" else EXIT_FAILED)
+
+
+def _set_enabled(name: str, home, enabled: bool) -> None:
+    from nerve_cli.cli import output
+    from nerve_cli.config.edit import set_enabled
+    from nerve_cli.home import require_instance
+    from nerve_cli.instance.git import commit
+
+    root = require_instance(home)
+    set_enabled(root, "workflow", name, enabled)
+    word = "enabled" if enabled else "disabled"
+    sha = commit(root, [root / "nerve.yaml"], f"{'Enable' if enabled else 'Disable'} workflow {name}")
+    output.info(f"workflow {name} {word}" + (f" (committed {sha[:8]})" if sha else ""))
 
 
 @app.command("disable")
@@ -48,7 +116,7 @@ def disable(name: Name, home: HomeOption = None) -> None:
 
     Example: nerve workflow disable cleanup
     """
-    not_available("workflow disable")
+    _set_enabled(name, home, False)
 
 
 @app.command("enable")
@@ -57,4 +125,4 @@ def enable(name: Name, home: HomeOption = None) -> None:
 
     Example: nerve workflow enable cleanup
     """
-    not_available("workflow enable")
+    _set_enabled(name, home, True)

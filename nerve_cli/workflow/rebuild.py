@@ -147,3 +147,31 @@ def rewrite_runs(logs_path: Path, runs: dict[str, RunState]) -> None:
 def _run_key(run_id: str) -> tuple[int, str]:
     number = run_id[4:] if run_id.startswith("run-") else ""
     return (int(number) if number.isdigit() else 0, run_id)
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    runs: int  # runs the logs know
+    differences: list[Difference]
+    fixed: bool
+
+
+def doctor(home: Path, fix: bool = False) -> DoctorReport:
+    """Compare workflow_runs with the logs; with `fix`, rewrite it (refused while an engine runs)."""
+    from nerve_cli.errors import NerveError
+    from nerve_cli.home import Layout
+    from nerve_cli.kernel.client import engine_running
+    from nerve_cli.kernel.lock import InstanceLock
+
+    layout = Layout(Path(home))
+    rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")
+    differences = compare_runs(current_runs(layout.logs_db), rebuilt)
+    if not fix or not differences:
+        return DoctorReport(len(rebuilt), differences, False)
+    if engine_running(layout.home):
+        raise NerveError("an engine is running for this instance; stop it before `nerve doctor --fix` "
+                         "(the engine is the only writer of data/logs.db)")
+    with InstanceLock(layout.home, "nerve doctor --fix"):
+        rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")  # again, under the lock
+        rewrite_runs(layout.logs_db, rebuilt)
+    return DoctorReport(len(rebuilt), differences, True)

@@ -146,3 +146,20 @@ def _chain(rows: list[dict]) -> list[dict[str, Any]]:
             by_seq[seq] = {"seq": seq, "round": None if message["role"] == START else seq,
                            **message, "time": iso_ms(stamp)}
     return [by_seq[s] for s in sorted(by_seq)]
+
+
+def workflows_overview(home: Path) -> list[dict[str, Any]]:
+    """Each workflow in nerve.yaml with its settings, whether its file exists and thread counts by status."""
+    from nerve_cli.config.load import load_config
+    from nerve_cli.home import Layout
+
+    layout = Layout(Path(home))
+    config = load_config(layout.home)
+    counts = run_counts(layout.logs_db)
+    out = []
+    for name, cfg in config.workflows.items():
+        out.append({"name": name, **cfg.model_dump(), "file": f"workflows/{name}.py",
+                    "file_exists": layout.workflow_file(name).is_file(), "threads": counts.get(name, {})})
+    for name in sorted(set(counts) - set(config.workflows)):  # threads of a workflow since removed
+        out.append({"name": name, "removed": True, "threads": counts[name]})
+    return out

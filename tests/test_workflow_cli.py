@@ -1,0 +1,147 @@
+"""`nerve workflow new|list|run|disable|enable`, standalone and through a running engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nerve_cli.cli import output
+from nerve_cli.cli.app import app
+from nerve_cli.kernel.client import engine_running
+from nerve_cli.store.logs import query_logs, workflow_runs
+from workflow_support import PINGPONG, make_instance
+
+LOGS = Path("data") / "logs.db"
+
+
+def cli(*args: str):
+    output.reset()
+    return CliRunner().invoke(app, list(args))
+
+
+def nerve(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NERVE_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "nerve_cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture
+def instance(home: Path) -> Path:
+    result = cli("init")
+    assert result.exit_code == 0, result.output
+    return home
+
+
+def test_new_scaffolds_registers_commits_and_the_scaffold_runs_end_to_end(instance: Path) -> None:
+    before = (instance / "nerve.yaml").read_text()
+    result = cli("workflow", "new", "review")
+    assert result.exit_code == 0, result.output
+    assert (instance / "workflows" / "review.py").is_file()
+    text = (instance / "nerve.yaml").read_text()
+    assert "review:" in text and "concurrency: 1" in text and "overflow: queue" in text
+    kept = [line for line in before.splitlines() if line.lstrip().startswith("#")]
+    assert kept and all(line in text for line in kept)  # the user's comments survive
+    log = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-1", "--name-only"],
+                         capture_output=True, text=True).stdout
+    assert "Add workflow review" in log and "workflows/review.py" in log and "nerve.yaml" in log
+
+    run = nerve(instance, "workflow", "run", "review", "--prompt", "the release notes")
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "run-1 started: max 100 rounds" in lines
+    assert [line.split()[0] for line in lines if line.startswith("#")] == ["#1", "#2", "#3", "#4"]
+    assert "approved" in lines and lines[-1] == "run-1 completed (end) after 4 rounds"
+    rows = query_logs(instance / LOGS, source="workflow", type="message", ref="run-1")
+    assert [r["payload"]["role"] for r in rows] == ["__start__", "author", "reviewer", "author", "reviewer"]
+    assert not (instance / "data" / "nerve.lock").read_text().strip()  # lock released
+
+
+def test_new_refuses_bad_and_existing_names(instance: Path) -> None:
+    assert cli("workflow", "new", "review").exit_code == 0
+    again = cli("workflow", "new", "review")
+    assert again.exit_code == 1 and "workflows/review.py already exists" in again.output
+    bad = cli("workflow", "new", "Bad/Name")
+    assert bad.exit_code == 1 and "is not allowed" in bad.output
+    assert not (instance / "workflows" / "Bad").exists()
+
+
+def test_list_shows_settings_and_counts(home: Path) -> None:
+    make_instance(home, {"x": PINGPONG}, {"workflows": {"x": {"concurrency": 2, "overflow": "drop"},
+                                                        "ghost": {"idempotent": True}}})
+    assert nerve(home, "workflow", "run", "x", "--prompt", "rounds=1").returncode == 0
+    result = cli("workflow", "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert rows["x"]["concurrency"] == 2 and rows["x"]["overflow"] == "drop"
+    assert rows["x"]["threads"] == {"completed": 1} and rows["x"]["file_exists"] is True
+    assert rows["ghost"]["file_exists"] is False and rows["ghost"]["idempotent"] is True
+    table = cli("workflow", "list")
+    assert "1 completed" in table.output and "ghost (workflows/ghost.py missing)" in table.output
+
+
+def test_run_exit_codes_and_refusals(home: Path) -> None:
+    failing = PINGPONG.replace("def until(messages):", "def until(messages):\n    raise ValueError('lost')")
+    make_instance(home, {"x": PINGPONG, "bad": failing}, {"engine": {"max_rounds": 2},
+                                                          "workflows": {"x": {}, "bad": {}, "off": {"enabled": False}}})
+    capped = nerve(home, "workflow", "run", "x", "--prompt", "forever", "--max-rounds", "9")
+    assert capped.returncode == 0 and capped.stdout.splitlines()[-1] == "run-1 completed (max_rounds) after 2 rounds"
+    failed = nerve(home, "workflow", "run", "bad", "--prompt", "p")
+    assert failed.returncode == 1
+    assert "run-2 failed (moderator raised ValueError: lost at workflows/bad.py:" in failed.stdout
+    unknown = nerve(home, "workflow", "run", "nope", "--prompt", "p")
+    assert unknown.returncode == 1 and "unknown workflow 'nope'" in unknown.stderr
+    off = nerve(home, "workflow", "run", "off", "--prompt", "p")
+    assert off.returncode == 1 and "workflow off is disabled" in off.stderr
+
+
+def test_disable_and_enable_edit_and_commit(instance: Path) -> None:
+    assert cli("workflow", "new", "review").exit_code == 0
+    assert cli("workflow", "disable", "review").exit_code == 0
+    rows = {r["name"]: r for r in json.loads(cli("workflow", "list", "--json").output)}
+    assert rows["review"]["enabled"] is False
+    refused = nerve(instance, "workflow", "run", "review", "--prompt", "p")
+    assert refused.returncode == 1 and "disabled" in refused.stderr
+    assert cli("workflow", "enable", "review").exit_code == 0
+    subjects = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-2"],
+                              capture_output=True, text=True).stdout.splitlines()
+    assert subjects == ["Enable workflow review", "Disable workflow review"]
+
+
+def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path) -> None:
+    make_instance(home, {"x": PINGPONG}, {"workflows": {"x": {}}})
+    env = {**os.environ, "NERVE_HOME": str(home)}
+    engine = subprocess.Popen([sys.executable, "-m", "nerve_cli", "run"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not engine_running(home):
+            assert engine.poll() is None, engine.stderr.read()
+            assert time.monotonic() < deadline, "engine did not start"
+            time.sleep(0.05)
+        run = nerve(home, "workflow", "run", "x", "--prompt", "id=e rounds=3 sleep=0.05")
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert [line for line in run.stdout.splitlines() if line.startswith("e round")] == [
+            "e round 1", "e round 2", "e round 3"]
+        assert run.stdout.splitlines()[-1] == "run-1 completed (end) after 3 rounds"
+        origin = query_logs(home / LOGS, type="queued")[0]["payload"]["origin"]
+        assert origin != {"kind": "cli", "by": "nerve workflow run"}  # launched by the engine, not standalone
+        # doctor --fix must not write logs.db behind the engine's back
+        from nerve_cli.store.logs import open_db
+
+        conn = open_db(home / LOGS)
+        conn.execute("UPDATE workflow_runs SET status = 'queued' WHERE run_id = 'run-1'")
+        conn.close()
+        refused = nerve(home, "doctor", "--fix")
+        assert refused.returncode == 1 and "an engine is running" in refused.stderr
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        engine.wait(timeout=20)
+    assert workflow_runs(home / LOGS)[0]["status"] == "queued"  # untouched by the refused fix
