@@ -92,7 +92,7 @@ def unknown_run(logs_path: Path, run_id: str) -> NerveError:
     if not ids:
         return NerveError(f"no thread {run_id}: this instance has no threads yet "
                           "(start one with `nerve workflow run NAME --prompt TEXT`)")
-    near = difflib.get_close_matches(run_id, ids, n=3, cutoff=0.6)
+    near = difflib.get_close_matches(run_id, ids, n=2, cutoff=0.8)
     recent = list(reversed(ids[-5:]))
     hint = f"did you mean {', '.join(near)}? " if near else ""
     return NerveError(f"no thread {run_id}: {hint}most recent: {', '.join(recent)} "
