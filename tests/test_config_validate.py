@@ -176,7 +176,24 @@ def test_peers_must_exist_and_not_be_itself() -> None:
 def test_reflex_that_can_never_fire_is_an_error(reflex: str) -> None:
     problem = only_error(BASE + reflex)
     assert problem.path == "reflexes[1]" and problem.line == 7
-    assert "neither `interval` nor `on`" in problem.message
+    assert "no `interval`, `on` or `cron`" in problem.message
+
+
+def test_a_cron_reflex_fires_without_interval_or_on() -> None:
+    assert errors(BASE + "  - sense: disk-usage\n    cron: '0 9 * * *'\n") == []
+
+
+def test_unused_group_settings_are_a_warning_with_a_hint() -> None:
+    result = check("groups:\n  sytem: {memory_limit: 300MB}\n" + BASE)
+    assert result.valid
+    (problem,) = result.problems
+    assert problem.path == "groups.sytem" and problem.severity == "warning" and problem.line == 2
+    assert "did you mean group `system`?" in problem.message
+
+
+def test_unknown_group_setting_suggests_the_nearest() -> None:
+    problem = only_error("groups:\n  system: {memory_limt: 300MB}\n" + BASE)
+    assert problem.path == "groups.system.memory_limt" and "did you mean `memory_limit`?" in problem.message
 
 
 def test_second_never_firing_reflex_is_reported_too() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Literal
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from nerve_cli.config.load import config_path, validate
+from nerve_cli.config.load import SECTIONS, config_path, validate
 from nerve_cli.config.model import check_name
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.config.rules import hint
@@ -25,7 +25,7 @@ from nerve_cli.config.source import make_yaml, parse
 from nerve_cli.config.yamltail import append_item, append_key, insert_key
 from nerve_cli.errors import ConfigError, NerveError
 
-SECTION_ORDER = ("engine", "senses", "reflexes", "workflows")
+SECTION_ORDER = SECTIONS  # canonical order for a section that has to be created
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
 from nerve_cli.config.rules import Channel
 from nerve_cli.errors import ConfigError, InstanceNotFound
 
-SECTIONS = ("engine", "senses", "reflexes", "workflows")
+SECTIONS = tuple(NerveConfig.model_fields)  # engine, groups, senses, reflexes, workflows (the model decides)
 
 
 @dataclass
@@ -90,7 +90,7 @@ def _normalized(data: dict, skip: set[int]) -> dict:
     Workflow-kind reflexes are replaced by a stub so pydantic adds nothing to their one error.
     """
     out = {k: v for k, v in data.items() if not (k in SECTIONS and v is None)}
-    for section in ("senses", "workflows"):
+    for section in ("groups", "senses", "workflows"):  # name → settings sections
         if isinstance(out.get(section), dict):
             out[section] = {k: ({} if v is None else v) for k, v in out[section].items()}
     if skip and isinstance(out.get("reflexes"), list):

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from nerve_cli.config import model
+from pydantic import BaseModel
+
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.rules import nearest
 
-# Which model a location points into: the model stays the one source of valid keys.
-SECTION_MODELS: dict[str, type] = {
-    "engine": model.EngineConfig,
-    "senses": model.SenseConfig,
-    "reflexes": model.ReflexConfig,
-    "workflows": model.WorkflowConfig,
-}
-_SECTION_DEPTH = {"engine": 1, "senses": 2, "reflexes": 2, "workflows": 2}
-_KIND = {"engine": "engine setting", "senses": "sense setting", "reflexes": "reflex key", "workflows": "workflow setting"}
+_KIND = {"engine": "engine setting", "groups": "group setting", "senses": "sense setting",
+         "reflexes": "reflex key", "workflows": "workflow setting"}
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false", "True", "False", "TRUE", "FALSE"}
 
 
@@ -25,14 +21,53 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def model_at(loc: tuple) -> type | None:
-    """The pydantic model whose keys live at `loc[:-1]`, or None."""
-    if len(loc) == 1:
-        return model.NerveConfig
-    section = loc[0]
-    if section in SECTION_MODELS and len(loc) == _SECTION_DEPTH[section] + 1:
-        return SECTION_MODELS[section]
+def _unwrap(tp: Any) -> Any:
+    """Annotated[X, ...] → X; X | None → X."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        rest = [a for a in get_args(tp) if a is not type(None)]
+        return _unwrap(rest[0]) if len(rest) == 1 else tp
+    return tp
+
+
+def _step(tp: Any, part: Any) -> Any:
+    """The type found one step down `tp` at key/index `part`, or None."""
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        field = tp.model_fields.get(part)
+        return field.annotation if field else None
+    if get_origin(tp) is dict:
+        return get_args(tp)[1]
+    if get_origin(tp) in (tuple, list):
+        return get_args(tp)[0]
     return None
+
+
+def _as_model(tp: Any) -> type | None:
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def model_at(loc: tuple) -> type | None:
+    """The pydantic model whose keys live at `loc[:-1]`, found by walking NerveConfig's annotations."""
+    tp: Any = NerveConfig
+    for part in loc[:-1]:
+        tp = _step(tp, part)
+        if tp is None:
+            return None
+    return _as_model(tp)
+
+
+def section_models() -> dict[str, type]:
+    """Top-level section → the model of one entry in it (engine → EngineConfig, senses → SenseConfig, ...)."""
+    out = {}
+    for name, field in NerveConfig.model_fields.items():
+        model = _as_model(field.annotation) or _as_model(_step(field.annotation, "*"))
+        if model is not None:
+            out[name] = model
+    return out
 
 
 def unknown_key(loc: tuple) -> str:
@@ -42,9 +77,10 @@ def unknown_key(loc: tuple) -> str:
     close = nearest(key, valid)
     if close:
         return f"unknown key `{key}`; did you mean `{close}`?"
-    elsewhere = [s for s, m in SECTION_MODELS.items() if key in m.model_fields and s != loc[0]]
-    if elsewhere and owner is not model.NerveConfig:
-        return f"unknown key `{key}` here: `{key}` is a {_KIND[elsewhere[0]]} (under `{elsewhere[0]}:`)"
+    elsewhere = [s for s, m in section_models().items() if key in m.model_fields and s != loc[0]]
+    if elsewhere and owner is not NerveConfig:
+        kind = _KIND.get(elsewhere[0], f"`{elsewhere[0]}` key")
+        return f"unknown key `{key}` here: `{key}` is a {kind} (under `{elsewhere[0]}:`)"
     return f"unknown key `{key}`; valid keys here: {', '.join(valid)}"
 
 
@@ -86,10 +122,12 @@ def _mapping_expected(loc: tuple, value: Any) -> str:
         "reflexes": "{sense: cpu-usage, interval: 10s}",
         "workflows": "{concurrency: 1, overflow: queue}",
         "engine": "{max_rounds: 100}",
+        "groups": "{memory_limit: 300MB}",
     }
     example = examples.get(loc[0], "")
     if len(loc) == 1:
         shape = {"senses": "a mapping of sense name → settings", "workflows": "a mapping of workflow name → settings",
-                 "reflexes": "a list of reflexes", "engine": "a mapping of settings"}.get(loc[0], "a mapping")
+                 "groups": "a mapping of group name → settings", "reflexes": "a list of reflexes",
+                 "engine": "a mapping of settings"}.get(loc[0], "a mapping")
         return f"expected {shape}, got {show(value)}"
     return f"expected a mapping like {example}, got {show(value)}"

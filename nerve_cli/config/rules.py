@@ -64,6 +64,7 @@ def workflow_kind_reflexes(data: dict) -> set[int]:
 def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
     senses = _mapping(data.get("senses"))
     findings = list(_check_senses(senses))
+    findings.extend(_check_groups(_mapping(data.get("groups")), senses))
     channels: dict[str, Channel] = {}
     for i, reflex in enumerate(_names(data.get("reflexes"))):
         if isinstance(reflex, dict):
@@ -80,6 +81,16 @@ def _check_senses(senses: dict) -> Iterator[Finding]:
                 "pick another name (you can still listen to it with `on: [nerve-health]`)"
             )
         yield from _check_peers(name, _mapping(settings), senses)
+
+
+def _check_groups(groups: dict, senses: dict) -> Iterator[Finding]:
+    """A `groups:` entry no sense uses is almost always a typo of a group name."""
+    used = {_mapping(s).get("group", "default") for s in senses.values()}
+    for name in groups:
+        if name not in used:
+            yield ("groups", name), "warning", (
+                f"no sense is in group `{name}`, so these limits apply to nothing{hint(str(name), used, 'group ')}"
+            )
 
 
 def _check_peers(name: str, settings: dict, senses: dict) -> Iterator[Finding]:
@@ -141,10 +152,10 @@ def _check_target(i: int, target: Any, reflex: dict, senses: dict) -> Iterator[F
 
 def _check_trigger(i: int, reflex: dict) -> Iterator[Finding]:
     interval = reflex.get("interval")
-    if interval is None and not reflex.get("on"):
+    if interval is None and not reflex.get("on") and reflex.get("cron") is None:
         yield ("reflexes", i), "error", (
-            "this reflex has neither `interval` nor `on`, so it would never fire; "
-            "add `interval: 10s` or `on: [some-sense]`"
+            "this reflex has no `interval`, `on` or `cron`, so it would never fire; "
+            "add `interval: 10s`, `on: [some-sense]` or `cron: '0 9 * * *'`"
         )
         return
     try:
