@@ -242,11 +242,12 @@ def test_yaml_1_2_off_is_a_string_not_false() -> None:
 
 
 def test_integers_are_strict() -> None:
-    found = errors('workflows:\n  w: {concurrency: "3", max_queue: 0, overflow: dropp}\n')
+    found = errors('workflows:\n  w: {concurrency: "3", max_queue: 0, overflow: dropp, role_retries: 9}\n')
     messages = {p.path: p.message for p in found}
     assert messages["workflows.w.concurrency"] == "expected a whole number, got '3'"
     assert "≥ 1" in messages["workflows.w.max_queue"]
     assert "'drop' or 'queue'" in messages["workflows.w.overflow"]
+    assert messages["workflows.w.role_retries"] == "expected a number ≤ 5, got 9"
 
 
 def test_every_problem_is_reported_at_once_in_line_order() -> None:

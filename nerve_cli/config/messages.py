@@ -103,6 +103,9 @@ def message_for(error: dict[str, Any]) -> str:
     if kind in ("greater_than_equal", "greater_than"):
         bound = ctx.get("ge", ctx.get("gt"))
         return f"expected a number {'≥' if 'ge' in ctx else '>'} {bound}, got {show(value)}"
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return f"expected a number {'≤' if 'le' in ctx else '<'} {bound}, got {show(value)}"
     if kind == "literal_error":
         return f"expected {ctx.get('expected')}, got {show(value)}"
     if kind in ("tuple_type", "list_type"):
