@@ -151,3 +151,15 @@ def test_unreadable_sense_db_is_reported_and_others_archived(home: Path) -> None
     assert by["logs"].rows == 7 * 24 and by["sense cpu"].rows == 7 * 12
     dry = {d.label: d for d in archive(home, older_than_s=DAYS_3, now_ms=NOW, dry_run=True).databases}
     assert dry["sense broken"].problems and not dry["sense cpu"].problems
+
+
+def test_a_watermark_that_is_not_a_date_is_reported(home: Path) -> None:
+    layout = build(home)
+    conn = sqlite3.connect(layout.logs_db)
+    conn.execute("INSERT INTO meta VALUES ('archived_up_to', 'last tuesday')")
+    conn.commit()
+    conn.close()
+    report = archive(home, older_than_s=DAYS_3, now_ms=NOW)
+    (logs,) = [d for d in report.databases if d.label == "logs"]
+    assert "is not a date" in logs.problems[0] and logs.rows == 0
+    assert db_count(layout.logs_db, "logs") == 240

@@ -55,6 +55,14 @@ class DbRun:
                                watermark_before=self.watermark, watermark_after=self.watermark)
         self.report.notes.extend(db.notes)
         self.manifest = db.manifest()
+        try:  # normalised, since days are compared as strings
+            self.watermark = day_str(day_index(self.watermark)) if self.watermark is not None else None
+        except ValueError:
+            self.report.problems.append(
+                f"{db.path.name}: {WATERMARK} = {self.watermark!r} is not a date (YYYY-MM-DD); "
+                f"nothing was archived from it. Set it to the last archived day in its {db.meta_table} table."
+            )
+            self.watermark = None
         self.late_days: dict[int, int] = {}
         self.new_days: dict[int, int] = {}
 
