@@ -220,10 +220,10 @@ class GroupSupervisor:
             self.worker.send(protocol.Cancel(id=inflight.id))
         self.hooks.compute_timed_out(self.group, inflight, timeout)
 
-    def kill_worker(self) -> None:
-        """Stop the worker now (TERM → KILL); it is respawned with the usual back-off."""
+    def kill_worker(self, term_wait: float = 0.2) -> None:
+        """Stop the worker now (TERM, briefly, then KILL); it is respawned with the usual back-off."""
         if self.worker is not None:
-            asyncio.get_running_loop().create_task(self.worker.terminate(1.0))
+            asyncio.get_running_loop().create_task(self.worker.terminate(term_wait))
 
     def _grace_expired(self, inflight: Inflight) -> None:
         worker = self.worker

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from nerve_cli.kernel.engine import Engine
 
 SAMPLE_EVERY = 0.25
+CHILDREN_EVERY = 16  # samples between scans for the worker's own children (a /proc walk, the costly part)
 
 
 @dataclass
@@ -32,17 +33,20 @@ class _Sampled:
     pid: int
     process: psutil.Process
     cpu: deque = field(default_factory=deque)  # (monotonic, cpu seconds)
+    children: list[psutil.Process] = field(default_factory=list)
+    ticks: int = 0
 
 
-def measure(process: psutil.Process) -> tuple[int, float]:
-    """(rss bytes, cpu seconds) of a process and its children."""
-    procs = [process]
-    try:
-        procs += process.children(recursive=True)
-    except psutil.Error:
-        pass
+def measure(sampled: _Sampled) -> tuple[int, float]:
+    """(rss bytes, cpu seconds) of a worker and the children it started."""
+    if sampled.ticks % CHILDREN_EVERY == 0:
+        try:
+            sampled.children = sampled.process.children(recursive=True)
+        except psutil.Error:
+            sampled.children = []
+    sampled.ticks += 1
     rss, cpu = 0, 0.0
-    for proc in procs:
+    for proc in (sampled.process, *sampled.children):
         try:
             with proc.oneshot():
                 rss += proc.memory_info().rss
@@ -115,7 +119,7 @@ class Watchdog:
                     sampled = self.sampled[group] = _Sampled(worker.pid, psutil.Process(worker.pid))
                 except psutil.Error:
                     continue
-            rss, cpu = measure(sampled.process)
+            rss, cpu = measure(sampled)
             self.samples += 1
             problem = breach(limits, sampled, rss, cpu, now)
             if problem:
