@@ -272,3 +272,22 @@ def test_cancel_a_running_and_a_queued_thread(home: Path) -> None:
     assert (status_of(logs, "run-1"), end_payload(logs, "run-1")["reason"]) == ("failed", "cancelled: user asked")
     assert (status_of(logs, "run-2"), end_payload(logs, "run-2")["reason"]) == ("dropped", "cancelled: not needed")
     assert seqs(logs, "run-1") == [0, 1]
+
+
+def test_role_timeout_retries_and_thread_timeout_from_nerve_yaml(home: Path) -> None:
+    config = make_instance(home, {"x": PINGPONG}, {"workflows": {
+        "x": {"concurrency": 2, "role_timeout": "100ms", "role_retries": 1, "thread_timeout": "400ms"}}})
+
+    async def main():
+        mgr, logs, _ = manager(home, config)
+        slow_role = mgr.launch("x", "sleep=1 rounds=1", None, {})["run_id"]
+        long_thread = mgr.launch("x", "sleep=0.05", None, {})["run_id"]
+        await wait_for(lambda: ended(logs, slow_role, long_thread))
+        await mgr.stop(1)
+        return logs, slow_role, long_thread
+
+    logs, slow_role, long_thread = asyncio.run(main())
+    assert end_payload(logs, slow_role)["reason"] == "role 'a' timed out after 0.1s (role_timeout) (2 attempts)"
+    assert (status_of(logs, long_thread), end_payload(logs, long_thread)["reason"]) == (
+        "failed", "cancelled: thread_timeout 400ms exceeded")
+    assert 3 <= len(seqs(logs, long_thread)) <= 9  # rounds of ~50 ms until the 400 ms deadline

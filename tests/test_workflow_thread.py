@@ -251,3 +251,63 @@ def test_message_round_trip_and_validation() -> None:
         WorkflowMessage.from_dict({"role": "a", "content": "x", "meta": {}, "timestamp": "1"})
     with pytest.raises(ValueError, match="role"):
         WorkflowMessage.from_dict({"role": "", "content": "x", "meta": {}, "timestamp": 1})
+
+
+# -- role_timeout / role_retries ------------------------------------------------------------
+
+def run_with(defn, chain, **settings):
+    ctx = ThreadContext(source=HERE, root=HERE.parent, clock=lambda: 1000, **settings)
+    return asyncio.run(run_thread(defn, chain, _noop, ctx))
+
+
+def test_role_timeout_fails_a_slow_async_role() -> None:
+    async def slow(messages):
+        await asyncio.sleep(5)
+
+    outcome = run_with(definition(never_ends, author=slow), fresh(), role_timeout=0.05)
+    assert (outcome.status, outcome.reason) == ("failed", "role 'author' timed out after 0.05s (role_timeout)")
+
+
+def test_a_role_raising_its_own_timeout_error_is_not_a_role_timeout() -> None:
+    async def role(messages):
+        raise TimeoutError("upstream took too long")
+
+    outcome = run_with(definition(never_ends, author=role), fresh(), role_timeout=5)
+    assert outcome.reason.startswith("role 'author' raised TimeoutError: upstream took too long at ")
+
+
+def test_role_retries_retry_raising_and_timing_out_roles() -> None:
+    calls: list[int] = []
+
+    async def flaky(messages):
+        calls.append(len(messages))
+        if len(calls) == 1:
+            raise RuntimeError("first try fails")
+        if len(calls) == 2:
+            await asyncio.sleep(5)  # second try times out
+        return RoleResult("third time lucky", {})
+
+    outcome = run_with(definition(never_ends, author=flaky), fresh(max_rounds=1), role_timeout=0.05, role_retries=2)
+    assert (outcome.status, outcome.messages[1].content) == ("completed", "third time lucky")
+    assert calls == [1, 1, 1]
+
+
+def test_role_retries_give_up_with_the_last_reason() -> None:
+    async def broken(messages):
+        raise RuntimeError("still down")
+
+    outcome = run_with(definition(never_ends, author=broken), fresh(), role_retries=2)
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("role 'author' raised RuntimeError: still down at ")
+    assert outcome.reason.endswith(" (3 attempts)")
+
+
+def test_a_wrong_return_type_is_not_retried() -> None:
+    calls: list[int] = []
+
+    def wrong(messages):
+        calls.append(1)
+        return "text"
+
+    outcome = run_with(definition(never_ends, author=wrong), fresh(), role_retries=3)
+    assert outcome.status == "failed" and calls == [1]

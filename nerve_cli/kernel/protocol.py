@@ -80,6 +80,8 @@ class ThreadStart(Message):
     workflow: str
     messages: list[dict[str, Any]]
     max_rounds: int
+    role_timeout: float | None = None  # seconds one role call may take (workflows.<name>.role_timeout)
+    role_retries: int = 0  # extra attempts for a role that raises or times out
 
 
 @dataclass(frozen=True)

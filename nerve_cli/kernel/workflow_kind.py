@@ -23,6 +23,7 @@ class Thread:
     messages: list[dict[str, Any]] = field(default_factory=list)  # the persisted chain, seq order
     dispatched: bool = False  # ThreadStart sent to the current worker
     resumed: bool = False
+    started_ms: int | None = None  # first start; thread_timeout counts from here, across resumes
 
 
 @dataclass

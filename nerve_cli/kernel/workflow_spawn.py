@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from nerve_cli.kernel import protocol
+from nerve_cli.kernel import protocol, workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
 from nerve_cli.workflow.model import rounds_used
 
@@ -66,7 +66,7 @@ async def _start_failed(mgr: WorkflowManager, kind: Kind, worker: WorkerProcess,
     mgr._system("error", {"workflow": kind.name, "message": f"workflow {kind.name}: worker did not start: {why}",
                           "error_type": "WorkerStartError"})
     if kind.crashes >= mgr.start_tries:
-        mgr._fail_all(kind, f"workflow {kind.name}: its worker failed to start {kind.crashes} times: {why}")
+        recovery.fail_all(mgr, kind, f"workflow {kind.name}: its worker failed to start {kind.crashes} times: {why}")
         kind.crashes = 0
     mgr._pump(kind)
     mgr._flush()
@@ -104,7 +104,7 @@ async def _watch(mgr: WorkflowManager, kind: Kind, worker: WorkerProcess) -> Non
         if cfg is not None and cfg.idempotent and not resume:
             reason += f" ({kind.crashes} times in a row without progress; not resumed again)"
             kind.crashes = 0
-        mgr._lose_threads(kind, reason, resume=resume)
+        recovery.lose_threads(mgr, kind, reason, resume=resume)
         if kind.running:
             delay = backoff_delay(mgr.backoff, kind.crashes)
             mgr._system("worker_respawn", {"workflow": kind.name, "attempt": kind.crashes, "delay_s": delay})

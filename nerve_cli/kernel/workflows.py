@@ -22,14 +22,13 @@ from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig
 from nerve_cli.errors import WorkflowError
-from nerve_cli.kernel import protocol
+from nerve_cli.kernel import protocol, workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess
 from nerve_cli.kernel.workflow_kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.workflow.directive import parse_directive
 from nerve_cli.workflow.model import WorkflowMessage, rounds_used, start_message
-from nerve_cli.workflow.rebuild import persisted_chain
-from nerve_cli.workflow.threads import queued_request, run_counts
+from nerve_cli.workflow.threads import run_counts
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,9 @@ class WorkflowManager:
         """Crash recovery at engine start: resume or crash `started` threads, requeue `queued` ones."""
         self._flush()
         for row in workflow_runs(self.logs.path, status="started"):
-            self._recover_started(row)
+            recovery.recover_started(self, row)
         for row in workflow_runs(self.logs.path, status="queued"):
-            self._recover_queued(row)
+            recovery.recover_queued(self, row)
         for kind in list(self.kinds.values()):
             self._pump(kind)
         self._flush()
@@ -172,7 +171,7 @@ class WorkflowManager:
         self.stopping = True
         await self._wait(lambda: not any(k.running for k in self.kinds.values()), timeout)
         for kind in self.kinds.values():
-            self._abandon(kind, reason)
+            recovery.abandon(self, kind, reason)
             await self._retire(kind)
         self._flush()
 
@@ -190,7 +189,7 @@ class WorkflowManager:
         try:
             await self._wait(lambda: not kind.running, cfg.drain_timeout)
             reason = f"workflow file changed; thread not finished within drain_timeout {cfg.drain_timeout:g}s"
-            self._lose_threads(kind, reason, resume=cfg.idempotent)
+            recovery.lose_threads(self, kind, reason, resume=cfg.idempotent)
             await self._retire(kind)
             kind.load_error = None
         finally:
@@ -247,6 +246,9 @@ class WorkflowManager:
         thread.dispatched = False
         kind.running[thread.run_id] = thread
         kind.cancel_idle()
+        if thread.started_ms is None:
+            thread.started_ms = now_ms()
+        recovery.arm_thread_timeout(self, kind, thread)
 
     def _pump(self, kind: Kind) -> None:
         """Start queued threads while there is room, and make sure a worker serves the running ones."""
@@ -254,7 +256,7 @@ class WorkflowManager:
         while True:
             while cfg and kind.queue and len(kind.running) < cfg.concurrency and not (self.stopping or kind.draining):
                 self._begin(kind, kind.queue.popleft())
-            if not kind.running or not self._fail_if_broken(kind):
+            if not kind.running or not recovery.fail_if_broken(self, kind):
                 break
         self._ensure_worker(kind)
         self._maybe_idle(kind)
@@ -273,7 +275,9 @@ class WorkflowManager:
 
     def _dispatch(self, kind: Kind, thread: Thread) -> None:
         assert kind.worker is not None
-        start = protocol.ThreadStart(thread.run_id, thread.workflow, list(thread.messages), thread.max_rounds)
+        cfg = self.config.workflows.get(kind.name) or WorkflowConfig()
+        start = protocol.ThreadStart(thread.run_id, thread.workflow, list(thread.messages), thread.max_rounds,
+                                     cfg.role_timeout, cfg.role_retries)
         thread.dispatched = kind.worker.send(start)
 
     async def _spawn(self, kind: Kind) -> None:
@@ -308,80 +312,6 @@ class WorkflowManager:
                                            "exit": worker.describe_exit(), "expected": True})
         kind.state = "stopped"
         self._flush()
-
-    # -- recovery ----------------------------------------------------------------
-    def _lose_threads(self, kind: Kind, reason: str, *, resume: bool) -> None:
-        """The worker went away under running threads: resume them (idempotent) or crash them."""
-        for thread in list(kind.running.values()):
-            thread.dispatched = False
-            if not resume:
-                del kind.running[thread.run_id]
-                self._event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
-                self.report("error", f"workflow {kind.name}: {thread.run_id} crashed: {reason}")
-            else:
-                self._event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages),
-                                                "reason": reason})
-                self.report("warn", f"workflow {kind.name}: {thread.run_id} resumes after: {reason}")
-
-    def _abandon(self, kind: Kind, reason: str) -> None:
-        """At shutdown: idempotent threads stay `started` (resumed next start); the others crash."""
-        cfg = self.config.workflows.get(kind.name)
-        for thread in list(kind.running.values()):
-            if cfg is not None and cfg.idempotent:
-                self.report("info", f"workflow {kind.name}: {thread.run_id} will resume at the next start")
-            else:
-                self._event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
-        kind.running.clear()
-
-    def _fail_if_broken(self, kind: Kind) -> bool:
-        """A workflow whose file failed to load (and has not changed since) fails new threads at once."""
-        failure = kind.current_load_error(self.home)
-        if failure is None:
-            return False
-        self._fail_all(kind, f"workflow {kind.name} failed to load: {failure.summary()}", failure)
-        return True
-
-    def _fail_all(self, kind: Kind, reason: str, error: protocol.ErrorInfo | None = None) -> None:
-        for thread in list(kind.running.values()):
-            del kind.running[thread.run_id]
-            payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
-            if error is not None:
-                payload["error"] = error.__dict__
-            self._event(thread, "failed", payload)
-            self.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
-
-    def _recover_started(self, row: dict) -> None:
-        name, run_id = row["workflow"], row["run_id"]
-        cfg = self.config.workflows.get(name)
-        request = queued_request(self.logs.path, run_id)
-        thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
-                        request.get("origin") or {})
-        if cfg is None or not cfg.idempotent:
-            why = "engine restarted while the thread ran"
-            if cfg is None:
-                why += f" (workflow {name} is no longer in nerve.yaml)"
-            self._event(thread, "crashed", {"reason": why})
-            return
-        try:
-            chain = persisted_chain(self.logs.path, run_id)
-        except ValueError as exc:
-            self._event(thread, "crashed", {"reason": f"cannot resume: {exc}"})
-            return
-        thread.messages = [m.to_dict() for m in chain]
-        if thread.messages:
-            thread.max_rounds = int(chain[0].meta.get("maxRounds", thread.max_rounds))
-        thread.resumed = True
-        self._kind(name).queue.append(thread)
-
-    def _recover_queued(self, row: dict) -> None:
-        name, run_id = row["workflow"], row["run_id"]
-        request = queued_request(self.logs.path, run_id)
-        thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
-                        request.get("origin") or {})
-        if name not in self.config.workflows:
-            self._event(thread, "dropped", {"reason": f"workflow {name} is no longer in nerve.yaml"})
-            return
-        self._kind(name).queue.append(thread)
 
     # -- worker messages -------------------------------------------------------------
     def on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:

@@ -20,6 +20,7 @@ the real stdout only; `print()` in user code goes to stderr.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -109,8 +110,9 @@ class Runtime:
             self.out.send(protocol.ThreadMessage(run_id, seq, message.to_dict()))
             await future
 
+        ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries)
         try:
-            outcome = await run_thread(self.definition, chain, persist, self.ctx)
+            outcome = await run_thread(self.definition, chain, persist, ctx)
         except asyncio.CancelledError as exc:
             reason = exc.args[0] if exc.args else "cancelled"
             self.out.send(protocol.ThreadEnd(run_id, FAILED, f"cancelled: {reason}"))

@@ -11,6 +11,7 @@ went wrong and where; nothing else is affected.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 import traceback
@@ -59,6 +60,8 @@ class ThreadContext:
     source: Path | None = None  # the workflow file: its frames are preferred in reasons
     root: Path | None = None
     clock: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+    role_timeout: float | None = None  # an async role taking longer is cancelled (a sync one cannot be)
+    role_retries: int = 0  # extra attempts when a role raises or times out
 
 
 def describe(exc: BaseException, ctx: ThreadContext) -> Failure:
@@ -163,15 +166,38 @@ async def run_thread(
             return Outcome(COMPLETED, REASON_END, tuple(chain))
         if len(chain) - 1 >= limit:
             return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
-        try:
-            result = definition.roles[choice](tuple(chain))
-            if inspect.isawaitable(result):
-                result = await result
-        except (Exception, SystemExit) as exc:
-            failure = describe(exc, ctx)
-            return Outcome(FAILED, _summary(f"role {choice!r}", failure), tuple(chain), failure)
+        result, reason, failure = await call_role(definition.roles[choice], choice, tuple(chain), ctx)
+        if reason is not None:
+            return Outcome(FAILED, reason, tuple(chain), failure)
         message = to_message(choice, result, ctx.clock())
         if isinstance(message, str):
             return Outcome(FAILED, message, tuple(chain))
         await persist(len(chain), message)
         chain.append(message)
+
+
+async def call_role(
+    role: Callable[..., Any], name: str, chain: tuple[WorkflowMessage, ...], ctx: ThreadContext
+) -> tuple[Any, str | None, Failure | None]:
+    """(result, None, None), or (None, why, failure) once every attempt raised or timed out."""
+    attempts = 1 + max(0, ctx.role_retries)
+    for attempt in range(1, attempts + 1):
+        failure: Failure | None = None
+        try:
+            async with asyncio.timeout(ctx.role_timeout) as deadline:
+                result = role(chain)
+                if inspect.isawaitable(result):
+                    result = await result
+            return result, None, None
+        except TimeoutError as exc:
+            if not deadline.expired():  # the role's own TimeoutError, not our deadline
+                failure = describe(exc, ctx)
+                reason = _summary(f"role {name!r}", failure)
+            else:
+                reason = f"role {name!r} timed out after {ctx.role_timeout:g}s (role_timeout)"
+        except (Exception, SystemExit) as exc:
+            failure = describe(exc, ctx)
+            reason = _summary(f"role {name!r}", failure)
+        if attempt == attempts:
+            return None, reason + (f" ({attempts} attempts)" if attempts > 1 else ""), failure
+    raise AssertionError("unreachable")
