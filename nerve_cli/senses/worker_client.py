@@ -73,6 +73,9 @@ class SenseWorkerClient:
 
     def send(self, *messages: Message) -> None:
         assert self.proc is not None and self.proc.stdin is not None
+        for m in messages:
+            if isinstance(m, Compute):  # keep next_id() clear of ids chosen by the caller
+                self._next_id = max(self._next_id, m.id)
         try:
             self.proc.stdin.write(b"".join(m.encode() for m in messages))
         except BrokenPipeError as exc:

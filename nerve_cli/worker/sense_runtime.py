@@ -67,7 +67,7 @@ class SenseRuntime:
         reading.cancel()
         return await self._drain()
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    async def _read(self, reader: Any) -> None:
         assert self.stopping is not None
         try:
             while not self.stopping.is_set():

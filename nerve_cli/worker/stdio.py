@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 import threading
 from asyncio import unix_events
@@ -60,9 +61,32 @@ class ProtocolWriter:
                 os.close(self.fd)
 
 
-async def stdin_reader() -> asyncio.StreamReader:
-    """An asyncio reader on stdin whose line limit matches the protocol's."""
+class _ThreadLineReader:
+    """Reads stdin lines in a thread: for a stdin epoll cannot watch (a regular file, /dev/null)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._loop = loop
+        threading.Thread(target=self._pump, name="stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        stream = sys.stdin.buffer
+        while True:
+            line = stream.readline(MAX_LINE)
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, line)
+            if not line:
+                return
+
+    async def readline(self) -> bytes:
+        return await self._queue.get()
+
+
+async def stdin_reader() -> asyncio.StreamReader | _ThreadLineReader:
+    """An asyncio line reader on stdin whose line limit matches the protocol's."""
     loop = asyncio.get_running_loop()
+    mode = os.fstat(sys.stdin.fileno()).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()):
+        return _ThreadLineReader(loop)
     reader = asyncio.StreamReader(limit=MAX_LINE)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     return reader
