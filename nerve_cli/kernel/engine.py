@@ -57,6 +57,8 @@ class Engine:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._pumping = False
         self._repump = False
+        self._flushing: asyncio.Future | None = None
+        self._flush_again = False
         self._stop = asyncio.Event()
 
     # lifecycle -------------------------------------------------------------
@@ -156,6 +158,8 @@ class Engine:
         if self.workflows is not None:
             await self.workflows.stop(timeout)
         self.log("system", "engine_stopped", None, {"pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 3)})
+        if self._flushing is not None:
+            await asyncio.wait([self._flushing])
         self.logs.close()
         self.health.close()
         self.report("info", "engine stopped")
@@ -167,12 +171,24 @@ class Engine:
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
 
     def _flush(self) -> None:
+        """Commit buffered rows off the event loop: a `nerve archive` VACUUM may hold the database for a while."""
         self._flush_handle = None
-        try:
-            self.logs.flush()
-        except Exception as exc:  # disk full, locked: keep the rows, retry, say so
-            self.report("error", f"could not write {self.layout.logs_db}: {exc}; retrying")
-            self._flush_handle = asyncio.get_running_loop().call_later(1.0, self._flush)
+        if self._flushing is not None:
+            self._flush_again = True
+            return
+        self._flushing = asyncio.get_running_loop().run_in_executor(None, self.logs.flush)
+        self._flushing.add_done_callback(self._flushed)
+
+    def _flushed(self, future: asyncio.Future) -> None:
+        self._flushing = None
+        loop = asyncio.get_running_loop()
+        if future.exception() is not None:  # disk full, locked: the rows stay buffered; retry and say so
+            self.report("error", f"could not write {self.layout.logs_db}: {future.exception()}; retrying")
+            self._flush_handle = loop.call_later(1.0, self._flush)
+        elif self._flush_again or self.logs.pending():
+            self._flush_again = False
+            if self._flush_handle is None and not self.stopping:
+                self._flush_handle = loop.call_later(FLUSH_DELAY, self._flush)
 
     # scheduling ------------------------------------------------------------
     def runnable(self) -> set[str]:
