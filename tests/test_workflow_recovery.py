@@ -269,3 +269,34 @@ def test_malformed_and_unexpected_worker_lines_are_logged_not_fatal(home: Path) 
     assert "unexpected message 'compute'" in messages[2]
     assert "thread_end for run-77, which it does not run" in messages[3]
     assert any("a print from a role goes to stderr" in line for _, line in reports)
+
+
+def test_reload_drains_then_restarts_the_worker_with_the_new_code(home: Path) -> None:
+    config = make_instance(home, {"x": PINGPONG, "y": PINGPONG},
+                           {"workflows": {"x": {"drain_timeout": "300ms"}, "y": {"drain_timeout": "5s"}}})
+
+    async def main():
+        mgr, logs, _ = manager(home, config)
+        stuck = mgr.launch("x", "gate=2 rounds=3", None, {})["run_id"]  # never finishes by itself
+        quick = mgr.launch("y", "rounds=3 sleep=0.1", None, {})["run_id"]
+        await wait_for(lambda: (home / "waiting-2").exists())
+        old_pid = worker_pid(mgr, "x")
+        (home / "workflows" / "x.py").write_text(PINGPONG.replace("round {n}", "v2 round {n}"))
+        (home / "workflows" / "y.py").write_text(PINGPONG.replace("round {n}", "v2 round {n}"))
+        await asyncio.gather(mgr.reload("x"), mgr.reload("y"))
+        assert ended(logs, stuck, quick)  # x was cut at drain_timeout, y drained in time
+        new = mgr.launch("x", "rounds=1", None, {})["run_id"]
+        await wait_for(lambda: ended(logs, new))
+        new_pid = worker_pid(mgr, "x")
+        await mgr.stop(1)
+        return logs, stuck, quick, new, old_pid, new_pid
+
+    logs, stuck, quick, new, old_pid, new_pid = asyncio.run(main())
+    assert status_of(logs, stuck) == "crashed"
+    assert end_payload(logs, stuck)["reason"] == (
+        "workflow file changed; thread not finished within drain_timeout 300ms")
+    assert status_of(logs, quick) == "completed"
+    assert [r["payload"]["content"] for r in query_logs(logs.path, type="message", ref=quick)][1:] == [
+        " round 1", " round 2", " round 3"]  # the drained thread kept the old code
+    assert query_logs(logs.path, type="message", ref=new)[1]["payload"]["content"] == " v2 round 1"
+    assert new_pid != old_pid

@@ -51,7 +51,7 @@ async def spawn(mgr: WorkflowManager, kind: Kind) -> None:
         return
     kind.state = "ready"
     mgr._system("worker_started", {"workflow": kind.name, "pid": worker.pid})
-    asyncio.get_running_loop().create_task(_watch(mgr, kind, worker))
+    mgr.background(_watch(mgr, kind, worker))
     mgr._pump(kind)
     mgr._flush()
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.config.model import NerveConfig, WorkflowConfig
+from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel import protocol, workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess
@@ -62,6 +62,7 @@ class WorkflowManager:
         self.kinds: dict[str, Kind] = {}
         self.listeners: list[Listener] = []
         self.stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()  # background tasks, referenced until done
 
     # -- public API ------------------------------------------------------------
     async def start(self) -> None:
@@ -188,7 +189,7 @@ class WorkflowManager:
         kind.draining = True
         try:
             await self._wait(lambda: not kind.running, cfg.drain_timeout)
-            reason = f"workflow file changed; thread not finished within drain_timeout {cfg.drain_timeout:g}s"
+            reason = f"workflow file changed; thread not finished within drain_timeout {format_duration(cfg.drain_timeout)}"
             recovery.lose_threads(self, kind, reason, resume=cfg.idempotent)
             await self._retire(kind)
             kind.load_error = None
@@ -289,7 +290,7 @@ class WorkflowManager:
         if kind.running or kind.queue or kind.state != "ready" or kind.idle is not None:
             return
         loop = asyncio.get_running_loop()
-        kind.idle = loop.call_later(self.idle_timeout, lambda: loop.create_task(self._stop_idle(kind)))
+        kind.idle = loop.call_later(self.idle_timeout, lambda: self.background(self._stop_idle(kind)))
 
     async def _stop_idle(self, kind: Kind) -> None:
         kind.idle = None
@@ -320,6 +321,12 @@ class WorkflowManager:
         handle_message(self, kind, worker, message)
 
     # -- helpers -------------------------------------------------------------------------
+    def background(self, coro: Any) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     def _kind(self, name: str) -> Kind:
         if name not in self.kinds:
             self.kinds[name] = Kind(name)
