@@ -1,0 +1,50 @@
+"""`nerve workflow disable|enable`: no cascade; a disabled workflow's directives are refused by the engine."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nerve_cli.cli.common import HomeOption, JsonOption
+
+Name = Annotated[str, typer.Argument(help="Workflow name.")]
+
+
+def disable(name: Name, home: HomeOption = None, json_: JsonOption = False) -> None:
+    """Disable a workflow: directives for it are refused (nothing is deleted).
+
+    Running threads finish; new ones are refused until it is enabled again.
+
+    Example: nerve workflow disable cleanup
+    """
+    _set(name, home, False, json_)
+
+
+def enable(name: Name, home: HomeOption = None, json_: JsonOption = False) -> None:
+    """Enable a workflow again.
+
+    Example: nerve workflow enable cleanup
+    """
+    _set(name, home, True, json_)
+
+
+def _set(name: str, home, enabled: bool, json_: bool) -> None:
+    from nerve_cli.cli import output
+    from nerve_cli.cli.sense_lifecycle import engine_note
+    from nerve_cli.home import require_instance
+    from nerve_cli.lifecycle import set_workflow
+
+    outcome = set_workflow(require_instance(home), name, enabled)
+    word = "enabled" if enabled else "disabled"
+    if json_:
+        output.print_json({"kind": "workflow", "name": name, "enabled": enabled,
+                           "changed": outcome.written, "commit": outcome.sha})
+        return
+    if not outcome.written:
+        output.info(f"workflow {name} is already {word}; nothing changed")
+        return
+    effect = "directives for it start threads again" if enabled else "the engine refuses directives for it"
+    committed = f"; committed {outcome.sha[:8]}" if outcome.sha else ""
+    output.info(f"workflow {name} {word}: {effect}{committed}", style="green")
+    engine_note(outcome)
