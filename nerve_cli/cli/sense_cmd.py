@@ -24,7 +24,11 @@ def new(
 
     Example: nerve sense new open-prs --group github
     """
-    not_available("sense new")
+    from nerve_cli.home import require_instance
+    from nerve_cli.senses.scaffold import new_sense
+
+    where = require_instance(home)
+    _render_new(where, new_sense(where, name, group))
 
 
 @app.command("list")
@@ -33,13 +37,22 @@ def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
 
     Example: nerve sense list
     """
-    not_available("sense list")
+    from nerve_cli.home import require_instance
+    from nerve_cli.senses.inspect import list_senses
+
+    senses = list_senses(require_instance(home))
+    if json_:
+        from nerve_cli.cli.output import print_json
+
+        print_json([s.to_json() for s in senses])
+        return
+    _render_list(senses)
 
 
 @app.command("show")
 def show(
     name: Name,
-    last: Annotated[int, typer.Option("--last", "-n", help="How many recent signals to show.")] = 10,
+    last: Annotated[int, typer.Option("--last", "-n", min=0, help="How many recent signals to show.")] = 10,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
@@ -47,16 +60,138 @@ def show(
 
     Example: nerve sense show cpu-usage -n 20
     """
-    not_available("sense show")
+    from nerve_cli.home import require_instance
+    from nerve_cli.senses.inspect import show_sense
+
+    detail = show_sense(require_instance(home), name, last)
+    if json_:
+        from nerve_cli.cli.output import print_json
+
+        print_json(detail.to_json())
+        return
+    _render_show(detail)
 
 
 @app.command("compute")
 def compute(name: Name, home: HomeOption = None, json_: JsonOption = False) -> None:
     """Run one compute now (through the running engine, or in a fresh worker).
 
+    Exit code 0 for a signal or silence, 1 for an error.
+
     Example: nerve sense compute cpu-usage --json
     """
-    not_available("sense compute")
+    from nerve_cli.home import require_instance
+    from nerve_cli.senses.standalone import compute_sense
+
+    result = compute_sense(require_instance(home), name)
+    if json_:
+        from nerve_cli.cli.output import print_json
+
+        print_json(result.to_json())
+    else:
+        _render_compute(result)
+    if result.outcome == "error":
+        raise typer.Exit(1)
+
+
+# --- rendering -------------------------------------------------------------------
+
+
+def _render_new(home, result) -> None:
+    from nerve_cli.cli.output import info
+
+    info(f"Created sense `{result.name}` (group {result.group}):", style="bold")
+    for path in result.files:
+        info(f"  {path.relative_to(home)}")
+    info(f"  nerve.yaml: senses.{result.name}, and a reflex running it every 1m")
+    if result.commit:
+        info(f"Committed {result.commit[:8]} \"sense new: {result.name}\".")
+    info("Next:")
+    info(f"  edit     senses/{result.name}/sense.py")
+    info(f"  tables   senses/{result.name}/schema.py, then: nerve sense migrate {result.name}")
+    info(f"  try it   nerve sense compute {result.name}")
+    info("  run it   nerve run")
+
+
+def _render_list(senses) -> None:
+    import time
+
+    from nerve_cli.cli.output import info, show, table
+    from nerve_cli.senses.inspect import ago
+
+    if not senses:
+        info("No senses yet. Create one with: nerve sense new NAME")
+        return
+    now = time.time_ns() // 1_000_000
+    rows = [(s.name, s.group, "yes" if s.enabled else "no", ", ".join(s.triggers) or "on demand",
+             ago(s.last_signal_ts, now), s.signal_count) for s in senses]
+    show(table(None, ["sense", "group", "enabled", "triggers", "last signal", "signals"], rows))
+
+
+def _render_show(detail) -> None:
+    import time
+
+    from nerve_cli.cli.output import info, show, table
+    from nerve_cli.senses.inspect import ago, local_time, sparkline
+
+    s, now = detail.summary, time.time_ns() // 1_000_000
+    info(f"{s.name}", style="bold")
+    info(f"  group {s.group} · {'enabled' if s.enabled else 'disabled'} · triggers: {', '.join(s.triggers) or 'on demand'}")
+    info(f"  {_settings_line(detail.config)}")
+    if detail.readers:
+        info(f"  read as a peer by: {', '.join(detail.readers)}")
+    info(f"  {s.signal_count} signals in its database, last {ago(s.last_signal_ts, now)}")
+    if detail.tables:
+        show(table("Tables", ["table", "rows"], [(t["name"], t["rows"]) for t in detail.tables]))
+    else:
+        info("  no database yet: it has not run (try `nerve sense compute " + s.name + "`)")
+    if not detail.signals:
+        return
+    show(table(f"Last {len(detail.signals)} signals", ["time", "payload"],
+               [(local_time(x["ts"]), _short_json(x["payload"])) for x in reversed(detail.signals)]))
+    spark = sparkline([x["payload"] for x in detail.signals])
+    if spark:
+        values = [x["payload"] for x in detail.signals]
+        info(f"  {spark}  min {min(values):g} · max {max(values):g} · last {values[-1]:g}")
+
+
+def _render_compute(result) -> None:
+    import json
+
+    from nerve_cli.cli.output import err_console, error, info
+
+    took = f" in {result.duration_ms:.1f} ms" if result.duration_ms is not None else ""
+    if result.outcome == "signal":
+        info(f"{result.sense}: signal{took}", style="bold green")
+        info(json.dumps(result.payload, indent=2, ensure_ascii=False, default=str))
+        if result.workflow:
+            info(f"workflow directive: {result.workflow}")
+    elif result.outcome == "silent":
+        info(f"{result.sense}: silent{took} (compute returned None; nothing was stored)")
+    else:
+        e = result.error
+        where = f" at {e.file}:{e.line}" if e and e.file else ""
+        error(f"{result.sense}: {e.type}: {e.message}{where}" if e else f"{result.sense}: failed")
+        if e and e.traceback:
+            err_console().print(e.traceback, markup=False, highlight=False)
+
+
+def _settings_line(config: dict) -> str:
+    from nerve_cli.config.model import format_duration
+
+    timeout = config.get("timeout") or 0.0
+    grace = config.get("grace_period")
+    parts = [f"throttle {format_duration(config.get('throttle') or 0.0)}", f"timeout {format_duration(timeout)}",
+             f"grace {format_duration(grace if grace is not None else 3 * timeout)}"]
+    parts.append(f"peers: {', '.join(config.get('peers') or []) or 'none'}")
+    return " · ".join(parts)
+
+
+def _short_json(payload, width: int = 100) -> str:
+    import json
+
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command("disable")

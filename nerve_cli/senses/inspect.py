@@ -1,0 +1,173 @@
+"""What `nerve sense list` and `nerve sense show` display, read without importing user code.
+
+Sense databases are opened read-only; a sense that never ran has no database
+and reads as "never". Works the same whether or not an engine is running (WAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
+from nerve_cli.errors import SenseError
+from nerve_cli.home import Layout
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True)
+class SenseSummary:
+    name: str
+    group: str
+    enabled: bool
+    triggers: list[str]
+    last_signal_ts: int | None
+    signal_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class SenseDetail:
+    summary: SenseSummary
+    config: dict[str, Any]
+    peers: list[str]
+    tables: list[dict[str, Any]]  # {"name", "rows"}: user tables, then engine tables
+    signals: list[dict[str, Any]]  # {"id", "ts", "payload"}, oldest first
+    readers: list[str] = field(default_factory=list)  # senses that list this one as a peer
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.summary.to_json(), "config": self.config, "peers": self.peers, "readers": self.readers,
+                "tables": self.tables, "signals": self.signals}
+
+
+def describe_trigger(reflex: ReflexConfig) -> list[str]:
+    out = []
+    if reflex.interval is not None:
+        out.append(f"every {format_duration(reflex.interval)}")
+    if reflex.cron:
+        out.append(f"cron {reflex.cron}")
+    out.extend(f"on {name}" for name in reflex.on)
+    if not reflex.enabled:
+        out = [f"{t} (disabled)" for t in out]
+    return out
+
+
+def triggers_of(config: NerveConfig, name: str) -> list[str]:
+    return [t for r in config.reflexes if r.sense == name for t in describe_trigger(r)]
+
+
+def list_senses(home: Path) -> list[SenseSummary]:
+    from nerve_cli.config.load import load_config
+
+    config = load_config(home)
+    layout = Layout(home)
+    return [_summary(layout, config, name) for name in config.senses]
+
+
+def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
+    from nerve_cli.config.load import load_config
+
+    config = load_config(home)
+    if name not in config.senses:
+        from nerve_cli.config.rules import hint
+
+        raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, list(config.senses))}")
+    layout = Layout(home)
+    settings = config.senses[name]
+    return SenseDetail(
+        summary=_summary(layout, config, name),
+        config=settings.model_dump(mode="json", exclude_defaults=False),
+        peers=list(settings.peers),
+        tables=_tables(layout.sense_db(name)),
+        signals=recent_signals(home, name, last),
+        readers=[n for n, s in config.senses.items() if name in s.peers],
+    )
+
+
+def recent_signals(home: Path, name: str, limit: int) -> list[dict[str, Any]]:
+    """The last `limit` signals, oldest first; archived days too when the history module is there."""
+    if limit <= 0:
+        return []
+    try:
+        from nerve_cli.store.history import sense_history
+    except ImportError:
+        sense_history = None  # type: ignore[assignment]
+    if sense_history is not None:
+        return [{"id": s["id"], "ts": s["ts"], "payload": s["payload"]} for s in sense_history(home, name, None, limit)]
+    rows = _read(Layout(home).sense_db(name),
+                 "SELECT id, ts, payload FROM _signals ORDER BY id DESC LIMIT ?", (limit,)) or []
+    return [{"id": i, "ts": t, "payload": orjson.loads(p)} for i, t, p in reversed(rows)]
+
+
+def sparkline(values: list[Any]) -> str | None:
+    """▁▂▃▄▅▆▇█ over the values when every one is a number (bools are not), else None."""
+    if len(values) < 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return None
+    low, high = min(values), max(values)
+    if high == low:
+        return SPARKS[len(SPARKS) // 2 - 1] * len(values)
+    scale = (len(SPARKS) - 1) / (high - low)
+    return "".join(SPARKS[round((v - low) * scale)] for v in values)
+
+
+# --- reading sense databases ---------------------------------------------------
+
+
+def _summary(layout: Layout, config: NerveConfig, name: str) -> SenseSummary:
+    settings = config.senses[name]
+    stats = _read(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
+    count, last = stats[0] if stats else (0, None)
+    return SenseSummary(name, settings.group, settings.enabled, triggers_of(config, name), last, count)
+
+
+def _tables(path: Path) -> list[dict[str, Any]]:
+    names = _read(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                        "ORDER BY name LIKE '\\_%' ESCAPE '\\', name")
+    out = []
+    for (table,) in names or []:
+        quoted = '"' + table.replace('"', '""') + '"'
+        rows = _read(path, f"SELECT count(*) FROM {quoted}")
+        out.append({"name": table, "rows": rows[0][0] if rows else None, "engine": table.startswith("_")})
+    return out
+
+
+def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple] | None:
+    """Rows of `sql` on a read-only connection; None when the db or the table does not exist yet."""
+    if not path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise SenseError(f"cannot read {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def ago(ts_ms: int | None, now_ms: int) -> str:
+    """`never`, `12s ago`, `5m ago`, `3h ago`, `2d ago`."""
+    if ts_ms is None:
+        return "never"
+    seconds = max(0, (now_ms - ts_ms) // 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def local_time(ts_ms: int) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ts_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")

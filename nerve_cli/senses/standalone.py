@@ -1,0 +1,142 @@
+"""`nerve sense compute NAME`: one compute now, through the running engine or in a fresh worker.
+
+Without an engine, a real sense worker is spawned for that one sense (same
+process isolation, same transaction contract as under the engine), sent one
+`Compute`, and shut down. The run is recorded in logs.db the way the engine
+records it (`reflex/run_start`, `run_complete`, `system/error`), so `nerve logs`
+shows it and the sense's interval counts from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from nerve_cli.errors import SenseError
+from nerve_cli.kernel.protocol import Cancel, Compute, Error, ErrorInfo, Signal
+from nerve_cli.senses.worker_client import SenseWorkerClient, WorkerGone
+
+START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
+
+
+@dataclass(frozen=True)
+class ComputeResult:
+    sense: str
+    outcome: str  # signal | silent | error
+    payload: Any = None
+    duration_ms: float | None = None
+    error: ErrorInfo | None = None
+    ts: int | None = None
+    workflow: str | None = None
+    via: str = "worker"  # worker | engine
+
+    def to_json(self) -> dict[str, Any]:
+        error = None
+        if self.error is not None:
+            error = {"type": self.error.type, "message": self.error.message, "file": self.error.file,
+                     "line": self.error.line, "traceback": self.error.traceback}
+        return {"sense": self.sense, "outcome": self.outcome, "payload": self.payload,
+                "duration_ms": self.duration_ms, "error": error}
+
+
+def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
+    """Through the engine when one runs for `home`, else in a one-off worker."""
+    from nerve_cli.kernel.client import engine_running
+
+    if engine_running(home):
+        return compute_via_engine(home, name)
+    return compute_standalone(home, name, stderr=stderr)
+
+
+def compute_via_engine(home: Path, name: str) -> ComputeResult:
+    from nerve_cli.kernel.client import request
+
+    answer = request(home, "compute", sense=name)
+    error = answer.get("error")
+    info = None
+    if answer.get("outcome") not in ("signal", "silent"):
+        info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
+    return ComputeResult(name, "error" if info else answer["outcome"], answer.get("payload"),
+                         answer.get("duration_ms"), info, answer.get("ts"), via="engine")
+
+
+def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
+                       log: bool = True) -> ComputeResult:
+    """Spawn a worker for `name` alone, run one compute, stop the worker."""
+    from nerve_cli.config.load import load_config
+
+    settings = load_config(home).senses.get(name)
+    if settings is None:
+        raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
+                         f"`nerve sense new {name}` creates one")
+    if not settings.enabled:
+        raise SenseError(f"sense `{name}` is disabled (senses.{name}.enabled: false in nerve.yaml); "
+                         f"enable it with `nerve sense enable {name}`")
+    recorder = _Recorder(home, name) if log else None
+    if recorder:
+        recorder.start()
+    result = _run(home, name, settings.group, settings.timeout, settings.grace, stderr)
+    if recorder:
+        recorder.finish(result)
+    return result
+
+
+def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any) -> ComputeResult:
+    client = SenseWorkerClient(home, group, [name], stderr=stderr)
+    ready = client.start(START_TIMEOUT)
+    try:
+        if name in ready.failed:
+            return ComputeResult(name, "error", error=ready.failed[name])
+        compute_id = client.next_id()
+        client.send(Compute(compute_id, name, "demand"))
+        try:
+            answer = client.answer(compute_id, timeout=soft)
+        except TimeoutError:
+            client.send(Cancel(compute_id))  # the worker answers at once and rolls back
+            try:
+                answer = client.answer(compute_id, timeout=grace)
+            except TimeoutError:
+                client.kill()
+                return ComputeResult(name, "error", duration_ms=(soft + grace) * 1000, error=ErrorInfo(
+                    "TimeoutError", f"still running {grace:g}s after its {soft:g}s timeout; the worker was killed"))
+    except WorkerGone as exc:
+        return ComputeResult(name, "error", error=ErrorInfo("WorkerDied", str(exc)))
+    finally:
+        client.stop()
+    if isinstance(answer, Signal):
+        return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow)
+    if isinstance(answer, Error):
+        return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error)
+    return ComputeResult(name, "silent", duration_ms=answer.duration_ms)
+
+
+class _Recorder:
+    """Writes the run to logs.db as the engine would (only used when no engine runs)."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        from nerve_cli.home import Layout
+
+        self.path = Layout(home).logs_db
+        self.name = name
+
+    def start(self) -> None:
+        self._write([("run_start", {"compute_id": 0, "reason": "demand", "standalone": True})])
+
+    def finish(self, result: ComputeResult) -> None:
+        entries: list[tuple[str, dict[str, Any]]] = []
+        if result.error is not None:
+            e = result.error
+            entries.append(("error", {"sense": self.name, "message": e.message, "error_type": e.type,
+                                      "traceback": e.traceback, "file": e.file, "line": e.line}))
+        entries.append(("run_complete", {"compute_id": 0, "outcome": result.outcome,
+                                         "duration_ms": result.duration_ms or 0.0, "reason": "demand",
+                                         "standalone": True}))
+        self._write(entries)
+
+    def _write(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+        from nerve_cli.store.logs import LogStore
+
+        with LogStore(self.path) as store:
+            for kind, payload in entries:
+                store.append("system" if kind == "error" else "reflex", kind, self.name, payload)

@@ -1,0 +1,183 @@
+"""`nerve sense new / compute / list / show` on a real instance (nerve init, real git, real workers)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import git
+import pytest
+from typer.testing import CliRunner
+
+from nerve_cli.cli import output
+from nerve_cli.cli.app import app
+from nerve_cli.instance.scaffold import create_instance
+
+
+@pytest.fixture
+def inst(home):
+    create_instance(home)
+    return home
+
+
+def nerve(*args: str):
+    output.reset()
+    return CliRunner().invoke(app, list(args))
+
+
+def _head(home) -> str:
+    return git.Repo(home).head.commit.hexsha
+
+
+def test_sense_new_scaffolds_migrates_registers_and_commits(inst) -> None:
+    config = inst / "nerve.yaml"
+    config.write_text(config.read_text().replace("senses:\n", "senses:  # my own note\n", 1))
+    git.Repo(inst).index.add(["nerve.yaml"])
+    git.Repo(inst).index.commit("my note")
+
+    result = nerve("sense", "new", "open-prs", "--group", "github")
+    assert result.exit_code == 0, result.output
+    folder = inst / "senses" / "open-prs"
+    assert (folder / "schema.py").is_file() and (folder / "sense.py").is_file()
+    assert "open-prs" in (folder / "sense.py").read_text() and "{{name}}" not in (folder / "sense.py").read_text()
+    migration = folder / "migrations" / "0001_init.sql"
+    assert "CREATE TABLE" in migration.read_text() and "reading" in migration.read_text()
+    text = config.read_text()
+    assert "senses:  # my own note" in text and "# Reflexes: when each sense runs." in text
+    from nerve_cli.config.load import load_config
+
+    loaded = load_config(inst)
+    assert loaded.senses["open-prs"].group == "github"
+    assert any(r.sense == "open-prs" and r.interval == 60.0 for r in loaded.reflexes)
+    repo = git.Repo(inst)
+    assert repo.head.commit.message.strip() == "sense new: open-prs"
+    assert set(repo.head.commit.stats.files) == {
+        "nerve.yaml", "senses/open-prs/schema.py", "senses/open-prs/sense.py", "senses/open-prs/migrations/0001_init.sql"}
+    assert not repo.is_dirty(untracked_files=True)
+    assert "nerve sense compute open-prs" in result.output
+
+    first = nerve("sense", "compute", "open-prs", "--json")
+    second = nerve("sense", "compute", "open-prs", "--json")
+    assert json.loads(first.output)["payload"] == {"count": 1}
+    assert json.loads(second.output)["payload"] == {"count": 2}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("Bad_Name", "invalid sense name"),
+    ("../escape", "invalid sense name"),
+    ("cpu-usage", "already exists in nerve.yaml"),
+    ("nerve-health", "built-in"),
+])
+def test_sense_new_refuses(inst, name, message) -> None:
+    before = _head(inst)
+    result = nerve("sense", "new", name)
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert _head(inst) == before
+
+
+def test_sense_new_refuses_a_folder_already_on_disk(inst) -> None:
+    (inst / "senses" / "leftover").mkdir()
+    result = nerve("sense", "new", "leftover")
+    assert result.exit_code == 1 and "already exists but is not in nerve.yaml" in result.output
+    assert "leftover" not in (inst / "nerve.yaml").read_text()
+
+
+def test_sense_new_needs_an_instance(home) -> None:
+    result = nerve("sense", "new", "x")
+    assert result.exit_code == 1 and "nerve init" in result.output
+
+
+def _custom(inst, name: str, code: str) -> None:
+    folder = inst / "senses" / name
+    (folder / "migrations").mkdir(parents=True)
+    (folder / "schema.py").write_text("")
+    (folder / "sense.py").write_text(code)
+    from nerve_cli.config.edit import add_sense
+
+    add_sense(inst, name, {"group": "custom"})
+
+
+def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
+    _custom(inst, "quiet", "def compute(db, peers):\n    return None\n")
+    _custom(inst, "broken", "def compute(db, peers):\n    x = 1\n    return x / 0\n")
+    _custom(inst, "chatty", "def compute(db, peers):\n    print('noise')\n    return [1, 2]\n")
+
+    signal = nerve("sense", "compute", "chatty")
+    assert signal.exit_code == 0 and "chatty: signal" in signal.output and "noise" not in signal.output
+    silent = nerve("sense", "compute", "quiet")
+    assert silent.exit_code == 0 and "silent" in silent.output
+    broken = nerve("sense", "compute", "broken")
+    assert broken.exit_code == 1
+    assert "ZeroDivisionError" in broken.output and "senses/broken/sense.py:3" in broken.output
+    assert "return x / 0" in broken.output  # the user's traceback
+
+    data = json.loads(nerve("sense", "compute", "broken", "--json").output)
+    assert set(data) == {"sense", "outcome", "payload", "duration_ms", "error"}
+    assert data["outcome"] == "error" and data["error"]["line"] == 3 and data["error"]["file"] == "senses/broken/sense.py"
+    data = json.loads(nerve("sense", "compute", "quiet", "--json").output)
+    assert data["outcome"] == "silent" and data["payload"] is None and data["error"] is None
+
+    missing = nerve("sense", "compute", "nope")
+    assert missing.exit_code == 1 and "no sense `nope`" in missing.output
+
+
+def test_standalone_compute_is_recorded_in_logs(inst) -> None:
+    _custom(inst, "broken", "def compute(db, peers):\n    raise ValueError('bad input')\n")
+    nerve("sense", "compute", "broken")
+    conn = sqlite3.connect(inst / "data" / "logs.db")
+    rows = conn.execute("SELECT source, type, ref_id, payload FROM logs ORDER BY id").fetchall()
+    meta = conn.execute("SELECT key FROM meta").fetchall()
+    conn.close()
+    assert [(s, t, r) for s, t, r, _ in rows] == [
+        ("reflex", "run_start", "broken"), ("system", "error", "broken"), ("reflex", "run_complete", "broken")]
+    assert json.loads(rows[1][3])["message"] == "bad input" and json.loads(rows[2][3])["outcome"] == "error"
+    assert ("last_complete:broken",) in meta
+
+
+def test_sense_compute_of_a_sense_that_fails_to_load(inst) -> None:
+    _custom(inst, "typo", "def compute(db, peers)\n    return 1\n")
+    result = nerve("sense", "compute", "typo")
+    assert result.exit_code == 1 and "SyntaxError" in result.output and "senses/typo/sense.py:1" in result.output
+
+
+def test_sense_list(inst) -> None:
+    _custom(inst, "counter", "def compute(db, peers):\n    return 7\n")
+    nerve("sense", "compute", "counter")
+    nerve("sense", "compute", "counter")
+    data = {s["name"]: s for s in json.loads(nerve("sense", "list", "--json").output)}
+    assert set(data) >= {"cpu-usage", "memory-usage", "disk-usage", "counter"}
+    assert data["counter"]["signal_count"] == 2 and data["counter"]["last_signal_ts"] > 0
+    assert data["counter"]["triggers"] == [] and data["counter"]["group"] == "custom"
+    assert data["cpu-usage"]["signal_count"] == 0 and data["cpu-usage"]["last_signal_ts"] is None
+    assert data["cpu-usage"]["triggers"] == ["every 10s"]
+    table = nerve("sense", "list")
+    assert table.exit_code == 0
+    line = next(line for line in table.output.splitlines() if "counter" in line)
+    assert "on demand" in line and "ago" in line and "2" in line
+    assert "never" in next(line for line in table.output.splitlines() if "cpu-usage" in line)
+
+
+def test_sense_show(inst) -> None:
+    code = "_n = [0]\n\ndef compute(db, peers):\n    _n[0] += 1\n    return len(db.query('select * from _signals')) * 10\n"
+    _custom(inst, "numbers", code)
+    for _ in range(4):
+        nerve("sense", "compute", "numbers")
+    data = json.loads(nerve("sense", "show", "numbers", "-n", "3", "--json").output)
+    assert [s["payload"] for s in data["signals"]] == [10, 20, 30]
+    assert {"name": "_signals", "rows": 4, "engine": True} in data["tables"]
+    assert data["config"]["group"] == "custom" and data["signal_count"] == 4
+    text = nerve("sense", "show", "numbers", "-n", "4").output
+    assert "▁▃▆█" in text and "Last 4 signals" in text and "_signals" in text
+
+    fresh = nerve("sense", "show", "disk-usage")
+    assert fresh.exit_code == 0 and "has not run" in fresh.output
+    missing = nerve("sense", "show", "disk-usagee")
+    assert missing.exit_code == 1 and "disk-usage" in missing.output
+
+
+def test_sense_show_non_numeric_payloads_have_no_sparkline(inst) -> None:
+    _custom(inst, "words", "def compute(db, peers):\n    return 'hello'\n")
+    nerve("sense", "compute", "words")
+    nerve("sense", "compute", "words")
+    text = nerve("sense", "show", "words").output
+    assert '"hello"' in text and not any(ch in text for ch in "▁▂▃▄▅▆▇█")
