@@ -290,4 +290,4 @@ def test_role_timeout_retries_and_thread_timeout_from_nerve_yaml(home: Path) -> 
     assert end_payload(logs, slow_role)["reason"] == "role 'a' timed out after 0.1s (role_timeout) (2 attempts)"
     assert (status_of(logs, long_thread), end_payload(logs, long_thread)["reason"]) == (
         "failed", "cancelled: thread_timeout 400ms exceeded")
-    assert 3 <= len(seqs(logs, long_thread)) <= 9  # rounds of ~50 ms until the 400 ms deadline
+    assert len(seqs(logs, long_thread)) <= 9  # rounds of >= 50 ms, cut at the 400 ms deadline (not endless)

@@ -279,7 +279,7 @@ def test_reload_drains_then_restarts_the_worker_with_the_new_code(home: Path) ->
         mgr, logs, _ = manager(home, config)
         stuck = mgr.launch("x", "gate=2 rounds=3", None, {})["run_id"]  # never finishes by itself
         quick = mgr.launch("y", "rounds=3 sleep=0.1", None, {})["run_id"]
-        await wait_for(lambda: (home / "waiting-2").exists())
+        await wait_for(lambda: (home / "waiting-2").exists() and len(seqs(logs, quick)) >= 2)  # both loaded
         old_pid = worker_pid(mgr, "x")
         (home / "workflows" / "x.py").write_text(PINGPONG.replace("round {n}", "v2 round {n}"))
         (home / "workflows" / "y.py").write_text(PINGPONG.replace("round {n}", "v2 round {n}"))

@@ -85,7 +85,11 @@ def run(
     from nerve_cli.workflow.runner import run_workflow
 
     def report(level: str, line: str) -> None:
-        if level in ("error", "warn") and "pid" in line:
+        # standalone only: what the worker prints (user print()s, tracebacks) and worker deaths, on stderr;
+        # thread events themselves are rendered from the log rows
+        if f"workflow {name} pid " in line:
+            output.err_console().print(line, style="dim", markup=False, highlight=False)
+        elif level == "warn":
             output.warn(line)
 
     result = run_workflow(require_instance(home), name, prompt, max_rounds, thread_view.live_event, report)
