@@ -1,18 +1,136 @@
+"""`nerve mesh`: the reflex mesh as a terminal tree, a mermaid flowchart or a Graphviz digraph."""
+
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, not_available
+from nerve_cli.cli.common import HomeOption
+
+if TYPE_CHECKING:
+    from rich.tree import Tree
+
+    from nerve_cli.mesh import Edge, Mesh
+
+FORMATS = ("tree", "mermaid", "dot", "json")
 
 
 def mesh(
     home: HomeOption = None,
-    format_: Annotated[str, typer.Option("--format", help="tree, mermaid or dot.")] = "tree",
+    format_: Annotated[str, typer.Option("--format", help="tree, mermaid, dot or json.")] = "tree",
 ) -> None:
     """Draw the reflex mesh: senses, channels, workflows and what triggers what.
 
+    Timers and channels trigger senses; a sense's signals trigger the senses
+    listening to it; peers are read; workflow launches are the ones seen in
+    data/logs.db (a sense launches a workflow from its code). Disabled parts
+    are marked. Pipe mermaid into a Markdown file, dot into `dot -Tsvg`.
+
     Example: nerve mesh --format mermaid
     """
-    not_available("mesh")
+    from nerve_cli.cli import output
+    from nerve_cli.config.load import load_config
+    from nerve_cli.errors import NerveError
+    from nerve_cli.home import Layout, require_instance
+    from nerve_cli.mesh import build, observed_launches, to_dot, to_mermaid
+
+    if format_ not in FORMATS:
+        raise NerveError(f"unknown --format {format_!r}: use one of {', '.join(FORMATS)}")
+    root = require_instance(home)
+    graph = build(load_config(root), observed_launches(Layout(root).logs_db))
+    if format_ == "json":
+        output.print_json(graph.to_dict())
+    elif format_ in ("mermaid", "dot"):
+        text = to_mermaid(graph) if format_ == "mermaid" else to_dot(graph)
+        typer.echo(text, nl=False)
+    else:
+        output.show(render_tree(graph))
+        output.info("→ triggers on signal   ⇠ reads as a peer   ⇒ launched (seen in data/logs.db)", style="dim")
+
+
+def render_tree(graph: "Mesh") -> "Tree":
+    """Roots are timers, channels and what nothing triggers; children are what each one triggers, recursively."""
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from nerve_cli.mesh import CLOCK
+
+    top = Tree(Text(_summary(graph)))
+    shown: set[str] = set()
+    timers: dict[str, list[Edge]] = {}
+    for edge in graph.out(CLOCK):
+        timers.setdefault(edge.label, []).append(edge)
+    for when, edges in timers.items():
+        branch = top.add(Text(f"⏱ {when}", style="bold"))
+        for edge in edges:
+            _grow(graph, branch, edge, (), shown)
+    for node in graph.nodes.values():
+        if node.kind == "channel":
+            branch = top.add(Text(f"⚡ channel {node.name}  (nerve emit {node.name})", style="bold"))
+            for edge in graph.out(node.id, "on"):
+                _grow(graph, branch, edge, (), shown)
+    _untriggered(graph, top, shown)
+    return top
+
+
+def _grow(graph: "Mesh", parent: "Tree", edge: "Edge", path: tuple[str, ...], shown: set[str]) -> None:
+    """Add the target of `edge` under `parent`, then what it triggers (each node expanded once)."""
+    from rich.text import Text
+
+    from nerve_cli.mesh import label
+
+    node = graph.nodes[edge.target]
+    arrow = {"timer": "", "on": "→ ", "launch": "⇒ "}.get(edge.kind, "")
+    text = Text(arrow + label(node))
+    if edge.kind == "on" and edge.label != "on":
+        text.append(f" ({edge.label[3:].strip('()')})")
+    if edge.kind == "launch":
+        text.append(f" ({edge.label}, observed)")
+    if not edge.enabled and node.enabled and edge.reflex is not None:
+        text.append(f" (reflexes[{edge.reflex}] disabled)")
+    reads = [graph.nodes[e.source].name for e in graph.into(node.id, "peer")]
+    if reads:
+        text.append(f"  ⇠ reads {', '.join(reads)}", style="italic")
+    if not (edge.enabled and node.enabled):
+        text.stylize("dim")
+    if node.id in path:
+        parent.add(text + Text(" ↺ (cycle)"))
+        return
+    if node.id in shown and graph.out(node.id, "on", "launch"):
+        parent.add(text + Text(" (see above)", style="dim"))
+        return
+    shown.add(node.id)
+    branch = parent.add(text)
+    for child in graph.out(node.id, "on", "launch"):
+        _grow(graph, branch, child, (*path, node.id), shown)
+
+
+def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
+    """Senses no timer or channel leads to (on demand only, or only inside a loop) and unlaunched workflows."""
+    from rich.text import Text
+
+    from nerve_cli.mesh import Edge, label
+
+    rest = [n for n in graph.nodes.values() if n.kind in ("sense", "builtin") and n.id not in shown]
+    if rest:
+        branch = top.add(Text("on demand only (no timer or channel leads here)", style="bold"))
+        for node in rest:
+            if node.id not in shown:
+                _grow(graph, branch, Edge("", node.id, "timer", "", True), (), shown)
+    idle = [n for n in graph.nodes.values() if n.kind == "workflow" and n.id not in shown]
+    if idle:
+        note = "no launch seen in data/logs.db" if graph.observed else "no data/logs.db yet"
+        branch = top.add(Text(f"workflows ({note}; a sense launches one from its code)", style="bold"))
+        for node in idle:
+            branch.add(Text(label(node), style="" if node.enabled else "dim"))
+
+
+def _summary(graph: "Mesh") -> str:
+    def many(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    count = {k: sum(1 for n in graph.nodes.values() if n.kind == k) for k in ("sense", "channel", "workflow")}
+    off = sum(1 for n in graph.nodes.values() if not n.enabled)
+    parts = [many(count[k], k) for k in ("sense", "channel", "workflow")]
+    return "reflex mesh: " + ", ".join(parts) + (f" ({off} disabled)" if off else "")

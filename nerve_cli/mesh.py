@@ -1,0 +1,227 @@
+"""The reflex mesh (RFC-001 §4.2) as a graph: what triggers what, who reads whom, what launches which workflow.
+
+Nodes: the clock, senses (with their group), the built-in `nerve-health` sense,
+external channels (`on:` names that are not senses) and workflows.
+Edges: timer (clock → sense, "every 10s" / "cron 0 9 * * 1-5"), on (source →
+sense), peer (peer ⇢ reader) and launch (sense ⇒ workflow). Launches are not
+in nerve.yaml (a sense returns a directive from its code), so they come from
+what the engine logged: `workflow/queued` rows whose origin names a sense.
+
+`build` is pure (config + observed launches → Mesh); `to_mermaid` and `to_dot`
+render it as text. The terminal tree lives in `nerve_cli/cli/mesh_cmd.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
+
+NodeKind = Literal["clock", "sense", "builtin", "channel", "workflow"]
+EdgeKind = Literal["timer", "on", "peer", "launch"]
+CLOCK = "clock"
+Launches = dict[tuple[str, str], int]  # (sense, workflow) → launches seen
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str  # "sense:cpu-usage", "channel:task.created", "workflow:cleanup", "clock"
+    kind: NodeKind
+    name: str
+    group: str | None = None
+    enabled: bool = True
+    note: str = ""  # e.g. "not in nerve.yaml" for a launch seen in the logs of a removed sense
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    kind: EdgeKind
+    label: str
+    enabled: bool = True
+    reflex: int | None = None  # index in `reflexes:` for timer and on edges
+
+
+@dataclass
+class Mesh:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    observed: bool = False  # whether launches could be read from data/logs.db
+
+    def out(self, node_id: str, *kinds: EdgeKind) -> list[Edge]:
+        return [e for e in self.edges if e.source == node_id and (not kinds or e.kind in kinds)]
+
+    def into(self, node_id: str, *kinds: EdgeKind) -> list[Edge]:
+        return [e for e in self.edges if e.target == node_id and (not kinds or e.kind in kinds)]
+
+    def to_dict(self) -> dict:
+        return {"nodes": [asdict(n) for n in self.nodes.values()], "edges": [asdict(e) for e in self.edges],
+                "launches_observed": self.observed}
+
+
+def sense_id(name: str) -> str:
+    return f"sense:{name}"
+
+
+def build(config: NerveConfig, launches: Launches | None = None) -> Mesh:
+    """The mesh of `config`, plus launch edges seen in the logs (None: logs not read)."""
+    mesh = Mesh(observed=launches is not None)
+    add = mesh.nodes.setdefault
+    add(CLOCK, Node(CLOCK, "clock", "clock"))
+    for name, sense in config.senses.items():
+        add(sense_id(name), Node(sense_id(name), "sense", name, sense.group, sense.enabled))
+    add(sense_id(HEALTH_SENSE), Node(sense_id(HEALTH_SENSE), "builtin", HEALTH_SENSE, note="built-in"))
+    for name, workflow in config.workflows.items():
+        add(f"workflow:{name}", Node(f"workflow:{name}", "workflow", name, enabled=workflow.enabled))
+    on = config.enabled_senses()
+    mesh.edges.append(Edge(CLOCK, sense_id(HEALTH_SENSE), "timer", f"every {format_duration(config.engine.health_interval)}"))
+    for i, reflex in enumerate(config.reflexes):
+        live = reflex.enabled and reflex.sense in on
+        target = sense_id(reflex.sense)
+        if reflex.interval is not None:
+            mesh.edges.append(Edge(CLOCK, target, "timer", f"every {format_duration(reflex.interval)}", live, i))
+        if reflex.cron is not None:
+            zone = f" ({reflex.timezone})" if reflex.timezone else ""
+            mesh.edges.append(Edge(CLOCK, target, "timer", f"cron {reflex.cron}{zone}", live, i))
+        for source in reflex.on:
+            source_id = _source(mesh, config, source)
+            source_on = source not in config.senses or source in on
+            label = f"on (debounce {format_duration(reflex.debounce)})" if reflex.debounce else "on"
+            mesh.edges.append(Edge(source_id, target, "on", label, live and source_on, i))
+    for reader, sense in config.senses.items():
+        for peer in sense.peers:
+            mesh.edges.append(Edge(sense_id(peer), sense_id(reader), "peer", "peer", reader in on and peer in on))
+    _launches(mesh, config, launches or {})
+    return mesh
+
+
+def _source(mesh: Mesh, config: NerveConfig, name: str) -> str:
+    if name in config.senses or name == HEALTH_SENSE:
+        return sense_id(name)
+    node_id = f"channel:{name}"
+    mesh.nodes.setdefault(node_id, Node(node_id, "channel", name))
+    return node_id
+
+
+def _launches(mesh: Mesh, config: NerveConfig, launches: Launches) -> None:
+    for (sense, workflow), count in sorted(launches.items()):
+        source, target = sense_id(sense), f"workflow:{workflow}"
+        if source not in mesh.nodes:
+            mesh.nodes[source] = Node(source, "sense", sense, enabled=False, note="not in nerve.yaml")
+        if target not in mesh.nodes:
+            mesh.nodes[target] = Node(target, "workflow", workflow, enabled=False, note="not in nerve.yaml")
+        live = mesh.nodes[source].enabled and mesh.nodes[target].enabled
+        mesh.edges.append(Edge(source, target, "launch", f"launched {count}×", live))
+
+
+def observed_launches(logs_db: Path) -> Launches | None:
+    """(sense, workflow) → how many threads a sense's directives queued, from data/logs.db.
+
+    None when there is no logs.db yet or it cannot be read (the mesh is then drawn
+    from nerve.yaml alone). Only the kernel writes logs.db; this reads it read-only.
+    """
+    import sqlite3
+
+    if not Path(logs_db).is_file():
+        return None
+    try:
+        conn = sqlite3.connect(Path(logs_db).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT json_extract(payload, '$.origin.sense'), json_extract(payload, '$.workflow'), COUNT(*) "
+                "FROM logs WHERE source = 'workflow' AND type = 'queued' AND json_valid(payload) "
+                "AND json_extract(payload, '$.origin.sense') IS NOT NULL GROUP BY 1, 2").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return {(str(s), str(w)): n for s, w, n in rows if s and w}
+
+
+def label(node: Node, *, disabled_text: bool = True) -> str:
+    """`cpu-usage [system]`, `task.created (channel)`, `cleanup (workflow)`, plus `(disabled)`."""
+    text = {"clock": "clock", "sense": f"{node.name} [{node.group}]" if node.group else node.name,
+            "builtin": f"{node.name} (built-in)", "channel": f"{node.name} (channel)",
+            "workflow": f"{node.name} (workflow)"}[node.kind]
+    if node.note and node.kind != "builtin":
+        text += f" ({node.note})"
+    elif disabled_text and not node.enabled:
+        text += " (disabled)"
+    return text
+
+
+# -- text renderers ----------------------------------------------------------------------------
+
+_MERMAID_SHAPE = {"clock": '(("{}"))', "sense": '["{}"]', "builtin": '[["{}"]]', "channel": '>"{}"]',
+                  "workflow": '{{{{"{}"}}}}'}
+_MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>"}
+
+
+def _mermaid_ids(mesh: Mesh) -> dict[str, str]:
+    """Node ids mermaid accepts (letters, digits, `_`), unique and readable: `sense:cpu-usage` → `sense_cpu_usage`."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for node_id in mesh.nodes:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", node_id)
+        safe, n = base, 2
+        while safe in used:
+            safe, n = f"{base}_{n}", n + 1
+        used.add(safe)
+        out[node_id] = safe
+    return out
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+
+
+def to_mermaid(mesh: Mesh) -> str:
+    """A `flowchart LR` block; disabled nodes and edges are grey and dotted."""
+    ids = _mermaid_ids(mesh)
+    lines = ["flowchart LR"]
+    for node in mesh.nodes.values():
+        lines.append(f"    {ids[node.id]}" + _MERMAID_SHAPE[node.kind].format(_mermaid_text(label(node))))
+    off_links = []
+    for n, edge in enumerate(mesh.edges):
+        arrow = _MERMAID_ARROW[edge.kind]
+        lines.append(f'    {ids[edge.source]} {arrow}|"{_mermaid_text(edge.label)}"| {ids[edge.target]}')
+        if not edge.enabled:
+            off_links.append(str(n))
+    lines.append("    classDef disabled fill:#f2f2f2,stroke:#999999,color:#999999,stroke-dasharray:2 2")
+    off_nodes = [ids[n.id] for n in mesh.nodes.values() if not n.enabled]
+    if off_nodes:
+        lines.append(f"    class {','.join(off_nodes)} disabled")
+    if off_links:
+        lines.append(f"    linkStyle {','.join(off_links)} stroke:#999999,stroke-dasharray:2 2,color:#999999")
+    return "\n".join(lines) + "\n"
+
+
+_DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "workflow": "hexagon"}
+
+
+def _dot_text(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(mesh: Mesh) -> str:
+    """A Graphviz `digraph`; peer reads dashed, launches bold, disabled parts dotted and grey."""
+    lines = ["digraph nerve {", "    rankdir=LR;", '    node [fontname="Helvetica"];', '    edge [fontname="Helvetica"];']
+    for node in mesh.nodes.values():
+        attrs = [f"label={_dot_text(label(node))}", f"shape={_DOT_SHAPE[node.kind]}"]
+        if not node.enabled:
+            attrs += ["style=dotted", "color=grey", "fontcolor=grey"]
+        lines.append(f"    {_dot_text(node.id)} [{', '.join(attrs)}];")
+    for edge in mesh.edges:
+        attrs = [f"label={_dot_text(edge.label)}"]
+        style = {"peer": "dashed", "launch": "bold"}.get(edge.kind)
+        if not edge.enabled:
+            attrs += ["style=dotted", "color=grey", "fontcolor=grey"]
+        elif style:
+            attrs.append(f"style={style}")
+        lines.append(f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)} [{', '.join(attrs)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
