@@ -112,7 +112,7 @@ def test_disable_and_enable_edit_and_commit(instance: Path) -> None:
     assert cli("workflow", "enable", "review").exit_code == 0
     subjects = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-2"],
                               capture_output=True, text=True).stdout.splitlines()
-    assert subjects == ["Enable workflow review", "Disable workflow review"]
+    assert subjects == ["workflow enable: review", "workflow disable: review"]
 
 
 def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path) -> None:

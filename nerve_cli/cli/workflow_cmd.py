@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import workflow_lifecycle
 from nerve_cli.cli.common import HomeOption, JsonOption
 
 app = typer.Typer(help="Create, run and manage workflows.", no_args_is_help=True)
@@ -101,32 +102,6 @@ def run(
         raise typer.Exit(EXIT_DROPPED if status == "dropped" else EXIT_FAILED)
 
 
-def _set_enabled(name: str, home, enabled: bool) -> None:
-    from nerve_cli.cli import output
-    from nerve_cli.config.edit import set_enabled
-    from nerve_cli.home import require_instance
-    from nerve_cli.instance.git import commit
-
-    root = require_instance(home)
-    set_enabled(root, "workflow", name, enabled)
-    word = "enabled" if enabled else "disabled"
-    sha = commit(root, [root / "nerve.yaml"], f"{'Enable' if enabled else 'Disable'} workflow {name}")
-    output.info(f"workflow {name} {word}" + (f" (committed {sha[:8]})" if sha else ""))
-
-
-@app.command("disable")
-def disable(name: Name, home: HomeOption = None) -> None:
-    """Disable a workflow: directives for it are refused (nothing is deleted).
-
-    Example: nerve workflow disable cleanup
-    """
-    _set_enabled(name, home, False)
-
-
-@app.command("enable")
-def enable(name: Name, home: HomeOption = None) -> None:
-    """Enable a workflow again.
-
-    Example: nerve workflow enable cleanup
-    """
-    _set_enabled(name, home, True)
+# disable/enable live in workflow_lifecycle (shared lifecycle rules with senses)
+app.command("disable")(workflow_lifecycle.disable)
+app.command("enable")(workflow_lifecycle.enable)
