@@ -4,8 +4,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_migrate, sense_reset
-from nerve_cli.cli.common import HomeOption, JsonOption, not_available
+from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_reset
+from nerve_cli.cli.common import HomeOption, JsonOption
 
 app = typer.Typer(help="Create, run and inspect senses.", no_args_is_help=True)
 app.command("migrate")(sense_migrate.migrate)
@@ -194,23 +194,6 @@ def _short_json(payload, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-@app.command("disable")
-def disable(
-    name: Name,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what the cascade would touch.")] = False,
-    home: HomeOption = None,
-) -> None:
-    """Disable a sense and everything that depends on it (nothing is deleted).
-
-    Example: nerve sense disable disk-usage --dry-run
-    """
-    not_available("sense disable")
-
-
-@app.command("enable")
-def enable(name: Name, home: HomeOption = None) -> None:
-    """Enable a sense again (says what the cascade left disabled).
-
-    Example: nerve sense enable disk-usage
-    """
-    not_available("sense enable")
+# disable/enable (soft delete with the cascade) live in sense_lifecycle
+app.command("disable")(sense_lifecycle.disable)
+app.command("enable")(sense_lifecycle.enable)
