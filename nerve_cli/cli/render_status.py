@@ -49,5 +49,10 @@ def render_status(data: dict[str, Any]) -> None:
         output.info(f"external channels: {', '.join(data['channels'])}")
     workflows = data.get("workflows") or {}
     if workflows:
-        rows = [(name, *(str(v) for v in (w.get("state"), w.get("running"), w.get("queued")))) for name, w in workflows.items()]
-        output.show(output.table("Workflows", ["workflow", "worker", "running", "queued"], rows))
+        rows = []
+        for name, w in workflows.items():
+            worker = w.get("worker") or {}
+            shown = f"{worker.get('state')} (pid {worker['pid']})" if worker.get("pid") else (worker.get("state") or "-")
+            rows.append((name, "yes" if w.get("enabled", True) else "no", shown, len(w.get("running") or []),
+                         len(w.get("queued") or []), ", ".join(f"{k} {v}" for k, v in (w.get("counts") or {}).items())))
+        output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "threads"], rows))

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 unix_events._UnixReadPipeTransport.max_size = 64 * 1024  # type: ignore[attr-defined]
 
 STDERR_TAIL = 40
+PIPE_DRAIN = 0.5  # seconds to wait for a dead child's pipes to drain
 
 
 class _Protocol(asyncio.SubprocessProtocol):
@@ -51,7 +52,10 @@ class _Protocol(asyncio.SubprocessProtocol):
             del buf[:start]
 
     def process_exited(self) -> None:
-        self.handle._exited()
+        self.handle._process_gone()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.handle._exited()  # the process is gone and every pipe is drained
 
 
 class WorkerProcess:
@@ -178,6 +182,11 @@ class WorkerProcess:
             self.ready = message
             self._ready.set_result(message)
         self.on_message(self, message)
+
+    def _process_gone(self) -> None:
+        # Its last lines may still be in the pipe: wait for the pipes to close, unless a
+        # grandchild holds them open, in which case give up after a short while.
+        asyncio.get_running_loop().call_later(PIPE_DRAIN, self._exited)
 
     def _exited(self) -> None:
         if self._transport is not None and not self._exit.done():
