@@ -1,0 +1,108 @@
+"""A sense launches a workflow thread through the running engine (PR #81's directive)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+from pathlib import Path
+
+from enginekit import RunningEngine, errors, nerve, read_logs, wait_for, write_instance
+from nerve_cli.kernel.client import request
+
+CLEANUP = textwrap.dedent('''
+    from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+    async def planner(messages):
+        return RoleResult(f"plan for: {messages[0].content}", {"steps": 2})
+
+    async def doer(messages):
+        return RoleResult("done", {"freed_gb": 12})
+
+    def moderator(messages):
+        last = messages[-1].role
+        return {"__start__": "planner", "planner": "doer"}.get(last, END)
+
+    workflow = WorkflowDefinition(roles={"planner": planner, "doer": doer}, moderator=moderator)
+''')
+
+WATCHER = textwrap.dedent('''
+    from nerve_cli.sdk import SenseResult
+
+    def compute(db, peers):
+        return SenseResult({"disk": 95}, workflow=DIRECTIVE)
+''')
+
+
+def _signals(home: Path, sense: str) -> list:
+    conn = sqlite3.connect(home / "data" / "senses" / f"{sense}.db")
+    try:
+        return [json.loads(r[0]) for r in conn.execute("SELECT payload FROM _signals")]
+    finally:
+        conn.close()
+
+
+def _runs(home: Path) -> dict[str, str]:
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    try:
+        return dict(conn.execute("SELECT run_id, status FROM workflow_runs"))
+    finally:
+        conn.close()
+
+
+def _instance(home: Path, directives: dict[str, str], extra: str = "") -> None:
+    senses = {name: WATCHER.replace("DIRECTIVE", repr(d)) for name, d in directives.items()}
+    config = "senses:\n" + "".join(f"  {n}: {{}}\n" for n in senses) + "reflexes:\n" + "".join(
+        f"  - {{sense: {n}, on: [go-{n}]}}\n" for n in senses) + (
+        "workflows:\n  cleanup: {concurrency: 1, overflow: queue}\n  parked: {enabled: false}\n" + extra)
+    write_instance(home, config, senses)
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "cleanup.py").write_text(CLEANUP)
+    (home / "workflows" / "parked.py").write_text(CLEANUP)
+
+
+def test_a_sense_launches_a_thread_end_to_end(home: Path) -> None:
+    _instance(home, {"watcher": "cleanup|5|disk is 95% full | act now"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="go-watcher")
+        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="the thread to complete")
+        engine.stop()
+    assert _signals(home, "watcher") == [{"disk": 95}]  # the signal went out as well
+    shown = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
+    text = json.dumps(shown)
+    assert "disk is 95% full | act now" in text  # the prompt keeps its '|'
+    rounds = [m for m in read_logs(home, "workflow", "message", "run-1")]
+    assert [m["payload"]["role"] for m in rounds] == ["__start__", "planner", "doer"]
+    assert rounds[0]["payload"]["meta"] == {"maxRounds": 5}
+    table = nerve("thread", "show", "run-1", home=home)
+    assert table.returncode == 0 and "planner" in table.stdout and "doer" in table.stdout
+
+
+def test_bad_unknown_and_disabled_directives_are_refused_and_the_signal_still_goes_out(home: Path) -> None:
+    _instance(home, {"bad": "cleanup|many|x", "unknown": "nosuch|3|x", "off": "parked|3|x"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        for name in ("bad", "unknown", "off"):
+            request(home, "emit", channel=f"go-{name}")
+        wait_for(lambda: all(errors(home, n) for n in ("bad", "unknown", "off")), 15, what="three refusals")
+        engine.stop()
+    assert "maxRounds" in errors(home, "bad")[0]["payload"]["message"]
+    assert "nosuch" in errors(home, "unknown")[0]["payload"]["message"]
+    assert "disabled" in errors(home, "off")[0]["payload"]["message"]
+    for name in ("bad", "unknown", "off"):
+        assert _signals(home, name) == [{"disk": 95}]
+    assert _runs(home) == {}
+
+
+def test_engine_max_rounds_caps_the_directive(home: Path) -> None:
+    _instance(home, {"watcher": "cleanup|500|x"})
+    text = (home / "nerve.yaml").read_text()
+    (home / "nerve.yaml").write_text("engine: {max_rounds: 7}\n" + text)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="go-watcher")
+        wait_for(lambda: _runs(home).get("run-1") == "completed", 20)
+        engine.stop()
+    start = read_logs(home, "workflow", "message", "run-1")[0]["payload"]
+    assert start["meta"] == {"maxRounds": 7}
