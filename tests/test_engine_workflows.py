@@ -106,3 +106,35 @@ def test_engine_max_rounds_caps_the_directive(home: Path) -> None:
         engine.stop()
     start = read_logs(home, "workflow", "message", "run-1")[0]["payload"]
     assert start["meta"] == {"maxRounds": 7}
+
+
+HANGS = textwrap.dedent('''
+    import asyncio
+    from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+    async def call_llm(messages):
+        if "hang" in messages[0].content:
+            await asyncio.sleep(3600)  # an LLM call that never answers
+        return RoleResult("answer", {})
+
+    def moderator(messages):
+        return "call_llm" if len(messages) == 1 else END
+
+    workflow = WorkflowDefinition(roles={"call_llm": call_llm}, moderator=moderator)
+''')
+
+
+def test_a_hung_role_frees_its_slot_at_role_timeout(home: Path) -> None:
+    write_instance(home, "workflows:\n  ask: {concurrency: 1, overflow: queue, role_timeout: 300ms}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "ask.py").write_text(HANGS)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        first = request(home, "start_thread", workflow="ask", prompt="hang please", max_rounds=3)
+        second = request(home, "start_thread", workflow="ask", prompt="quick one", max_rounds=3)
+        assert (first["status"], second["status"]) == ("started", "queued")
+        wait_for(lambda: _runs(home).get(second["run_id"]) == "completed", 15, what="the queued thread to run")
+        engine.stop()
+    assert _runs(home)[first["run_id"]] == "failed"
+    ended = read_logs(home, "workflow", "failed", first["run_id"])[0]["payload"]
+    assert "timed out after 0.3s" in ended["reason"]
