@@ -196,6 +196,35 @@ def test_cancel_async_compute_rolls_back_and_sends_nothing_more(home) -> None:
     assert db_rows(home, "s", "select count(*) from sample") == [(1,)]
 
 
+def test_cancelled_python_code_never_commits_and_answers_when_it_stops(home) -> None:
+    code = """
+    import time
+    from .schema import Sample
+
+    def compute(db, peers):
+        db.insert(Sample(ts=time.time_ns(), value=1.0))
+        time.sleep(0.8)  # plain Python: cannot be interrupted
+        db.insert(Sample(ts=time.time_ns(), value=2.0))
+        return "finished anyway"
+    """
+    write_instance(home, {"s": {"code": code}})
+    with worker(home) as w:
+        w.send(Compute(1, "s"), Compute(2, "s"))
+        time.sleep(0.2)
+        w.send(Cancel(2), Cancel(1))
+        queued = w.read(5)  # compute 2 never started: answered at once
+        assert isinstance(queued, Error) and queued.id == 2 and queued.error.type == "TimeoutError"
+        start = time.monotonic()
+        running = w.read(5)  # compute 1 is answered only once its code has stopped
+        assert time.monotonic() - start > 0.3
+        assert isinstance(running, Error) and running.id == 1 and running.error.type == "TimeoutError", running
+        assert "rolled back" in running.error.message
+        with_pause = w.compute("s", timeout=5)
+    assert isinstance(with_pause, Signal)
+    assert db_rows(home, "s", "select count(*) from sample") == [(2,)]  # only the last compute's two rows
+    assert db_rows(home, "s", "select count(*) from _signals") == [(1,)]
+
+
 def test_cancel_after_answer_is_ignored(home) -> None:
     write_instance(home, {"s": {"code": "def compute(db, peers):\n    return 1\n"}})
     with worker(home) as w:

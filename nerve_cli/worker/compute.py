@@ -7,9 +7,9 @@ One transaction per compute on the sense's own connection (`BEGIN IMMEDIATE`):
 - an exception, or a payload that is not JSON → ROLLBACK → `Error`.
 
 Cancellation (the kernel's soft timeout) races with the end of a compute; a
-`Job` settles that race under a lock: either the compute settles first (and
-its answer is sent), or the cancel does (the worker answers `Error` at once,
-and whatever the compute does later is rolled back and never reported).
+`Job` settles that race under a lock: either the compute settles first (and its
+own answer is sent), or the cancel does (whatever the compute does afterwards is
+rolled back, and the worker answers `Error(TimeoutError)` once it has stopped).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class Job:
         self.started: float | None = None
         self.state = "queued"  # queued | running | cancelled | settled
         self.task: asyncio.Future[Any] | None = None
+        self.answered = False  # exactly one answer per compute, whatever path sends it
         self._lock = threading.Lock()
 
     @property
@@ -89,13 +90,13 @@ class Job:
             self.started = time.perf_counter()
             return True
 
-    def cancel(self) -> bool:
-        """True when this cancel won the race: the caller must answer now."""
+    def cancel(self) -> str | None:
+        """Cancel if not settled yet; returns the state it was cancelled in ("queued" or "running"), else None."""
         with self._lock:
             if self.state in ("queued", "running"):
-                self.state = "cancelled"
-                return True
-            return False
+                was, self.state = self.state, "cancelled"
+                return was
+            return None
 
     def settle(self) -> bool:
         """True when the compute's own outcome wins and must be sent (checked before COMMIT)."""

@@ -6,13 +6,14 @@ transaction contract). Senses of the group run concurrently — async computes
 as tasks on the loop, sync computes in a thread pool — but each sense runs one
 compute at a time: a second `Compute` for a busy sense waits its turn.
 
-`Cancel(id)` is the kernel's soft timeout. The worker answers it at once with
-an `Error` of type `TimeoutError` (unless the compute already settled, in which
-case its own answer is on the way) and abandons the compute: an async compute
-is cancelled, a sync one has its SQL interrupted; either way its transaction is
-rolled back whenever it actually stops, and nothing more is sent for that id.
-Python code stuck in a thread cannot be interrupted: the kernel kills the
-worker at `grace_period`.
+`Cancel(id)` is the kernel's soft timeout. The compute is abandoned: an async
+compute's task is cancelled, a sync compute's SQL is interrupted (a progress
+handler checks the flag), and whatever it wrote is rolled back — even if its
+code goes on to return a value. Its one answer is then `Error(TimeoutError)`,
+sent when it has actually stopped (at once for a compute still waiting its
+turn), so the kernel knows the sense is free; a cancel that loses the race to
+the compute's own end changes nothing. Python code stuck in a thread cannot be
+interrupted: no answer comes, and the kernel kills the worker at `grace_period`.
 
 `Shutdown`, stdin EOF or SIGTERM: stop reading, answer queued computes with an
 error, let running ones finish up to `engine.shutdown_timeout`, close, exit 0.
@@ -123,24 +124,35 @@ class SenseRuntime:
 
     def _cancel(self, job_id: int) -> None:
         job = self.jobs.get(job_id)
-        if job is None or not job.cancel():
+        was = job.cancel() if job is not None else None
+        if job is None or was is None:
             return  # unknown, or already settled: its own answer is (or was) sent
-        self.out.send(Error(job.id, job.sense, ErrorInfo(
-            "TimeoutError",
-            f"sense `{job.sense}` did not finish before its timeout; the compute was abandoned and rolled back",
-        ), job.elapsed_ms()))
-        if job.task is not None:
-            job.task.cancel()
+        if was == "queued":
+            self._answer_cancelled(job, "was cancelled before it started")
+        elif job.task is not None:
+            job.task.cancel()  # an async compute stops at its next await
+
+    def _answer_cancelled(self, job: Job, what: str) -> None:
+        self._send(job, Error(job.id, job.sense, ErrorInfo(
+            "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms()))
+
+    def _send(self, job: Job, message: Signal | Silent | Error) -> None:
+        if not job.answered:
+            job.answered = True
+            self.out.send(message)
 
     def _answer(self, job: Job, outcome: Outcome) -> None:
         ms = job.elapsed_ms()
-        if outcome.kind == "signal":
-            self.out.send(Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow))
+        if outcome.kind == "abandoned":
+            if job.started is not None:  # a queued job was answered when it was cancelled
+                self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
+        elif outcome.kind == "signal":
+            self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow))
         elif outcome.kind == "silent":
-            self.out.send(Silent(job.id, job.sense, ms))
+            self._send(job, Silent(job.id, job.sense, ms))
         elif outcome.kind == "error":
             assert outcome.error is not None
-            self.out.send(Error(job.id, job.sense, outcome.error, ms))
+            self._send(job, Error(job.id, job.sense, outcome.error, ms))
 
     def _not_loaded(self, name: str) -> ErrorInfo:
         if name in self.failed:
@@ -154,16 +166,17 @@ class SenseRuntime:
     async def _drain(self) -> bool:
         for job in list(self.jobs.values()):
             if job.state == "queued" and job.cancel():
-                self.out.send(Error(job.id, job.sense, ErrorInfo(
+                self._send(job, Error(job.id, job.sense, ErrorInfo(
                     "SenseError", "the worker is shutting down; this compute was not started"), 0.0))
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=self.shutdown_timeout)
-        stuck = [job for job in self.jobs.values() if job.cancel()]
+        stuck = [job for job in self.jobs.values() if job.state in ("running", "cancelled")]
         for job in stuck:
-            self.out.send(Error(job.id, job.sense, ErrorInfo(
+            job.cancel()
+            self._send(job, Error(job.id, job.sense, ErrorInfo(
                 "TimeoutError", f"still running {self.shutdown_timeout:g}s after shutdown; abandoned and rolled back"),
                 job.elapsed_ms()))
-        return not stuck and not self.tasks
+        return not stuck
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
