@@ -103,7 +103,8 @@ def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
     _custom(inst, "chatty", "def compute(db, peers):\n    print('noise')\n    return [1, 2]\n")
 
     signal = nerve("sense", "compute", "chatty")
-    assert signal.exit_code == 0 and "chatty: signal" in signal.output and "noise" not in signal.output
+    assert signal.exit_code == 0 and "chatty: signal" in signal.stdout and "noise" not in signal.stdout
+    assert "noise" in signal.stderr  # the sense's own output passes through, on stderr
     silent = nerve("sense", "compute", "quiet")
     assert silent.exit_code == 0 and "silent" in silent.output
     broken = nerve("sense", "compute", "broken")
@@ -138,6 +139,8 @@ def test_sense_compute_of_a_sense_that_fails_to_load(inst) -> None:
     _custom(inst, "typo", "def compute(db, peers)\n    return 1\n")
     result = nerve("sense", "compute", "typo")
     assert result.exit_code == 1 and "SyntaxError" in result.output and "senses/typo/sense.py:1" in result.output
+    assert "worker group=" not in result.stderr  # the worker's log line would repeat the error
+    assert "importlib" not in result.stderr and "Traceback" not in result.stderr
 
 
 def test_sense_list(inst) -> None:
@@ -181,3 +184,21 @@ def test_sense_show_non_numeric_payloads_have_no_sparkline(inst) -> None:
     nerve("sense", "compute", "words")
     text = nerve("sense", "show", "words").output
     assert '"hello"' in text and not any(ch in text for ch in "▁▂▃▄▅▆▇█")
+
+
+def test_standalone_compute_timeout_then_grace_kill(inst) -> None:
+    import time
+
+    from nerve_cli.config.edit import add_sense
+
+    folder = inst / "senses" / "spin"
+    (folder / "migrations").mkdir(parents=True)
+    (folder / "schema.py").write_text("")
+    (folder / "sense.py").write_text("def compute(db, peers):\n    while True:\n        pass\n")
+    add_sense(inst, "spin", {"group": "spin", "timeout": "300ms", "grace_period": "300ms"})
+    start = time.monotonic()
+    result = nerve("sense", "compute", "spin", "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert data["error"]["type"] == "TimeoutError" and "worker was killed" in data["error"]["message"]
+    assert time.monotonic() - start < 5

@@ -173,7 +173,7 @@ def _render_compute(result) -> None:
         where = f" at {e.file}:{e.line}" if e and e.file else ""
         error(f"{result.sense}: {e.type}: {e.message}{where}" if e else f"{result.sense}: failed")
         if e and e.traceback:
-            err_console().print(e.traceback, markup=False, highlight=False)
+            err_console().print(e.traceback, markup=False, highlight=False, soft_wrap=True)
 
 
 def _settings_line(config: dict) -> str:

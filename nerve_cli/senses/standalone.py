@@ -9,6 +9,7 @@ shows it and the sense's interval counts from it.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -83,7 +84,10 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
 
 
 def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any) -> ComputeResult:
-    client = SenseWorkerClient(home, group, [name], stderr=stderr)
+    # By default the sense's own output passes through to our stderr, but not the worker's
+    # log lines: what they say (e.g. a load failure) is in the result we render.
+    forward = _user_output if stderr is None else None
+    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward)
     ready = client.start(START_TIMEOUT)
     try:
         if name in ready.failed:
@@ -109,6 +113,14 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
     if isinstance(answer, Error):
         return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error)
     return ComputeResult(name, "silent", duration_ms=answer.duration_ms)
+
+
+def _user_output(line: str) -> None:
+    from nerve_cli.worker.sense_runtime import LOG_PREFIX
+
+    if not line.startswith(LOG_PREFIX):
+        sys.stderr.write(line)
+        sys.stderr.flush()
 
 
 class _Recorder:

@@ -12,9 +12,10 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.kernel.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
@@ -38,14 +39,18 @@ class SenseWorkerClient:
     """Spawn `python -m nerve_cli.worker sense …` and exchange protocol messages with it."""
 
     def __init__(self, home: Path, group: str, senses: Iterable[str] | None = None, *,
-                 stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None) -> None:
+                 stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None,
+                 on_stderr: Callable[[str], None] | None = None) -> None:
+        """`stderr` goes to Popen as is; or pass `on_stderr` to receive each stderr line (from a thread)."""
         self.argv = worker_argv(Path(home), group, senses)
-        self.stderr = stderr
+        self.stderr = subprocess.PIPE if on_stderr is not None else stderr
+        self.on_stderr = on_stderr
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.ready: Ready | None = None
         self._buf = bytearray()
         self._next_id = 0
+        self._pump: threading.Thread | None = None
 
     def __enter__(self) -> SenseWorkerClient:
         self.start()
@@ -62,12 +67,20 @@ class SenseWorkerClient:
     def start(self, timeout: float = 30.0) -> Ready:
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=self.env, bufsize=0)
+        if self.on_stderr is not None:
+            self._pump = threading.Thread(target=self._pump_stderr, name="worker-stderr", daemon=True)
+            self._pump.start()
         msg = self.read(timeout)
         if not isinstance(msg, Ready):
             self.kill()
             raise WorkerGone(f"the sense worker's first message was not `ready`: {msg!r}")
         self.ready = msg
         return msg
+
+    def _pump_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None and self.on_stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            self.on_stderr(raw.decode("utf-8", "replace"))
 
     # --- sending ----------------------------------------------------------
 
@@ -161,7 +174,9 @@ class SenseWorkerClient:
 
     def _close_pipes(self) -> None:
         assert self.proc is not None
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        if self._pump is not None and self.proc.poll() is not None:
+            self._pump.join(2.0)  # deliver the last lines before the caller moves on
+        for pipe in (self.proc.stdin, self.proc.stdout):  # stderr belongs to its pump thread, if any
             if pipe is not None and not pipe.closed:
                 try:
                     pipe.close()

@@ -3,7 +3,7 @@
 The file and line are those of the deepest frame inside the sense's own folder:
 that is the line to fix, even when the exception was raised deeper in a
 library or in Nerve's SenseDB. The traceback starts at the first user frame,
-so the worker's own frames don't bury it.
+so Nerve's own frames and the import machinery don't bury it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nerve_cli.kernel.protocol import ErrorInfo
 
-_WORKER_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def _inside(filename: str | None, folder: Path) -> bool:
@@ -49,11 +49,11 @@ def error_info(exc: BaseException, sense_dir: Path, home: Path | None = None, *,
     elif user:
         deepest = frames[user[-1]]
         file, line = deepest.filename, deepest.lineno
-    start = user[0] if user else _first_outside_worker(frames)
+    shown = [f for f in (frames[user[0]:] if user else frames) if _foreign(f.filename)]
     return ErrorInfo(
         type=type(exc).__name__,
         message=message if message is not None else _message(exc),
-        traceback=_format(exc, start),
+        traceback=_format(exc, shown),
         file=shown_path(file, home) if file else None,
         line=line,
     )
@@ -65,14 +65,15 @@ def _message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _first_outside_worker(frames: traceback.StackSummary) -> int:
-    for i, frame in enumerate(frames):
-        if not _inside(frame.filename, _WORKER_DIR):
-            return i
-    return len(frames)
+def _foreign(filename: str) -> bool:
+    """Neither Nerve's own code nor the import machinery: worth showing when no user frame is."""
+    return not filename.startswith("<frozen") and not _inside(filename, _PACKAGE_DIR)
 
 
-def _format(exc: BaseException, start: int) -> str:
+def _format(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
     te = traceback.TracebackException.from_exception(exc)
-    te.stack = traceback.StackSummary.from_list(list(te.stack)[start:])
-    return "".join(te.format()).rstrip()
+    te.stack = traceback.StackSummary.from_list(frames)
+    text = "".join(te.format()).rstrip()
+    if not frames:  # "Traceback (most recent call last):" over nothing reads as a bug
+        text = "".join(te.format_exception_only()).rstrip()
+    return text

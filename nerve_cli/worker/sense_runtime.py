@@ -37,6 +37,7 @@ from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_s
 from nerve_cli.worker.stdio import ProtocolWriter, stdin_reader
 
 log = logging.getLogger("nerve.worker")
+LOG_PREFIX = "worker group="  # the worker's own stderr lines start with this; user output does not
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 
 
@@ -191,7 +192,7 @@ def main(args: Any) -> int:
     out = ProtocolWriter.take_stdout()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"worker group={args.group} pid={os.getpid()}: %(message)s")
+                        format=f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s")
     runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out)
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
     clean = asyncio.run(runtime.serve())
