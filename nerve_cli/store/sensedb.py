@@ -98,11 +98,21 @@ class SenseDB:
         return self._execute(self._typed_sql(spec, tuple(row), upsert=False), tuple(row.values())).lastrowid or 0
 
     def insert_all(self, objs: Iterable[Any]) -> int:
-        """Insert many `@table` instances (any mix of tables); returns how many."""
+        """Insert many `@table` instances (any mix of tables, in order); returns how many."""
         count = 0
+        batch: list[tuple[Any, ...]] = []
+        batch_sql: str | None = None
         for obj in objs:
-            self.insert(obj)
+            row = to_row(obj)
+            sql = self._typed_sql(spec_of(obj), tuple(row), upsert=False)
+            if sql != batch_sql and batch:
+                self.conn.executemany(batch_sql, batch)  # type: ignore[arg-type]
+                batch = []
+            batch_sql = sql
+            batch.append(tuple(row.values()))
             count += 1
+        if batch:
+            self.conn.executemany(batch_sql, batch)  # type: ignore[arg-type]
         return count
 
     def upsert(self, obj: Any) -> None:
