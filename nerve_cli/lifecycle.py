@@ -61,7 +61,7 @@ class Plan:
     enabled: bool  # the target's state after the plan
     change_target: bool  # False when it already was in that state
     items: list[Item] = field(default_factory=list)  # also turned off (disable) or back on (enable --cascade)
-    kept_off: list[tuple[Item, str]] = field(default_factory=list)  # enable --cascade: (item, blocking sense)
+    kept_off: list[tuple[Item, str]] = field(default_factory=list)  # enable --cascade: (item, its new marker root)
     still_off: list[tuple[Item, str]] = field(default_factory=list)  # enable: (item, the sense whose cascade turned it off)
     warnings: list[str] = field(default_factory=list)
     was_marked: str | None = None  # the target itself was turned off by this sense's cascade

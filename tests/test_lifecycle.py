@@ -237,3 +237,15 @@ def test_without_git_the_edit_still_happens(home: Path, args: tuple[str, ...]) -
     result = cli(*args)
     assert result.exit_code == 0, result.output
     assert "committed" not in result.output and "enabled: false" in (home / "nerve.yaml").read_text()
+
+
+def test_workflow_disable_names_the_senses_seen_launching_it(home: Path) -> None:
+    from nerve_cli.store.logs import LogStore
+
+    make(home)
+    with LogStore(home / "data" / "logs.db") as logs:  # the row the kernel writes for a sense's directive
+        logs.workflow_event(logs.allocate_run_id(), "cleanup", "queued", {
+            "workflow": "cleanup", "prompt": "p", "max_rounds": 5, "origin": {"kind": "directive", "sense": "report"}})
+        logs.flush()
+    result = cli("workflow", "disable", "cleanup")
+    assert result.exit_code == 0 and "senses seen launching it: report" in result.output

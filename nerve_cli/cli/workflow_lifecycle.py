@@ -35,7 +35,8 @@ def _set(name: str, home, enabled: bool, json_: bool) -> None:
     from nerve_cli.home import require_instance
     from nerve_cli.lifecycle import set_workflow
 
-    outcome = set_workflow(require_instance(home), name, enabled)
+    root = require_instance(home)
+    outcome = set_workflow(root, name, enabled)
     word = "enabled" if enabled else "disabled"
     if json_:
         output.print_json({"kind": "workflow", "name": name, "enabled": enabled,
@@ -47,4 +48,15 @@ def _set(name: str, home, enabled: bool, json_: bool) -> None:
     effect = "directives for it start threads again" if enabled else "the engine refuses directives for it"
     committed = f"; committed {outcome.sha[:8]}" if outcome.sha else ""
     output.info(f"workflow {name} {word}: {effect}{committed}", style="green")
+    launchers = _launchers(root, name)
+    if launchers and not enabled:
+        output.info(f"senses seen launching it: {', '.join(launchers)} (their directives now get an error log)")
     engine_note(outcome)
+
+
+def _launchers(root, name: str) -> list[str]:
+    """Senses whose directives launched this workflow, as seen in data/logs.db."""
+    from nerve_cli.home import Layout
+    from nerve_cli.mesh import observed_launches
+
+    return sorted(sense for sense, workflow in (observed_launches(Layout(root).logs_db) or {}) if workflow == name)
