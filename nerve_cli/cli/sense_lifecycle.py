@@ -121,19 +121,19 @@ def _render_enable(outcome: "Outcome") -> None:
         output.info("dry run: nerve.yaml is unchanged", style="dim")
     elif outcome.written:
         restored = f" and {len(plan.items)} more it had turned off" if plan.items else ""
-        _written(outcome, f"enabled sense {plan.name}{restored}" if plan.change_target else f"enabled {len(plan.items)} more")
+        _written(outcome, f"enabled sense {plan.name}{restored}" if plan.change_target
+                 else f"brought back {len(plan.items)} that `nerve sense disable {plan.name}` had turned off")
     _render_still_off(plan.still_off)
 
 
 def _render_still_off(items: "list[tuple[Item, str]]") -> None:
     from nerve_cli.cli import output
 
-    if not items:
-        return
-    rows = [[i.what, f"off since `nerve sense disable {root}`: {i.why}", bring_back(i)] for i, root in items]
-    _table("still off (never re-enabled silently):", ["what", "why", "bring back with"], rows)
     for root in dict.fromkeys(root for _, root in items):
-        output.info(f"or all that `nerve sense disable {root}` turned off: nerve sense enable {root} --cascade")
+        rows = [[i.what, i.why, bring_back(i)] for i, r in items if r == root]
+        _table(f"still off since `nerve sense disable {root}` (never turned back on silently):",
+               ["what", "why", "bring back with"], rows)
+        output.info(f"or all of them at once: nerve sense enable {root} --cascade")
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
