@@ -62,13 +62,15 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> "Table":
+    """A table whose cells are shown as written: `on [a]` is text, not Rich markup."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, title_justify="left", header_style="bold")
     for col in columns:
         t.add_column(col)
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*(v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in row))
     return t
 
 

@@ -142,7 +142,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     from nerve_cli.cli import output
 
     # `reflexes[1] (b on [a])` must not be read as Rich markup
-    output.show(output.table(escape(title), columns, [[escape(cell) for cell in row] for row in rows]))
+    output.show(output.table(escape(title), columns, rows))
 
 
 def _written(outcome: "Outcome", what: str) -> None:
