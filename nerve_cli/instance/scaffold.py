@@ -31,8 +31,8 @@ class InitResult:
 
 
 def templates_dir(kind: str = "instance") -> Path:
-    """`templates/<kind>/` next to the package (a source checkout or an editable install)."""
-    root = Path(__file__).resolve().parents[2] / "templates" / kind
+    """`templates/<kind>/`, shipped inside the package (`nerve_cli/templates` links to the top-level folder)."""
+    root = Path(__file__).resolve().parent.parent / "templates" / kind
     if not root.is_dir():
         raise NerveError(f"Nerve's templates are missing: {root} does not exist; reinstall nerve-cli")
     return root
