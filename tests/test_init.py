@@ -164,4 +164,5 @@ def test_template_senses_are_real_python_using_the_sdk() -> None:
         assert computes and [a.arg for a in computes[0].args.args] == ["db", "peers"]
         assert "psutil" in (root / "senses" / name / "sense.py").read_text()
     cpu = (root / "senses" / "cpu-usage" / "sense.py").read_text()
-    assert cpu.index("psutil.cpu_percent(interval=None)") < cpu.index("def compute")  # primed at import
+    # the first reading is taken at import, so the first compute measures a real window
+    assert cpu.index("_previous = (time.monotonic(), psutil.cpu_times())") < cpu.index("def compute")
