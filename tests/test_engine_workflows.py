@@ -138,3 +138,37 @@ def test_a_hung_role_frees_its_slot_at_role_timeout(home: Path) -> None:
     assert _runs(home)[first["run_id"]] == "failed"
     ended = read_logs(home, "workflow", "failed", first["run_id"])[0]["payload"]
     assert "timed out after 0.3s" in ended["reason"]
+
+
+VERSIONED = textwrap.dedent('''
+    import asyncio
+    from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+    async def work(messages):
+        await asyncio.sleep(float(messages[0].content))
+        return RoleResult("VERSION", {})
+
+    def moderator(messages):
+        return "work" if len(messages) < 3 else END
+
+    workflow = WorkflowDefinition(roles={"work": work}, moderator=moderator)
+''')
+
+
+def test_changing_a_workflow_file_drains_the_running_thread_then_uses_the_new_code(home: Path) -> None:
+    write_instance(home, "workflows:\n  job: {concurrency: 2, drain_timeout: 10s}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "job.py").write_text(VERSIONED.replace("VERSION", "v1"))
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        running = request(home, "start_thread", workflow="job", prompt="0.6", max_rounds=5)["run_id"]
+        wait_for(lambda: len(read_logs(home, "workflow", "message", running)) >= 2, 10, what="round 1 on the old code")
+        (home / "workflows" / "job.py").write_text(VERSIONED.replace("VERSION", "v2"))  # round 2 is running
+        wait_for(lambda: read_logs(home, "system", "workflow_reloaded", "job"), 10, what="the reload")
+        wait_for(lambda: _runs(home).get(running) == "completed", 15, what="the running thread to drain")
+        after = request(home, "start_thread", workflow="job", prompt="0", max_rounds=5)["run_id"]
+        wait_for(lambda: _runs(home).get(after) == "completed", 15, what="a thread on the new code")
+        engine.stop()
+    old = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", running)][1:]
+    new = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", after)][1:]
+    assert old == ["v1", "v1"] and new == ["v2", "v2"]
