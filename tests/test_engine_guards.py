@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, nerve, read_logs, starts, wait_for, write_instance
@@ -108,12 +109,16 @@ def test_crashing_sense_is_quarantined_survives_restart_and_reset_lifts_it(home:
         buddy_now = len(completes(home, "buddy"))
         wait_for(lambda: len(completes(home, "buddy")) >= buddy_now + 3, 15, what="buddy keeps running")
         assert engine.stop()[0] == 0
+    offline = json.loads(nerve("sense", "show", "crasher", "--json", home=home).stdout)
+    assert offline["blocked"]["state"] == "quarantined"  # read from disk when no engine runs
     with RunningEngine(home) as engine:
         engine.wait_ready()
         status = engine.status()["senses"]["crasher"]
         assert status["state"] == "quarantined" and "died 2 times" in status["blocked_why"]
         shown = nerve("status", home=home)
         assert "quarantined until" in shown.stdout
+        detail = nerve("sense", "show", "crasher", home=home)
+        assert "quarantined until" in detail.stdout and "died 2 times" in detail.stdout
         result = nerve("sense", "reset", "crasher", home=home)
         assert result.returncode == 0, result.stderr
         assert engine.status()["senses"]["crasher"]["state"] == "idle"

@@ -140,6 +140,10 @@ def _render_show(detail) -> None:
     info(f"  {_settings_line(detail.config)}")
     if detail.readers:
         info(f"  read as a peer by: {', '.join(detail.readers)}")
+    if detail.blocked:
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(detail.blocked["until"]))
+        info(f"  {detail.blocked['state']} until {until}: {detail.blocked['why']} "
+             f"(lift it with `nerve sense reset {s.name}`)", style="bold red")
     info(f"  {s.signal_count} signals in its database, last {ago(s.last_signal_ts, now)}")
     if detail.tables:
         show(table("Tables", ["table", "rows"], [(t["name"], t["rows"]) for t in detail.tables]))

@@ -41,10 +41,11 @@ class SenseDetail:
     tables: list[dict[str, Any]]  # {"name", "rows"}: user tables, then engine tables
     signals: list[dict[str, Any]]  # {"id", "ts", "payload"}, oldest first
     readers: list[str] = field(default_factory=list)  # senses that list this one as a peer
+    blocked: dict[str, Any] | None = None  # {"state": penalised|quarantined, "until": epoch s, "why"}
 
     def to_json(self) -> dict[str, Any]:
         return {**self.summary.to_json(), "config": self.config, "peers": self.peers, "readers": self.readers,
-                "tables": self.tables, "signals": self.signals}
+                "tables": self.tables, "signals": self.signals, "blocked": self.blocked}
 
 
 def describe_trigger(reflex: ReflexConfig) -> list[str]:
@@ -88,7 +89,24 @@ def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
         tables=_tables(layout.sense_db(name)),
         signals=recent_signals(home, name, last),
         readers=[n for n, s in config.senses.items() if name in s.peers],
+        blocked=blocked_state(home, name),
     )
+
+
+def blocked_state(home: Path, name: str) -> dict[str, Any] | None:
+    """Why and until when the sense is not computed: the running engine knows penalties too; on disk, quarantines."""
+    from nerve_cli.errors import NerveError
+    from nerve_cli.kernel.client import request
+    from nerve_cli.kernel.guards import load_quarantines
+
+    try:
+        state = request(home, "status", timeout=2.0)["senses"].get(name) or {}
+    except NerveError:
+        entry = load_quarantines(Layout(home).logs_db).get(name)
+        return {"state": "quarantined", **entry} if entry else None
+    if not state.get("blocked_until"):
+        return None
+    return {"state": state["state"], "until": state["blocked_until"], "why": state["blocked_why"]}
 
 
 def recent_signals(home: Path, name: str, limit: int) -> list[dict[str, Any]]:
