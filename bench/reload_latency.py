@@ -6,8 +6,6 @@ version of sense.py and waits until a signal with that version is stored.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -15,25 +13,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from enginekit import RunningEngine, wait_for, write_instance, write_sense  # noqa: E402
+from enginekit import RunningEngine, last_signal, wait_for, write_instance, write_sense  # noqa: E402
 
 ROUNDS = 15
 
 
 def code(version: int) -> str:
     return f"def compute(db, peers):\n    return {version}\n"
-
-
-def last(home: Path) -> int | None:
-    path = home / "data" / "senses" / "edited.db"
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        row = conn.execute("SELECT payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
-    finally:
-        conn.close()
-    return json.loads(row[0]) if row else None
 
 
 def main() -> None:
@@ -50,11 +36,11 @@ def main() -> None:
         times = []
         with RunningEngine(home) as engine:
             engine.wait_ready(groups=2)
-            wait_for(lambda: last(home) == 0, 20)
+            wait_for(lambda: last_signal(home, "edited") == 0, 20)
             for version in range(1, ROUNDS + 1):
                 saved = time.perf_counter()
                 write_sense(home, "edited", code(version))
-                wait_for(lambda: last(home) == version, 20, interval=0.005)
+                wait_for(lambda: last_signal(home, "edited") == version, 20, interval=0.005)
                 times.append((time.perf_counter() - saved) * 1000)
             engine.stop()
     times.sort()

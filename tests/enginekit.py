@@ -68,6 +68,21 @@ def read_logs(home: Path, source: str | None = None, type_: str | None = None, r
              "payload": json.loads(r[4]) if r[4] else None, "ts": r[5]} for r in rows]
 
 
+def last_signal(home: Path, sense: str):
+    """The payload of a sense's newest signal, read from its own database (None before the first)."""
+    path = home / "data" / "senses" / f"{sense}.db"
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return json.loads(row[0]) if row else None
+
+
 def starts(home: Path, sense: str) -> list[dict]:
     return read_logs(home, "reflex", "run_start", sense)
 

@@ -6,27 +6,13 @@ import textwrap
 import time
 from pathlib import Path
 
-from enginekit import RunningEngine, completes, errors, read_logs, starts, wait_for, write_instance, write_sense
+from enginekit import (RunningEngine, completes, errors, last_signal, read_logs, starts, wait_for, write_instance,
+                       write_sense)
 from nerve_cli.kernel.client import request
 
 
 def returns(value: object) -> str:
     return f"def compute(db, peers):\n    return {value!r}\n"
-
-
-def last_payload(home: Path, sense: str):
-    import json
-    import sqlite3
-
-    path = home / "data" / "senses" / f"{sense}.db"
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        row = conn.execute("SELECT payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
-    finally:
-        conn.close()
-    return json.loads(row[0]) if row else None
 
 
 CONFIG = """
@@ -45,11 +31,11 @@ def test_edited_sense_code_takes_effect_and_other_groups_keep_their_rhythm(home:
     write_instance(home, CONFIG, {"edited": returns("v1"), "buddy": returns("b"), "steady": returns("s")})
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=2)
-        wait_for(lambda: last_payload(home, "edited") == "v1", 10, what="v1")
+        wait_for(lambda: last_signal(home, "edited") == "v1", 10, what="v1")
         steady_before = len(starts(home, "steady"))
         saved = time.time()
         write_sense(home, "edited", returns("v2"))
-        wait_for(lambda: last_payload(home, "edited") == "v2", 10, what="the new code's signal")
+        wait_for(lambda: last_signal(home, "edited") == "v2", 10, what="the new code's signal")
         took = time.time() - saved
         reloads = read_logs(home, "system", "sense_reloaded")
         assert len(reloads) == 1 and reloads[0]["payload"]["senses"] == ["edited"]
@@ -100,7 +86,7 @@ def test_a_sense_added_to_nerve_yaml_starts(home: Path) -> None:
         text = (home / "nerve.yaml").read_text()
         text = text.replace("steady: {group: g2}", "steady: {group: g2}\n  newcomer: {group: g3}")
         (home / "nerve.yaml").write_text(text + "  - {sense: newcomer, interval: 200ms}\n")
-        wait_for(lambda: last_payload(home, "newcomer") == "hello", 15, what="the new sense's signal")
+        wait_for(lambda: last_signal(home, "newcomer") == "hello", 15, what="the new sense's signal")
         assert any(w["group"] == "g3" and w["state"] == "ready" for w in engine.status()["workers"])
         engine.stop()
 

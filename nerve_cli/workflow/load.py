@@ -7,14 +7,13 @@ imports user code. Every problem becomes a `WorkflowLoadError` carrying a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import types
 from collections.abc import Mapping
 from pathlib import Path
 
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
+from nerve_cli.usercode import ensure_package, import_file
 from nerve_cli.workflow.model import RESERVED_ROLES, WorkflowDefinition
 from nerve_cli.workflow.thread import Failure, ThreadContext, describe
 
@@ -28,31 +27,13 @@ class WorkflowLoadError(WorkflowError):
         self.failure = failure
 
 
-def _package(workflows_dir: Path) -> None:
-    # a package over workflows/ so a workflow file can import a sibling helper with `from . import x`
-    if ROOT_PACKAGE not in sys.modules:
-        module = types.ModuleType(ROOT_PACKAGE)
-        module.__path__ = [str(workflows_dir)]  # type: ignore[attr-defined]
-        module.__package__ = ROOT_PACKAGE
-        sys.modules[ROOT_PACKAGE] = module
-
-
 def import_workflow_module(path: Path, name: str) -> types.ModuleType:
-    """Execute the file as `_nerve_workflows.<name>`; the user's exceptions propagate."""
-    _package(path.parent)
-    qualified = f"{ROOT_PACKAGE}.{name}"
-    sys.modules.pop(qualified, None)
-    spec = importlib.util.spec_from_file_location(qualified, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[qualified] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(qualified, None)
-        raise
-    return module
+    """Execute the file as `_nerve_workflows.<name>`; the user's exceptions propagate.
+
+    The package spans workflows/, so a workflow file can import a sibling helper with `from . import x`.
+    """
+    ensure_package(ROOT_PACKAGE, path.parent)
+    return import_file(f"{ROOT_PACKAGE}.{name}", path)
 
 
 def _problem(message: str, rel: str, line: int | None = None) -> WorkflowLoadError:
