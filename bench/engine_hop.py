@@ -1,0 +1,107 @@
+"""Hop latency: one sense's signal to the next sense's compute start, across two groups.
+
+Two senses ping-pong through the real engine: `a` (group g1) runs on `b`'s
+signal, `b` (group g2) on `a`'s. Each compute first takes `t0 =
+monotonic_ns()`, reads the other sense's last signal through `peers` and
+records `t0 - t` (`t` is what the other sense returned just before returning),
+then returns a fresh `t`. CLOCK_MONOTONIC is system-wide on Linux, so the two
+workers' clocks agree. A hop therefore covers: commit of the `_signals` row,
+the Signal line to the kernel, its run_complete + run_start log rows, the
+Compute line to the other worker, its thread hand-off and BEGIN.
+
+The floor is a raw JSON-lines round trip to a trivial echo child (stdlib json
+both sides, blocking pipes, several fresh children, before and after the
+engine run): a hop is two pipe transits too (worker → kernel → worker).
+Target: median ≤ 3× the blocking-pipe round trip, p99 ≤ 2 ms.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kit import (Engine, Report, asyncio_round_trips, instance, machine, median, pct, pipe_round_trips, query,
+                  signals, us, wait_until)
+
+HOPS = 2000  # per direction
+WARMUP = 50
+DEADLINE = 20.0  # seconds; fewer hops by then is itself the finding
+
+CONFIG = """
+senses:
+  a: {group: g1, peers: [b]}
+  b: {group: g2, peers: [a]}
+reflexes:
+  - {sense: a, on: [b, go]}
+  - {sense: b, on: [a]}
+"""
+
+PING = """
+import time
+
+def compute(db, peers):
+    t0 = time.monotonic_ns()
+    last = peers["{other}"].last_signal()
+    hop = t0 - last["payload"]["t"] if last else None
+    return {{"hop": hop, "t": time.monotonic_ns()}}
+"""
+
+
+def hops(home: Path, sense: str) -> list[float]:
+    """Hop latencies (µs) into `sense`, warm-up dropped."""
+    values = [s["payload"]["hop"] / 1000 for s in signals(home, sense) if s["payload"]["hop"] is not None]
+    return values[WARMUP:]
+
+
+def count(home: Path, sense: str) -> int:
+    rows = query(home / "data" / "senses" / f"{sense}.db", "SELECT count(*) FROM _signals")
+    return rows[0][0] if rows else 0
+
+
+def measure() -> tuple[list[float], float, dict]:
+    """(hop latencies µs, hops/s, the engine's sense status at the end)."""
+    with instance(CONFIG, {"a": PING.format(other="b"), "b": PING.format(other="a")}) as home:
+        with Engine(home) as engine:
+            engine.wait_ready(groups=2)
+            started = time.monotonic()
+            engine.request("emit", channel="go")
+            wait_until(lambda: count(home, "a") > HOPS + WARMUP, DEADLINE, interval=0.1)
+            elapsed = time.monotonic() - started
+            status = engine.request("status")["senses"]
+        values = hops(home, "a") + hops(home, "b")
+        done = count(home, "a") + count(home, "b") - 1
+        return values, done / elapsed, status
+
+
+def main() -> None:
+    blocking = pipe_round_trips()
+    in_asyncio = asyncio_round_trips()
+    values, rate, status = measure()
+    blocking += pipe_round_trips()  # before and after: the floor sees the same machine the engine did
+    floor = median(blocking)
+    report = Report(f"hop latency: a's signal → b's compute start, two groups ({machine()})")
+    report.row("raw pipe round trip, blocking, median", us(floor))
+    report.row("raw pipe round trip, blocking, p99", us(pct(blocking, 99)))
+    report.row("raw pipe round trip, asyncio parent, median", us(median(in_asyncio)))
+    report.row("hops completed (both directions)", f"{len(values):,} in ≤ {DEADLINE:g}s (+{WARMUP} warm-up each way)")
+    if len(values) < 100:
+        report.row("hop median", "no hops", us(floor), f"≤ 3× floor = {us(3 * floor)}", False)
+        report.row("hop p99", "no hops", "", "≤ 2,000 µs", False)
+        report.note(f"the ping-pong stalled: a signal did not start its listener. Engine state at the end: "
+                    + "; ".join(f"{n}: running={s['running']} pending={s['pending']} runs={s['runs']}"
+                                for n, s in status.items()))
+        report.print()
+        return
+    report.row("hop median", us(median(values)), us(floor), f"≤ 3× floor = {us(3 * floor)}",
+               median(values) <= 3 * floor)
+    report.row("hop median / floor", f"{median(values) / floor:.1f}×", "", "≤ 3.0×", median(values) <= 3 * floor)
+    report.row("hop p99", us(pct(values, 99)), "", "≤ 2,000 µs", pct(values, 99) <= 2000)
+    report.row("hop p90 / max", f"{pct(values, 90):,.0f} / {max(values):,.0f} µs")
+    report.row("hops per second (ping-pong)", f"{rate:,.0f}/s")
+    report.print()
+
+
+if __name__ == "__main__":
+    main()
