@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import (Engine, Report, asyncio_round_trips, instance, machine, median, pct, pipe_round_trips, query,
-                  signals, us, wait_until)
+from _kit import (Engine, Report, asyncio_round_trips, cpu_ns, family, instance, machine, median, pct, pipe_round_trips,
+                  query, signals, us, wait_until)
 
 HOPS = 2000  # per direction
 WARMUP = 50
@@ -60,25 +60,26 @@ def count(home: Path, sense: str) -> int:
     return rows[0][0] if rows else 0
 
 
-def measure() -> tuple[list[float], float, dict]:
-    """(hop latencies µs, hops/s, the engine's sense status at the end)."""
+def measure() -> tuple[list[float], float, list[float], dict]:
+    """(hop latencies µs, hops/s, CPU µs per hop of the kernel and each worker, the engine's sense status)."""
     with instance(CONFIG, {"a": PING.format(other="b"), "b": PING.format(other="a")}) as home:
         with Engine(home) as engine:
             engine.wait_ready(groups=2)
-            started = time.monotonic()
+            pids = family(engine.pid)
+            cpu0, started = [cpu_ns(p) for p in pids], time.monotonic()
             engine.request("emit", channel="go")
             wait_until(lambda: count(home, "a") > HOPS + WARMUP, DEADLINE, interval=0.1)
-            elapsed = time.monotonic() - started
+            cpu1, elapsed = [cpu_ns(p) for p in pids], time.monotonic() - started
             status = engine.request("status")["senses"]
         values = hops(home, "a") + hops(home, "b")
-        done = count(home, "a") + count(home, "b") - 1
-        return values, done / elapsed, status
+        done = max(1, count(home, "a") + count(home, "b") - 1)
+        return values, done / elapsed, [(b - a) / 1000 / done for a, b in zip(cpu0, cpu1)], status
 
 
 def main() -> None:
     blocking = pipe_round_trips()
     in_asyncio = asyncio_round_trips()
-    values, rate, status = measure()
+    values, rate, cpu, status = measure()
     blocking += pipe_round_trips()  # before and after: the floor sees the same machine the engine did
     floor = median(blocking)
     report = Report(f"hop latency: a's signal → b's compute start, two groups ({machine()})")
@@ -100,6 +101,7 @@ def main() -> None:
     report.row("hop p99", us(pct(values, 99)), "", "≤ 2,000 µs", pct(values, 99) <= 2000)
     report.row("hop p90 / max", f"{pct(values, 90):,.0f} / {max(values):,.0f} µs")
     report.row("hops per second (ping-pong)", f"{rate:,.0f}/s")
+    report.row("CPU per hop: kernel / worker g1 / worker g2", " / ".join(f"{c:,.0f}" for c in cpu) + " µs")
     report.print()
 
 

@@ -11,7 +11,8 @@ really costs).
 Floors, watched in the same window beside the engine: an asyncio process
 holding the same 20 timers (CPU, wake-ups) and a bare `python` with sqlite3 +
 json imported (memory).
-Targets: kernel < 0.5% CPU, kernel RSS < 60 MiB, idle worker RSS ≤ 15 MiB.
+Targets: kernel < 0.5% CPU and no polling loop (≤ 10 wake-ups/s), kernel RSS
+< 60 MiB, idle worker RSS ≤ 15 MiB.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ GROUPS = 4
 SETTLE = 3.0
 WINDOW = 12.0
 MIB = 2**20
+MAX_WAKEUPS = 10  # 20 computes per 10 s need a few wake-ups each; a poll needs many more
 
 TRIVIAL = "def compute(db, peers):\n    return 1\n"
 
@@ -56,30 +58,29 @@ def config() -> tuple[str, dict[str, str]]:
     return "\n".join(lines) + "\n", {n: TRIVIAL for _, n in names}
 
 
-def cpu_ns(pid: int) -> int:
-    """CPU time of every thread of `pid`, in ns."""
-    total = 0
+def threads(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of `pid`: (CPU ns, context switches). psutil's cpu_times tick at 10 ms and its
+    context switch count covers the main thread only: a polling helper thread would hide there."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            cpu = int((task / "schedstat").read_text().split()[0])
+            status = (task / "status").read_text().splitlines()
         except (FileNotFoundError, ProcessLookupError):
-            pass  # a thread that just ended
-    return total
-
-
-def ctx_switches(proc: psutil.Process) -> int:
-    ctx = proc.num_ctx_switches()
-    return ctx.voluntary + ctx.involuntary
+            continue  # a thread that just ended
+        out[int(task.name)] = (cpu, sum(int(line.split()[1]) for line in status if "ctxt_switches" in line))
+    return out
 
 
 class Usage:
-    """One process over the window: CPU %, context switches/s, peak RSS and USS."""
+    """One process over the window: CPU %, context switches/s (all threads), peak RSS and USS,
+    and the busiest thread besides the main one."""
 
     def __init__(self, pid: int) -> None:
         self.proc = psutil.Process(pid)
-        self.cpu0, self.ctx0, self.t0 = cpu_ns(pid), ctx_switches(self.proc), time.monotonic()
+        self.start, self.t0 = threads(pid), time.monotonic()
         self.rss = self.uss = 0
-        self.cpu = self.ctx = 0.0
+        self.cpu = self.ctx = self.helper_cpu = self.helper_ctx = 0.0
         self.poll()
 
     def poll(self) -> None:
@@ -88,8 +89,15 @@ class Usage:
 
     def finish(self) -> None:
         wall = time.monotonic() - self.t0
-        self.cpu = (cpu_ns(self.proc.pid) - self.cpu0) / 1e9 / wall * 100
-        self.ctx = (ctx_switches(self.proc) - self.ctx0) / wall
+        end = threads(self.proc.pid)
+        delta = {tid: (cpu - self.start.get(tid, (0, 0))[0], ctx - self.start.get(tid, (0, 0))[1])
+                 for tid, (cpu, ctx) in end.items()}
+        self.cpu = sum(d[0] for d in delta.values()) / 1e9 / wall * 100
+        self.ctx = sum(d[1] for d in delta.values()) / wall
+        helpers = [d for tid, d in delta.items() if tid != self.proc.pid]
+        if helpers:
+            busiest = max(helpers)
+            self.helper_cpu, self.helper_ctx = busiest[0] / 1e9 / wall * 100, busiest[1] / wall
 
 
 def watch(pids: list[int], seconds: float) -> list[Usage]:
@@ -132,14 +140,19 @@ def main() -> None:
     floor_mem = f"{python.rss / MIB:.1f} MiB ({python.uss / MIB:.1f}) bare python"
     report = Report(f"idle cost: {SENSES} senses on 10s intervals in {GROUPS} groups, {WINDOW:g}s window ({machine()})")
     report.row("kernel CPU", f"{kernel.cpu:.3f}%", f"{loop.cpu:.3f}% (asyncio, 20 timers)", "< 0.5%", kernel.cpu < 0.5)
-    report.row("kernel context switches", f"{kernel.ctx:.1f}/s", f"{loop.ctx:.1f}/s", "no polling loop")
+    report.row("kernel wake-ups (context switches, all threads)", f"{kernel.ctx:.1f}/s", f"{loop.ctx:.1f}/s",
+               f"no polling loop (≤ {MAX_WAKEUPS}/s)", kernel.ctx <= MAX_WAKEUPS)
+    report.row("  of which its busiest helper thread", f"{kernel.helper_cpu:.3f}% CPU, {kernel.helper_ctx:.1f}/s")
     report.row("kernel RSS (USS)", f"{kernel.rss / MIB:.1f} MiB ({kernel.uss / MIB:.1f})", floor_mem, "< 60 MiB",
                kernel.rss < 60 * MIB)
     report.row(f"worker RSS (USS), largest of {len(workers)}", f"{big.rss / MIB:.1f} MiB ({big.uss / MIB:.1f})",
                floor_mem, "≤ 15 MiB", big.rss <= 15 * MIB)
     report.row("worker CPU, each", " / ".join(f"{w.cpu:.3f}%" for w in workers))
     report.row("worker context switches, each", " / ".join(f"{w.ctx:.1f}" for w in workers) + " /s")
-    report.row("computes in the window", f"{runs} (expected ≈ {SENSES * WINDOW / 10:.0f})")
+    report.row("computes in the window", f"{runs}")
+    if kernel.helper_ctx > 5:
+        report.note(f"a kernel helper thread wakes {kernel.helper_ctx:.0f}×/s with nothing to do: a polling loop "
+                    "(the file watcher: watchfiles' Rust loop sleeps `step` ms between checks)")
     report.print()
 
 
