@@ -11,8 +11,8 @@ really costs).
 Floors, watched in the same window beside the engine: an asyncio process
 holding the same 20 timers (CPU, wake-ups) and a bare `python` with sqlite3 +
 json imported (memory).
-Targets: kernel < 0.5% CPU and no polling loop (≤ 10 wake-ups/s), kernel RSS
-< 60 MiB, idle worker RSS ≤ 15 MiB.
+Targets: kernel < 0.5% CPU and no polling loop (≤ 10 wake-ups/s beyond 4 per
+compute), kernel RSS < 60 MiB, idle worker RSS ≤ 15 MiB.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ GROUPS = 4
 SETTLE = 3.0
 WINDOW = 12.0
 MIB = 2**20
-MAX_WAKEUPS = 10  # 20 computes per 10 s need a few wake-ups each; a poll needs many more
+MAX_WAKEUPS = 10  # per second with nothing due; a poll needs many more
+WAKEUPS_PER_COMPUTE = 4  # answer read, log flush timer, flush thread, flush done
 
 TRIVIAL = "def compute(db, peers):\n    return 1\n"
 
@@ -140,8 +141,9 @@ def main() -> None:
     floor_mem = f"{python.rss / MIB:.1f} MiB ({python.uss / MIB:.1f}) bare python"
     report = Report(f"idle cost: {SENSES} senses on 10s intervals in {GROUPS} groups, {WINDOW:g}s window ({machine()})")
     report.row("kernel CPU", f"{kernel.cpu:.3f}%", f"{loop.cpu:.3f}% (asyncio, 20 timers)", "< 0.5%", kernel.cpu < 0.5)
+    allowed = MAX_WAKEUPS + WAKEUPS_PER_COMPUTE * runs / WINDOW
     report.row("kernel wake-ups (context switches, all threads)", f"{kernel.ctx:.1f}/s", f"{loop.ctx:.1f}/s",
-               f"no polling loop (≤ {MAX_WAKEUPS}/s)", kernel.ctx <= MAX_WAKEUPS)
+               f"≤ {allowed:.0f}/s ({MAX_WAKEUPS} + {WAKEUPS_PER_COMPUTE} per compute)", kernel.ctx <= allowed)
     report.row("  of which its busiest helper thread", f"{kernel.helper_cpu:.3f}% CPU, {kernel.helper_ctx:.1f}/s")
     report.row("kernel RSS (USS)", f"{kernel.rss / MIB:.1f} MiB ({kernel.uss / MIB:.1f})", floor_mem, "< 60 MiB",
                kernel.rss < 60 * MIB)
@@ -150,7 +152,7 @@ def main() -> None:
     report.row("worker CPU, each", " / ".join(f"{w.cpu:.3f}%" for w in workers))
     report.row("worker context switches, each", " / ".join(f"{w.ctx:.1f}" for w in workers) + " /s")
     report.row("computes in the window", f"{runs}")
-    if kernel.helper_ctx > 5:
+    if kernel.helper_ctx > 1:
         report.note(f"a kernel helper thread wakes {kernel.helper_ctx:.0f}×/s with nothing to do: a polling loop "
                     "(the file watcher: watchfiles' Rust loop sleeps `step` ms between checks)")
     report.print()
