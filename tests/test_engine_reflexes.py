@@ -116,3 +116,19 @@ def test_interval_resumes_from_disk_and_an_overdue_sense_runs_once(home: Path) -
         assert engine.stop()[0] == 0
     assert len(starts(home, "hourly")) == 1
     assert len(starts(home, "overdue")) == 2
+
+
+def test_a_signal_starts_its_listener_with_nothing_else_going_on(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          a: {group: g1}
+          b: {group: g2}
+        reflexes:
+          - {sense: a, on: [go]}
+          - {sense: b, on: [a]}
+    """, {"a": FAST, "b": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        request(home, "emit", channel="go")
+        wait_for(lambda: completes(home, "b"), 3, what="b, started by a's signal alone")
+        engine.stop()

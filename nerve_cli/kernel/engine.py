@@ -41,6 +41,7 @@ class Engine:
         self.report = report
         self.run_for = run_for
         self.watch = watch
+        self.report_signals = getattr(report, "verbosity", 1) >= 1  # don't format payloads nobody sees
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
         self.config: NerveConfig = load_config(home)
@@ -249,8 +250,9 @@ class Engine:
             self._finish(sense, inflight.id, inflight.reason, "timeout", duration, discarded=True)
             return
         if isinstance(message, protocol.Signal):
-            self._finish(sense, inflight.id, inflight.reason, "signal", duration)
+            # route first: the listeners become pending, and the pump inside _finish starts them
             self._route_signal(sense, message.payload, message.workflow)
+            self._finish(sense, inflight.id, inflight.reason, "signal", duration)
         elif isinstance(message, protocol.Silent):
             self._finish(sense, inflight.id, inflight.reason, "silent", duration)
         elif isinstance(message, protocol.Error):
@@ -329,7 +331,8 @@ class Engine:
         self.pump()
 
     def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
-        self.report("signal", f"signal {sense}: {_short(payload)}")
+        if self.report_signals:
+            self.report("signal", f"signal {sense}: {_short(payload)}")
         self.scheduler.on_signal(sense, time.time())
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
@@ -350,8 +353,8 @@ class Engine:
         started = time.perf_counter()
         payload = self.health_payload()
         self.health.record(payload)
-        self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
         self._route_signal(HEALTH_SENSE, payload, None)
+        self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
 
     def health_payload(self) -> dict[str, Any]:
         pids = [os.getpid()] + [s.worker.pid for s in self.groups.values() if s.worker and s.worker.pid]
