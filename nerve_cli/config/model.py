@@ -11,8 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-NAME_MAX = 64
+from nerve_cli.names import NAME_MAX, NAME_RE  # noqa: E402  (re-exported: one naming rule)
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 HEALTH_SENSE = "nerve-health"

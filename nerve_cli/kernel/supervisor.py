@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel import protocol
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
+from nerve_cli.worker.spec import GroupSpec
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
@@ -90,7 +91,9 @@ class GroupSupervisor:
         if self._stopping:
             return
         self.state, self.next_retry = "starting", None
-        argv = worker_argv("sense", "--group", self.group, "--home", str(self.home), "--senses", ",".join(self.senses))
+        spec = GroupSpec.from_config(self.config, self.group, self.senses).to_json()
+        argv = worker_argv("sense", "--group", self.group, "--home", str(self.home),
+                           "--senses", ",".join(self.senses), "--spec", spec)
         worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home))
         self.worker = worker
         try:

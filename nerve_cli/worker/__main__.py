@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     sense.add_argument("--group", required=True)
     sense.add_argument("--home", required=True)
     sense.add_argument("--senses", help="comma-separated senses (default: the group's enabled senses)")
+    sense.add_argument("--spec", help="the group's settings as JSON (from the kernel); default: read nerve.yaml")
     wf = sub.add_parser("workflow", help="run the threads of one workflow")
     wf.add_argument("--name", required=True)
     wf.add_argument("--home", required=True)

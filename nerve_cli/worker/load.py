@@ -11,7 +11,6 @@ import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.protocol import ErrorInfo
 from nerve_cli.schema.declare import tables_of
@@ -21,6 +20,7 @@ from nerve_cli.store.blobs import BlobStore
 from nerve_cli.store.sensedb import Peers, SenseDB, write_archive_map
 from nerve_cli.worker.compute import LoadedSense, compute_arity
 from nerve_cli.worker.failure import error_info, shown_path
+from nerve_cli.worker.spec import GroupSpec
 
 
 @dataclass
@@ -29,20 +29,13 @@ class LoadResult:
     failed: dict[str, ErrorInfo] = field(default_factory=dict)
 
 
-def pick_senses(config: NerveConfig, group: str, only: list[str] | None) -> list[str]:
-    """The senses this worker runs: the named ones, or the group's enabled senses."""
-    if only:
-        return list(dict.fromkeys(only))
-    return config.sense_groups().get(group, [])
-
-
-def load_senses(home: Path, config: NerveConfig, names: list[str]) -> LoadResult:
+def load_senses(home: Path, spec: GroupSpec) -> LoadResult:
     layout = Layout(home)
     blobs = BlobStore(layout.blobs)
     result = LoadResult()
-    for name in names:
+    for name, peers in spec.senses.items():
         try:
-            result.senses[name] = load_sense(layout, config, name, blobs)
+            result.senses[name] = load_sense(layout, name, peers, blobs)
         except _LoadFailed as exc:
             result.failed[name] = exc.info
     return result
@@ -54,11 +47,8 @@ class _LoadFailed(Exception):
         self.info = info
 
 
-def load_sense(layout: Layout, config: NerveConfig, name: str, blobs: BlobStore) -> LoadedSense:
-    settings = config.senses.get(name)
+def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: BlobStore) -> LoadedSense:
     folder = layout.sense_dir(name)
-    if settings is None:
-        raise _LoadFailed(ErrorInfo("SenseError", f"sense `{name}` is not declared under senses: in nerve.yaml"))
     code = folder / "sense.py"
     if not code.is_file():
         raise _LoadFailed(ErrorInfo(
@@ -71,7 +61,7 @@ def load_sense(layout: Layout, config: NerveConfig, name: str, blobs: BlobStore)
             "SenseError", "sense.py defines no `compute(db, peers)` function",
             file=shown_path(str(code), layout.home), line=1))
     db = _open_db(layout, name, folder, schema, blobs)
-    peers = Peers(name, settings.peers, layout.sense_db, blobs)
+    peers = Peers(name, peer_names, layout.sense_db, blobs)
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
         is_async=inspect.iscoroutinefunction(compute), nargs=compute_arity(compute),

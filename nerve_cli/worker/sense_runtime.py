@@ -193,7 +193,7 @@ def main(args: Any) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format=f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s")
-    runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out)
+    runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
     clean = asyncio.run(runtime.serve())
     if not clean:
@@ -208,10 +208,13 @@ def _names(option: str | None) -> list[str]:
     return [n.strip() for n in (option or "").split(",") if n.strip()]
 
 
-def _build(home: Path, group: str, only: list[str], out: ProtocolWriter) -> SenseRuntime:
+def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_json: str | None) -> SenseRuntime:
+    from nerve_cli.worker.spec import GroupSpec
+
+    if spec_json:
+        return _build_from(home, group, GroupSpec.from_json(spec_json), out)  # the kernel's validated config
     from nerve_cli.config.load import load_config
     from nerve_cli.errors import NerveError
-    from nerve_cli.worker.load import load_senses, pick_senses
 
     try:
         config = load_config(home)
@@ -219,8 +222,18 @@ def _build(home: Path, group: str, only: list[str], out: ProtocolWriter) -> Sens
         log.error("cannot load nerve.yaml: %s", exc)
         info = ErrorInfo(type(exc).__name__, f"nerve.yaml is invalid: {exc}")
         return SenseRuntime(group, {}, {n: info for n in only}, out, unavailable=str(exc))
-    loaded = load_senses(home, config, pick_senses(config, group, only))
+    known = [n for n in only if n in config.senses]
+    runtime = _build_from(home, group, GroupSpec.from_config(config, group, known if only else None), out)
+    for name in only:
+        if name not in config.senses:
+            runtime.failed[name] = ErrorInfo("SenseError", f"sense `{name}` is not declared under senses: in nerve.yaml")
+    return runtime
+
+
+def _build_from(home: Path, group: str, spec, out: ProtocolWriter) -> SenseRuntime:
+    from nerve_cli.worker.load import load_senses
+
+    loaded = load_senses(home, spec)
     for name, info in loaded.failed.items():
         log.error("sense %s failed to load: %s", name, info.summary())
-    return SenseRuntime(group, loaded.senses, loaded.failed, out,
-                        shutdown_timeout=config.engine.shutdown_timeout)
+    return SenseRuntime(group, loaded.senses, loaded.failed, out, shutdown_timeout=spec.shutdown_timeout)

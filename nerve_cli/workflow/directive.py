@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from nerve_cli.config.model import NAME_MAX, NAME_RE
+from nerve_cli.names import NAME_MAX, NAME_RE
 from nerve_cli.errors import WorkflowError
 
 T = TypeVar("T")

@@ -1,0 +1,38 @@
+"""What a sense worker needs from nerve.yaml, handed over by whoever spawns it.
+
+The kernel already holds the validated config; passing the group's slice as
+JSON on the command line spares every worker from importing pydantic and
+ruamel and re-reading nerve.yaml (about 11 MiB of resident memory each).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nerve_cli.config.model import NerveConfig
+
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    senses: dict[str, tuple[str, ...]]  # sense → the peers it may read, in load order
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+
+    @classmethod
+    def from_config(cls, config: "NerveConfig", group: str, only: list[str] | None = None) -> "GroupSpec":
+        names = list(dict.fromkeys(only)) if only is not None else config.sense_groups().get(group, [])
+        return cls({n: tuple(config.senses[n].peers) if n in config.senses else () for n in names},
+                   config.engine.shutdown_timeout)
+
+    def to_json(self) -> str:
+        return json.dumps({"senses": {n: list(p) for n, p in self.senses.items()},
+                           "shutdown_timeout": self.shutdown_timeout})
+
+    @classmethod
+    def from_json(cls, text: str) -> "GroupSpec":
+        data = json.loads(text)
+        return cls({n: tuple(p) for n, p in data["senses"].items()}, float(data["shutdown_timeout"]))
