@@ -46,7 +46,7 @@ def main() -> None:
     times.sort()
     print(f"save → new code's first signal over {ROUNDS} edits: median {statistics.median(times):.0f} ms, "
           f"p90 {times[int(len(times) * 0.9) - 1]:.0f} ms, min {times[0]:.0f} ms, max {times[-1]:.0f} ms")
-    print("  (includes the watcher's 150 ms debounce, the old worker's shutdown, the new worker's start-up "
+    print("  (includes the watcher's batching (100 ms of quiet), the old worker's shutdown, the new worker's start-up "
           "and the 100 ms interval)")
 
 

@@ -12,7 +12,6 @@ workflow worker → kernel: ready, thread_message, thread_end
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,8 +43,9 @@ class Message:
     type: ClassVar[str] = ""
 
     def encode(self) -> bytes:
-        body = {"type": self.type, **dataclasses.asdict(self)}
-        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        # orjson encodes nested dataclasses (ErrorInfo) itself; asdict's deep copy cost 3-7 us a message
+        body = {"type": self.type, **self.__dict__}
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 # kernel → worker ---------------------------------------------------------

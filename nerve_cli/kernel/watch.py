@@ -17,7 +17,8 @@ from typing import Awaitable, Callable
 from watchfiles import DefaultFilter, awatch
 
 IGNORED_DIRS = {"data", ".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache", "node_modules"}
-DEBOUNCE_MS = 150
+DEBOUNCE_MS = 300  # the longest a burst of saves is collected before one reload
+STEP_MS = 100  # watchfiles' poll of its event queue: 10 wake-ups/s idle; a batch ends after this much quiet
 
 
 @dataclass
@@ -69,7 +70,7 @@ class _Filter(DefaultFilter):
 async def watch(home: Path, on_change: Callable[[Changes], Awaitable[None]], stop: asyncio.Event) -> None:
     """Call `on_change` once per debounced batch of relevant file changes, until `stop` is set."""
     async for batch in awatch(home, watch_filter=_Filter(), stop_event=stop, debounce=DEBOUNCE_MS,
-                              step=25, recursive=True, raise_interrupt=False):
+                              step=STEP_MS, recursive=True, raise_interrupt=False):
         changes = classify(home, {path for _change, path in batch})
         if changes:
             await on_change(changes)

@@ -86,7 +86,8 @@ class LogStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = open_db(self.path)
         self._conn.executescript(SCHEMA)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the buffer
+        self._write_lock = threading.RLock()  # the connection: one transaction at a time (taken before _lock)
         # each op is (sql, params); kept in call order and written in that order
         self._ops: list[tuple[str, tuple]] = []
         self._completions: dict[str, int] = {}
@@ -136,14 +137,17 @@ class LogStore:
     def flush(self) -> int:
         """Write every buffered op in one transaction, in order. Returns the number of log rows.
 
-        On a sqlite error the transaction is rolled back, the buffer is kept
-        (so the next flush retries the same rows, in the same order) and the
-        error is re-raised.
+        The buffer is swapped out first, so `append()` never waits for a COMMIT
+        (the engine flushes from a thread while its loop keeps appending). On a
+        sqlite error the transaction is rolled back, the rows go back to the
+        front of the buffer (the next flush retries them, in the same order)
+        and the error is re-raised.
         """
-        with self._lock:
-            if not self._ops:
+        with self._write_lock:
+            with self._lock:
+                ops, self._ops = self._ops, []
+            if not ops:
                 return 0
-            ops = self._ops
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 for sql, params in ops:
@@ -152,20 +156,21 @@ class LogStore:
             except sqlite3.Error:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
+                with self._lock:
+                    self._ops = ops + self._ops
                 raise
-            self._ops = []
             return sum(1 for sql, _ in ops if sql == _INSERT_LOG)
 
     # -- reads ---------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        with self._lock:
+        with self._write_lock:
             self.flush()
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             return row[0] if row else None
 
     def last_completions(self) -> dict[str, int]:
         """sense → ts (ms) of its last `reflex/run_complete`, from meta, else from the logs."""
-        with self._lock:
+        with self._write_lock:
             self.flush()
             found: dict[str, int] = {}
             rows = self._conn.execute(
@@ -184,7 +189,7 @@ class LogStore:
             return found
 
     def close(self) -> None:
-        with self._lock:
+        with self._write_lock:
             try:
                 self.flush()
             finally:
