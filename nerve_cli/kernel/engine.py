@@ -41,7 +41,8 @@ class Engine:
         self.report = report
         self.run_for = run_for
         self.watch = watch
-        self.report_signals = getattr(report, "verbosity", 1) >= 1  # don't format payloads nobody sees
+        self.report_signals = getattr(report, "verbosity", 1) >= 1  # don't format lines nobody sees
+        self.report_computes = getattr(report, "verbosity", 2) >= 2
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
         self.config: NerveConfig = load_config(home)
@@ -232,7 +233,8 @@ class Engine:
             del self.lateness_ms[:-1000]
         self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": start.reason,
                                                       "lateness_ms": round(lateness, 3)})
-        self.report("debug", f"compute {start.sense} #{compute_id} ({start.reason})")
+        if self.report_computes:
+            self.report("debug", f"compute {start.sense} #{compute_id} ({start.reason})")
         if start.sense == HEALTH_SENSE:
             self._compute_health(compute_id, start.reason)
             return
@@ -318,7 +320,8 @@ class Engine:
         if discarded:
             payload["discarded"] = True
         self.log("reflex", "run_complete", sense, payload)
-        self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
+        if self.report_computes:
+            self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
         if sense != HEALTH_SENSE:
             self.guards.after_compute(sense, outcome, now)

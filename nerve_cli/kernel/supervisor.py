@@ -206,8 +206,8 @@ class GroupSupervisor:
         settings = self.config.senses.get(sense)
         if settings is not None:
             loop = asyncio.get_running_loop()
+            # one timer per compute; the grace timer is armed only if the soft timeout fires
             inflight.handles.append(loop.call_later(settings.timeout, self._soft_timeout, inflight, settings.timeout))
-            inflight.handles.append(loop.call_later(settings.timeout + settings.grace, self._grace_expired, inflight))
         self.inflight[compute_id] = inflight
         if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason)):
             self.inflight.pop(compute_id, None)
@@ -219,6 +219,9 @@ class GroupSupervisor:
         if self.inflight.get(inflight.id) is not inflight:
             return
         inflight.cancelled = True
+        settings = self.config.senses.get(inflight.sense)
+        grace = settings.grace if settings is not None else 0.0
+        inflight.handles.append(asyncio.get_running_loop().call_later(grace, self._grace_expired, inflight))
         if self.worker is not None:
             self.worker.send(protocol.Cancel(id=inflight.id))
         self.hooks.compute_timed_out(self.group, inflight, timeout)

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +58,7 @@ class SenseRuntime:
         self.tasks: set[asyncio.Task[None]] = set()
         self.pool = ThreadPoolExecutor(max_workers=max(2, len(senses) + 1), thread_name_prefix="compute")
         self.stopping: asyncio.Event | None = None
+        self._send_lock = threading.Lock()
 
     async def serve(self) -> bool:
         """Run until shutdown; True when every compute ended cleanly."""
@@ -116,10 +118,10 @@ class SenseRuntime:
                 return
             async with sense.lock:  # one compute per sense at a time, in arrival order
                 if sense.is_async:
-                    outcome = await run_async(sense, job)
+                    self._answer(job, await run_async(sense, job))
                 else:
-                    outcome = await asyncio.get_running_loop().run_in_executor(self.pool, run_sync, sense, job)
-            self._answer(job, outcome)
+                    # answered from the compute thread: no hop back through the loop before the kernel hears
+                    await asyncio.get_running_loop().run_in_executor(self.pool, self._run_sync, sense, job)
         finally:
             self.jobs.pop(job.id, None)
 
@@ -137,10 +139,15 @@ class SenseRuntime:
         self._send(job, Error(job.id, job.sense, ErrorInfo(
             "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms()))
 
+    def _run_sync(self, sense: LoadedSense, job: Job) -> None:
+        self._answer(job, run_sync(sense, job))
+
     def _send(self, job: Job, message: Signal | Silent | Error) -> None:
-        if not job.answered:
+        with self._send_lock:  # a compute thread and the loop (a cancel) may both try: one answer only
+            if job.answered:
+                return
             job.answered = True
-            self.out.send(message)
+        self.out.send(message)
 
     def _answer(self, job: Job, outcome: Outcome) -> None:
         ms = job.elapsed_ms()
