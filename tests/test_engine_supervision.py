@@ -116,3 +116,27 @@ def test_run_for_stops_by_itself(home: Path) -> None:
     result = nerve("run", "--for", "1s", home=home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "engine stopped" in result.stdout
+
+
+def test_ctrl_c_waits_for_a_running_compute_and_a_second_ctrl_c_forces(home: Path) -> None:
+    write_instance(home, """
+        engine: {shutdown_timeout: 20s}
+        senses:
+          slow: {timeout: 1m}
+        reflexes:
+          - {sense: slow, on: [go]}
+    """, {"slow": "import time\n\ndef compute(db, peers):\n    time.sleep(30)\n    return 1\n"})
+    import time
+
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="go")
+        wait_for(lambda: starts(home, "slow"), 10, what="the slow compute")
+        engine.proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "again to force" in engine.output(), 5, what="the first Ctrl-C to be heard")
+        assert engine.proc.poll() is None  # still waiting for the compute
+        began = time.monotonic()
+        code, out = engine.stop(signal.SIGINT)
+    assert code == 130, out
+    assert time.monotonic() - began < 5
+    assert read_logs(home)[-1]["type"] == "engine_stopped"
