@@ -61,6 +61,8 @@ def test_triggers_during_a_slow_compute_become_exactly_one_more_compute(home: Pa
         state = engine.status()["senses"]["slow"]
         assert (state["running"], state["pending"], state["runs"]) == (False, False, 2)
         assert state["coalesced"] == 9
+        health = request(home, "compute", sense="nerve-health")["payload"]
+        assert health["backpressure"]["slow"]["coalesced"] == 9  # visible in the health signal too
         code, _ = engine.stop()
     assert len(starts(home, "slow")) == 2
 

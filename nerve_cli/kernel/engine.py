@@ -23,7 +23,7 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel import protocol
 from nerve_cli.kernel.control import ControlServer
 from nerve_cli.kernel.guards import Guards
-from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, rss_bytes
+from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.kernel.scheduler import Scheduler, Start
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
@@ -354,32 +354,10 @@ class Engine:
 
     def _compute_health(self, compute_id: int, reason: str) -> None:
         started = time.perf_counter()
-        payload = self.health_payload()
+        payload = health_payload(self)
         self.health.record(payload)
         self._route_signal(HEALTH_SENSE, payload, None)
         self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
-
-    def health_payload(self) -> dict[str, Any]:
-        pids = [os.getpid()] + [s.worker.pid for s in self.groups.values() if s.worker and s.worker.pid]
-        rss = rss_bytes(pids)
-        hour_ago = (time.time() - 3600) * 1000
-        return {
-            "uptime_s": round(time.time() - self.started_at, 1),
-            "senses": len(self.scheduler.states),
-            "running": sum(1 for s in self.scheduler.states.values() if s.running),
-            "pending": self.scheduler.pending_count(),
-            "errors_last_hour": sum(1 for e in self.recent_errors if e["ts"] >= hour_ago),
-            "recent_errors": self.recent_errors[-10:],
-            "workers": {g: s.state for g, s in self.groups.items()},
-            "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
-            "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
-            "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
-                                 "skipped": s.skipped}
-                             for n, s in self.scheduler.states.items()
-                             if s.coalesced or s.deferred or s.debounced or s.skipped},
-            "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
-                        for n, s in self.scheduler.states.items() if s.blocked_until},
-        }
 
     # control socket ------------------------------------------------------------
     async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:

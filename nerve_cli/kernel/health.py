@@ -7,12 +7,16 @@ sense like any other: scheduled by the same rules, its signals stored in
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.engine import Engine
 
 HEALTH_SENSE = "nerve-health"
 
@@ -49,3 +53,27 @@ def rss_bytes(pids: list[int]) -> dict[int, int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return out
+
+
+def health_payload(engine: "Engine") -> dict[str, Any]:
+    """What the engine knows about itself, as the health sense's signal."""
+    pids = [os.getpid()] + [s.worker.pid for s in engine.groups.values() if s.worker and s.worker.pid]
+    rss = rss_bytes(pids)
+    hour_ago = (time.time() - 3600) * 1000
+    return {
+        "uptime_s": round(time.time() - engine.started_at, 1),
+        "senses": len(engine.scheduler.states),
+        "running": sum(1 for s in engine.scheduler.states.values() if s.running),
+        "pending": engine.scheduler.pending_count(),
+        "errors_last_hour": sum(1 for e in engine.recent_errors if e["ts"] >= hour_ago),
+        "recent_errors": engine.recent_errors[-10:],
+        "workers": {g: s.state for g, s in engine.groups.items()},
+        "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
+        "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
+        "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
+                             "skipped": s.skipped}
+                         for n, s in engine.scheduler.states.items()
+                         if s.coalesced or s.deferred or s.debounced or s.skipped},
+        "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
+                    for n, s in engine.scheduler.states.items() if s.blocked_until},
+    }
