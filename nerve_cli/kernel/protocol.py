@@ -37,6 +37,10 @@ class ErrorInfo:
         at = f" at {self.where()}" if self.file else ""
         return f"{self.type}: {self.message}{at}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "traceback": self.traceback,
+                "file": self.file, "line": self.line}
+
 
 @dataclass(frozen=True)
 class Message:

@@ -22,27 +22,13 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.kernel.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
 from nerve_cli.workflow.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage
 
 COMPLETED, FAILED = "completed", "failed"
 REASON_END, REASON_MAX_ROUNDS = "end", "max_rounds"
 
 Persist = Callable[[int, WorkflowMessage], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Where user code went wrong, for the thread's `failed` log row."""
-
-    type: str
-    message: str
-    traceback: str = ""
-    file: str | None = None
-    line: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "message": self.message, "traceback": self.traceback,
-                "file": self.file, "line": self.line}
 
 
 @dataclass(frozen=True)
