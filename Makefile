@@ -20,7 +20,7 @@ test: $(STAMP)
 run: $(STAMP)
 	@test -f $(DEMO_HOME)/nerve.yaml || $(BIN)/nerve init --home $(DEMO_HOME)
 	$(BIN)/nerve config check --home $(DEMO_HOME)
-	$(BIN)/nerve run --home $(DEMO_HOME)
+	$(BIN)/nerve run --home $(DEMO_HOME) -v
 
 bench: $(STAMP)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

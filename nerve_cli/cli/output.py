@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def console() -> "Console":
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=True)  # lines are not folded at 80 columns in pipes
 
 
 @lru_cache(maxsize=None)
