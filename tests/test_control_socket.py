@@ -123,3 +123,17 @@ def test_status_without_engine_says_how_to_start_one(home: Path) -> None:
     result = nerve("status", home=home)
     assert result.returncode == 1
     assert "nerve run" in result.stderr
+
+
+def test_compute_on_demand_refuses_at_once_what_cannot_run(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          broken: {}
+        reflexes: []
+    """, {"broken": "def compute(db, peers)\n    return 1\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        result = nerve("sense", "compute", "broken", home=home)
+        assert result.returncode == 1
+        assert "failed to load" in result.stderr and "sense.py:1" in result.stderr
+        engine.stop()

@@ -119,6 +119,8 @@ def test_crashing_sense_is_quarantined_survives_restart_and_reset_lifts_it(home:
         assert "quarantined until" in shown.stdout
         detail = nerve("sense", "show", "crasher", home=home)
         assert "quarantined until" in detail.stdout and "died 2 times" in detail.stdout
+        refused = nerve("sense", "compute", "crasher", home=home)
+        assert refused.returncode == 1 and "nerve sense reset crasher" in refused.stderr
         result = nerve("sense", "reset", "crasher", home=home)
         assert result.returncode == 0, result.stderr
         assert engine.status()["senses"]["crasher"]["state"] == "idle"

@@ -40,6 +40,7 @@ async def _compute(engine: "Engine", request: dict) -> dict:
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         known = ", ".join(sorted(engine.scheduler.states))
         raise NerveError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    _check_can_run(engine, sense)
     future = engine.demand(sense)
     timeout = float(request.get("timeout") or MAX_COMPUTE_WAIT)
     try:
@@ -47,6 +48,27 @@ async def _compute(engine: "Engine", request: dict) -> dict:
     except asyncio.TimeoutError:
         raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled)") from None
     return {"sense": sense, **result, **_last_signal(engine, sense, result)}
+
+
+def _check_can_run(engine: "Engine", sense: str) -> None:
+    """Refuse at once what would otherwise wait: a quarantined sense, one that failed to load, a worker that is down."""
+    state = engine.scheduler.states[sense]
+    if state.quarantined:
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.blocked_until or 0))
+        raise NerveError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
+                         f"lift it with `nerve sense reset {sense}`")
+    if state.blocked_until:
+        engine.scheduler.unblock(sense)  # asked for by a person: the back-off does not apply to this one
+    if sense == HEALTH_SENSE:
+        return
+    supervisor = engine.groups.get(engine.config.senses[sense].group)
+    if supervisor is None:
+        raise NerveError(f"{sense}: its worker group is not running")
+    if sense in supervisor.failed:
+        raise NerveError(f"{sense} failed to load in worker group={supervisor.group}: {supervisor.failed[sense].summary()}")
+    if supervisor.state == "backoff":
+        raise NerveError(f"{sense}: worker group={supervisor.group} is down ({supervisor.last_exit}); "
+                         "it is being restarted with back-off, see `nerve status`")
 
 
 def _last_signal(engine: "Engine", sense: str, result: dict) -> dict:
