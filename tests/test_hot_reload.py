@@ -108,3 +108,17 @@ def test_a_sense_moves_to_another_group(home: Path) -> None:
         wait_for(lambda: len(completes(home, "buddy")) >= count + 2, 10, what="buddy to compute in g2")
         assert request(home, "compute", sense="buddy")["outcome"] == "signal"
         engine.stop()
+
+
+def test_a_cron_reflex_added_while_running_waits_for_its_time(home: Path) -> None:
+    write_instance(home, "senses:\n  yearly: {}\n", {"yearly": returns(1)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        with (home / "nerve.yaml").open("a") as handle:
+            handle.write("reflexes:\n  - {sense: yearly, cron: '0 0 1 1 *', timezone: UTC}\n")
+        wait_for(lambda: read_logs(home, "system", "config_reloaded"), 10, what="reload")
+        state = engine.status()["senses"]["yearly"]
+        assert state["runs"] == 0
+        assert state["next_due"] > time.time() + 86400  # the next 1 January, not "overdue since 1970"
+        assert not starts(home, "yearly")
+        engine.stop()

@@ -125,3 +125,4 @@ def test_a_quarantined_sense_skips_triggers_and_counts_them() -> None:
     assert s.next_wakeup() == 100.0
     assert [x.sense for x in s.take_due(100.0)] == ["a"]  # the interval resumes after expiry
     assert not s.states["a"].quarantined
+

@@ -13,6 +13,7 @@ Each reload writes one log row that says what changed.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from nerve_cli.config.load import load_config
@@ -88,7 +89,9 @@ async def reload_config(engine: "Engine") -> set[str]:
     if not changes:
         return set()
     engine.config = new
-    engine.scheduler.apply_config(new)
+    # a sense that joins keeps its rhythm from disk, like at start-up; cron times count from now
+    completions = {k: v / 1000 for k, v in engine.logs.last_completions().items()}
+    engine.scheduler.apply_config(new, completions, now=time.time())
     restarted = await _regroup(engine, old, new)
     if engine.workflows is not None:
         engine.workflows.update_config(new)

@@ -118,7 +118,7 @@ class Scheduler:
 
     # configuration ---------------------------------------------------------
     def apply_config(self, config: NerveConfig, last_completions: dict[str, float] | None = None,
-                     *, now: float | None = None) -> None:
+                     *, now: float = 0.0) -> None:
         """(Re)build triggers from config, keeping the runtime state of senses that stay."""
         self._release_debounces(NEVER)  # a burst in progress fires now rather than being lost
         old, completions = self.states, last_completions or {}
@@ -143,7 +143,7 @@ class Scheduler:
                     Listener(reflex.sense, reflex.debounce, reflex.max_wait))
         for state in self.states.values():
             if state.crons != previous_crons.get(state.name) or (state.crons and state.cron_next is None):
-                base = state.last_complete if state.last_complete is not None else (now or 0.0)
+                base = state.last_complete if state.last_complete is not None else now
                 state.cron_next = self._next_cron(state, base)
 
     @staticmethod
