@@ -122,3 +122,20 @@ def test_a_cron_reflex_added_while_running_waits_for_its_time(home: Path) -> Non
         assert state["next_due"] > time.time() + 86400  # the next 1 January, not "overdue since 1970"
         assert not starts(home, "yearly")
         engine.stop()
+
+
+def test_editing_a_sense_while_it_computes_keeps_that_computes_result(home: Path) -> None:
+    slow = "import time\n\ndef compute(db, peers):\n    time.sleep(1.0)\n    return {version!r}\n"
+    write_instance(home, "senses:\n  s: {}\nreflexes:\n  - {sense: s, on: [go]}\n", {"s": slow.format(version="v1")})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="go")
+        wait_for(lambda: starts(home, "s"), 10, what="the compute to start")
+        write_sense(home, "s", slow.format(version="v2"))
+        wait_for(lambda: read_logs(home, "system", "sense_reloaded"), 10, what="the reload")
+        wait_for(lambda: completes(home, "s"), 10, what="the running compute to finish")
+        assert completes(home, "s")[0]["payload"]["outcome"] == "signal"
+        assert last_signal(home, "s") == "v1"  # recorded whole by the old code
+        request(home, "emit", channel="go")
+        wait_for(lambda: last_signal(home, "s") == "v2", 15, what="the new code")
+        engine.stop()
