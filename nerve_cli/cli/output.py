@@ -7,6 +7,7 @@ when stdout is not a terminal (Rich decides; NO_COLOR is honoured).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable
@@ -16,11 +17,16 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
+PIPE_WIDTH = 160
+
+
 @lru_cache(maxsize=None)
 def console() -> "Console":
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)  # lines are not folded at 80 columns in pipes
+    # In a pipe Rich assumes 80 columns and cuts table cells short; give tables room instead.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(highlight=False, soft_wrap=True, width=width)  # plain lines are never folded
 
 
 @lru_cache(maxsize=None)
