@@ -134,3 +134,18 @@ def test_a_signal_starts_its_listener_with_nothing_else_going_on(home: Path) -> 
         request(home, "emit", channel="go")
         wait_for(lambda: completes(home, "b"), 3, what="b, started by a's signal alone")
         engine.stop()
+
+
+def test_config_warnings_are_shown_when_the_engine_starts(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          cpu: {}
+          b: {}
+        reflexes:
+          - {sense: b, on: [cpuu]}
+    """, {"cpu": FAST, "b": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        code, out = engine.stop()
+    assert code == 0
+    assert "did you mean sense `cpu`" in out

@@ -126,8 +126,13 @@ def config_path(home: Path) -> Path:
 
 def load_config(home: Path) -> NerveConfig:
     """The validated config of the instance at `home`; ConfigError lists every problem."""
+    return load_config_and_warnings(home)[0]
+
+
+def load_config_and_warnings(home: Path) -> tuple[NerveConfig, list[Problem]]:
+    """As `load_config`, plus the warnings (e.g. a channel that looks like a misspelt sense) for the engine to show."""
     path = config_path(home)
     result = validate_file(path)
     if result.config is None:
         raise ConfigError(f"{path} is invalid ({count_words(result.problems)}); nothing was loaded", result.problems)
-    return result.config
+    return result.config, [p for p in result.problems if p.severity == "warning"]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from nerve_cli.config.load import load_config
+from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel import protocol
@@ -45,7 +45,10 @@ class Engine:
         self.report_computes = getattr(report, "verbosity", 2) >= 2
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
-        self.config: NerveConfig = load_config(home)
+        config, warnings = load_config_and_warnings(home)
+        self.config: NerveConfig = config
+        for problem in warnings:
+            report("warn", str(problem))
         self.started_at = time.time()
         self.stopping = False
         self.forced = False

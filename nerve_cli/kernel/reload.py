@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from nerve_cli.config.load import load_config
+from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
 from nerve_cli.kernel.watch import Changes
@@ -76,7 +76,7 @@ async def apply_changes(engine: "Engine", changes: Changes) -> None:
 async def reload_config(engine: "Engine") -> set[str]:
     """Apply nerve.yaml if valid; return the groups whose workers were (re)started."""
     try:
-        new = load_config(engine.home)
+        new, warnings = load_config_and_warnings(engine.home)
     except ConfigError as exc:
         problems = [str(p) for p in exc.problems] or [str(exc)]
         engine.log("system", "config_rejected", "nerve.yaml", {"problems": problems})
@@ -97,8 +97,11 @@ async def reload_config(engine: "Engine") -> set[str]:
         engine.workflows.update_config(new)
     engine.guards.update_config()
     engine.watchdog.update()
-    engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted)})
+    engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted),
+                                                          "warnings": [str(w) for w in warnings]})
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
+    for problem in warnings:
+        engine.report("warn", str(problem))
     return restarted
 
 
