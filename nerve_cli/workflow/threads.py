@@ -103,6 +103,8 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
     """One thread's story from its log rows: header fields, events and the full chain."""
     run_id = normalise_run_id(run_id)
     rows = query_logs(logs_path, source="workflow", ref=run_id)
+    if not any(r["type"] == "queued" for r in rows):
+        rows = _with_archive(logs_path, run_id)
     if not rows:
         raise unknown_run(logs_path, run_id)
     events = [r for r in rows if r["type"] != "message"]
@@ -132,6 +134,14 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "events": [{"type": r["type"], "time": r["time"], **(r["payload"] or {})} for r in events],
         "messages": chain,
     }
+
+
+def _with_archive(logs_path: Path, run_id: str) -> list[dict]:
+    """All of a thread's rows when its start is no longer in logs.db (`nerve archive` moved those days)."""
+    from nerve_cli.store.history import read_logs
+
+    home = logs_path.parent.parent  # data/logs.db
+    return read_logs(home, source="workflow", ref=run_id, since_ms=0).rows
 
 
 def _chain(rows: list[dict]) -> list[dict[str, Any]]:
