@@ -173,3 +173,27 @@ def test_index_names_must_be_unique_across_tables(tmp_path):
     """)
     with pytest.raises(SenseError, match="index name 'by_x' is used twice"):
         tables_of(module)
+
+
+def test_a_time_column_is_indexed_for_the_archiver() -> None:
+    from nerve_cli.schema.declare import table
+
+    @table(pk="id", time="at")
+    class Event:
+        id: int
+        at: int
+
+    @table(pk="at", time="at")
+    class Sample:
+        at: int
+
+    @table(pk="id", time="at", indexes=[("at", "id")])
+    class Both:
+        id: int
+        at: int
+
+    from nerve_cli.schema.declare import spec_of
+
+    assert [i.columns for i in spec_of(Event).indexes] == [("at",)]
+    assert spec_of(Sample).indexes == ()  # the primary key already orders by it
+    assert [i.columns for i in spec_of(Both).indexes] == [("at", "id")]

@@ -198,7 +198,15 @@ def _build_spec(cls: type, name: str | None, pk: Any, indexes: Iterable[Any], un
             raise _fail(cls, f"pk column {col!r} is not a field; fields: {', '.join(names)}")
     specs = _indexes(cls, table_name, names, indexes, False) + _indexes(cls, table_name, names, unique, True)
     _check_time(cls, columns, time)
+    specs += _time_index(table_name, pk_cols, specs, time)
     return TableSpec(table_name, columns, pk_cols, tuple(specs), time, cls)
+
+
+def _time_index(table_name: str, pk_cols: tuple[str, ...], specs: list[IndexSpec], time: str | None) -> list[IndexSpec]:
+    """The archiver selects one day at a time by the time column: make sure that is an index lookup, not a scan."""
+    if time is None or (pk_cols and pk_cols[0] == time) or any(i.columns[0] == time for i in specs):
+        return []
+    return [IndexSpec((time,), False, f"idx_{table_name}_{time}")]
 
 
 def _fields(cls: type) -> list[dataclasses.Field]:
