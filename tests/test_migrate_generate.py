@@ -255,3 +255,29 @@ def test_name_overrides_the_slug(sense):
     migrate(sense, BASE)
     path = migrate(sense, BASE + "    unit: str | None = None\n", name="Units please")
     assert path.name == "0002_units_please.sql"
+
+
+def test_text_and_composite_primary_keys_refuse_null(sense):
+    migrate(sense, """
+    @table(pk="key")
+    class Item:
+        key: str
+        value: int
+
+    @table(pk=("a", "b"))
+    class Pair:
+        a: str
+        b: int
+    """)
+    conn = open_db(sense)
+    assert columns(conn, "item")["key"][1] == 1 and columns(conn, "pair")["a"][1] == 1
+    for sql in ("INSERT INTO item (key, value) VALUES (NULL, 1)", "INSERT INTO pair (a, b) VALUES (NULL, 1)"):
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(sql)
+
+
+def test_a_lone_integer_primary_key_stays_the_rowid(sense):
+    migrate(sense, BASE)
+    conn = open_db(sense)
+    conn.execute("INSERT INTO sample (ts, value) VALUES (NULL, 1.0)")  # NULL asks SQLite for the next rowid
+    assert conn.execute("SELECT ts FROM sample").fetchone()[0] == 1

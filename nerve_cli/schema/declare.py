@@ -189,7 +189,7 @@ def _build_spec(cls: type, name: str | None, pk: Any, indexes: Iterable[Any], un
         raise _fail(cls, f"table name {table_name!r} must be letters, digits and '_', starting with a letter")
     pk_cols = _pk_tuple(cls, pk)
     hints = _hints(cls)
-    columns = tuple(_column(cls, f, hints[f.name], f.name in pk_cols) for f in _fields(cls))
+    columns = tuple(_column(cls, f, hints[f.name], f.name in pk_cols, len(pk_cols) == 1) for f in _fields(cls))
     names = [c.name for c in columns]
     if not columns:
         raise _fail(cls, "a table needs at least one annotated field")
@@ -240,7 +240,7 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _column(cls: type, field: dataclasses.Field, annotation: Any, is_pk: bool) -> Column:
+def _column(cls: type, field: dataclasses.Field, annotation: Any, is_pk: bool, single_pk: bool) -> Column:
     inner, optional = _unwrap_optional(annotation)
     base = typing.get_origin(inner) or inner
     if base not in _SCALARS:
@@ -254,7 +254,10 @@ def _column(cls: type, field: dataclasses.Field, annotation: Any, is_pk: bool) -
         _check_default(cls, field, kind)
     if has_default and field.default is None and not optional:
         raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default None needs an Optional type ({sql_type.lower()} | None)")
-    return Column(field.name, sql_type, not optional and not is_pk, kind, has_default, field.default if has_default else None)
+    # A lone INTEGER primary key is the rowid and can never be NULL; any other key column could be,
+    # and a NULL key matches nothing on upsert, so it is NOT NULL unless declared Optional.
+    rowid = is_pk and single_pk and sql_type == "INTEGER"
+    return Column(field.name, sql_type, not optional and not rowid, kind, has_default, field.default if has_default else None)
 
 
 def _check_default(cls: type, field: dataclasses.Field, kind: str) -> None:
