@@ -90,10 +90,7 @@ def add_sense(home: Path, name: str, settings: dict, reflex: dict | None = None)
     """Register sense `name` under `senses:` (and optionally a reflex for it)."""
     _check_new_name(name, "sense")
     with edit_config(home) as doc:
-        senses = _mapping_section(doc, "senses")
-        if name in senses:
-            raise NerveError(f"sense `{name}` is already in nerve.yaml (senses.{name})")
-        append_key(senses, name, _node(settings, flow=_sibling_flow(senses)))
+        _add_entry(doc, "senses", "sense", name, settings)
         if reflex is not None:
             reflexes = _list_section(doc, "reflexes")
             entry = {"sense": name, **{k: v for k, v in reflex.items() if k != "sense"}}
@@ -104,10 +101,15 @@ def add_workflow(home: Path, name: str, settings: dict) -> None:
     """Register workflow `name` under `workflows:`."""
     _check_new_name(name, "workflow")
     with edit_config(home) as doc:
-        workflows = _mapping_section(doc, "workflows")
-        if name in workflows:
-            raise NerveError(f"workflow `{name}` is already in nerve.yaml (workflows.{name})")
-        append_key(workflows, name, _node(settings, flow=_sibling_flow(workflows)))
+        _add_entry(doc, "workflows", "workflow", name, settings)
+
+
+def _add_entry(doc: CommentedMap, section: str, kind: str, name: str, settings: dict) -> None:
+    """A new `name: settings` entry in a mapping section, in the style of its siblings; refuses an existing name."""
+    entries = _mapping_section(doc, section)
+    if name in entries:
+        raise NerveError(f"{kind} `{name}` is already in nerve.yaml ({section}.{name})")
+    append_key(entries, name, _node(settings, flow=_sibling_flow(entries)))
 
 
 def set_enabled(

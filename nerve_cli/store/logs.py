@@ -236,12 +236,18 @@ def log_row(row: tuple) -> dict:
     }
 
 
+def _equal(pairs: tuple[tuple[str, Any], ...]) -> tuple[list[str], list]:
+    """`column = ?` clauses for the filters that were given."""
+    given = [(column, value) for column, value in pairs if value is not None]
+    return [f"{column} = ?" for column, _ in given], [value for _, value in given]
+
+
+def _joined(clauses: list[str]) -> str:
+    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+
+
 def _where(source, type, ref, since_ms, after_id, until_ms=None) -> tuple[str, list]:
-    clauses, params = [], []
-    for column, value in (("source", source), ("type", type), ("ref_id", ref)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
+    clauses, params = _equal((("source", source), ("type", type), ("ref_id", ref)))
     if since_ms is not None:
         clauses.append("ts >= ?")
         params.append(since_ms)
@@ -251,7 +257,7 @@ def _where(source, type, ref, since_ms, after_id, until_ms=None) -> tuple[str, l
     if after_id is not None:
         clauses.append("id > ?")
         params.append(after_id)
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+    return _joined(clauses), params
 
 
 def query_logs(
@@ -292,14 +298,8 @@ def workflow_runs(path: Path, status: str | None = None, workflow: str | None = 
     """Rows of workflow_runs (run_id, workflow, status, ts, time), in run order. No db → []."""
     if not Path(path).exists():
         return []
-    clauses, params = [], []
-    if status is not None:
-        clauses.append("status = ?")
-        params.append(status)
-    if workflow is not None:
-        clauses.append("workflow = ?")
-        params.append(workflow)
-    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    clauses, params = _equal((("status", status), ("workflow", workflow)))
+    where = _joined(clauses)
     sql = (
         f"SELECT run_id, workflow, status, ts FROM workflow_runs{where} "
         "ORDER BY CAST(substr(run_id, 5) AS INTEGER), run_id"
