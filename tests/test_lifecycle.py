@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
+from nerve_cli.config.lifecycle import plan_disable
 from nerve_cli.config.load import load_config, validate
 from nerve_cli.instance.git import commit, init_repo
-from nerve_cli.lifecycle import plan_disable
 
 # fetch → parse (on fetch) → report (on parse); audit reads fetch as a peer.
 CHAIN = """\

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from nerve_cli.config.lifecycle_marks import disable, enable, locate, marks
 from nerve_cli.config.load import validate
 from nerve_cli.config.source import make_yaml
-from nerve_cli.lifecycle_marks import disable, enable, locate, marks
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance" / "nerve.yaml"
 

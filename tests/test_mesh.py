@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.config.load import load_config
-from nerve_cli.mesh import build, observed_launches
+from nerve_cli.config.mesh import build, observed_launches
 from nerve_cli.store.logs import LogStore
 
 CONFIG = """\

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sensekit import db_rows, worker, write_instance
 
-from nerve_cli.kernel.protocol import Error, Signal, Silent
 from nerve_cli.senses.worker_client import WorkerGone
+from nerve_cli.wire.protocol import Error, Signal, Silent
 
 INSERT_THEN = """
 import os, time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sensekit import db_rows, worker, write_instance
 
-from nerve_cli.kernel.protocol import Error, Signal
+from nerve_cli.wire.protocol import Error, Signal
 
 WRITER = """
 import time

@@ -10,7 +10,7 @@ import time
 
 from sensekit import db_rows, worker, write_instance
 
-from nerve_cli.kernel.protocol import Cancel, Compute, Error, Shutdown, Signal, Silent
+from nerve_cli.wire.protocol import Cancel, Compute, Error, Shutdown, Signal, Silent
 
 SLEEPY = """
 import time

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from nerve_cli.store.logs import query_logs
-from nerve_cli.workflow.rebuild import current_runs, rebuild_runs
+from nerve_cli.workflows.rebuild import current_runs, rebuild_runs
 from workflow_support import PINGPONG, end_payload, ended, events, make_instance, manager, seqs, status_of, wait_for
 
 TESTS = Path(__file__).resolve().parent

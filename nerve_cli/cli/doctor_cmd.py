@@ -20,7 +20,7 @@ def doctor(
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.workflow.rebuild import doctor as check
+    from nerve_cli.workflows.rebuild import doctor as check
 
     report = check(require_instance(home), fix=fix)
     if not report.differences:

@@ -11,7 +11,7 @@ from nerve_cli.cli.common import HomeOption
 if TYPE_CHECKING:
     from rich.tree import Tree
 
-    from nerve_cli.mesh import Edge, Mesh
+    from nerve_cli.config.mesh import Edge, Mesh
 
 FORMATS = ("tree", "mermaid", "dot", "json")
 
@@ -33,7 +33,7 @@ def mesh(
     from nerve_cli.config.load import load_config
     from nerve_cli.errors import NerveError
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.mesh import build, observed_launches, to_dot, to_mermaid
+    from nerve_cli.config.mesh import build, observed_launches, to_dot, to_mermaid
 
     if format_ not in FORMATS:
         raise NerveError(f"unknown --format {format_!r}: use one of {', '.join(FORMATS)}")
@@ -54,7 +54,7 @@ def render_tree(graph: "Mesh") -> "Tree":
     from rich.text import Text
     from rich.tree import Tree
 
-    from nerve_cli.mesh import CLOCK
+    from nerve_cli.config.mesh import CLOCK
 
     top = Tree(Text(_summary(graph)))
     shown: set[str] = set()
@@ -78,7 +78,7 @@ def _grow(graph: "Mesh", parent: "Tree", edge: "Edge", path: tuple[str, ...], sh
     """Add the target of `edge` under `parent`, then what it triggers (each node expanded once)."""
     from rich.text import Text
 
-    from nerve_cli.mesh import label
+    from nerve_cli.config.mesh import label
 
     node = graph.nodes[edge.target]
     arrow = {"timer": "", "on": "→ ", "launch": "⇒ "}.get(edge.kind, "")
@@ -110,7 +110,7 @@ def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
     """Senses no timer or channel leads to (on demand only, or only inside a loop) and unlaunched workflows."""
     from rich.text import Text
 
-    from nerve_cli.mesh import Edge, label
+    from nerve_cli.config.mesh import Edge, label
 
     rest = [n for n in graph.nodes.values() if n.kind in ("sense", "builtin") and n.id not in shown]
     if rest:

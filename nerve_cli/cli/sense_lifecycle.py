@@ -1,4 +1,4 @@
-"""`nerve sense disable|enable`: soft delete with the cascade (the logic is in nerve_cli.lifecycle)."""
+"""`nerve sense disable|enable`: soft delete with the cascade (the logic is in nerve_cli.config.lifecycle)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from nerve_cli.cli.common import HomeOption, JsonOption
 
 if TYPE_CHECKING:
-    from nerve_cli.lifecycle import Item, Outcome
+    from nerve_cli.config.lifecycle import Item, Outcome
 
 Name = Annotated[str, typer.Argument(help="Sense name.")]
 
@@ -29,7 +29,7 @@ def disable(
     Example: nerve sense disable disk-usage --dry-run
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.lifecycle import disable_sense
+    from nerve_cli.config.lifecycle import disable_sense
 
     outcome = disable_sense(require_instance(home), name, dry_run=dry_run)
     if json_:
@@ -54,7 +54,7 @@ def enable(
     Example: nerve sense enable disk-usage --cascade
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.lifecycle import enable_sense
+    from nerve_cli.config.lifecycle import enable_sense
 
     outcome = enable_sense(require_instance(home), name, cascade=cascade, reflexes=tuple(reflex or ()), dry_run=dry_run)
     if json_:

@@ -23,7 +23,7 @@ def list_(
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.workflow.threads import list_threads
+    from nerve_cli.workflows.threads import list_threads
 
     runs = list_threads(Layout(require_instance(home)).logs_db, status=status, workflow=workflow, limit=limit)
     if json_:
@@ -46,7 +46,7 @@ def show(
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.workflow.threads import thread_detail
+    from nerve_cli.workflows.threads import thread_detail
 
     detail = thread_detail(Layout(require_instance(home)).logs_db, run_id)
     if json_:

@@ -26,7 +26,7 @@ def new(name: Name, home: HomeOption = None) -> None:
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.workflow.scaffold import new_workflow
+    from nerve_cli.workflows.scaffold import new_workflow
 
     made = new_workflow(require_instance(home), name)
     output.info(f"created workflows/{made.name}.py and registered it in nerve.yaml", style="green")
@@ -43,7 +43,7 @@ def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.workflow.threads import workflows_overview
+    from nerve_cli.workflows.threads import workflows_overview
 
     rows = workflows_overview(require_instance(home))
     if json_:
@@ -83,7 +83,7 @@ def run(
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.home import require_instance
-    from nerve_cli.workflow.runner import run_workflow
+    from nerve_cli.workflows.runner import run_workflow
 
     def report(level: str, line: str) -> None:
         # standalone only: what the worker prints (user print()s, tracebacks) and worker deaths, on stderr;

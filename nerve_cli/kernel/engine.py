@@ -20,7 +20,6 @@ from typing import Any, Callable
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
-from nerve_cli.kernel import protocol
 from nerve_cli.kernel.control import ControlServer
 from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
@@ -29,6 +28,7 @@ from nerve_cli.kernel.scheduler import Scheduler, Start
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.watchdog import Watchdog
 from nerve_cli.store.logs import LogStore
+from nerve_cli.wire import protocol
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 

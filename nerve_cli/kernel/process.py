@@ -17,7 +17,7 @@ import sys
 from asyncio import unix_events
 from typing import Callable, Sequence
 
-from nerve_cli.kernel import protocol
+from nerve_cli.wire import protocol
 
 log = logging.getLogger(__name__)
 

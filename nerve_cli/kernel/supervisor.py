@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel import protocol
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
-from nerve_cli.worker.spec import GroupSpec
+from nerve_cli.wire import protocol
+from nerve_cli.wire.spec import GroupSpec
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0

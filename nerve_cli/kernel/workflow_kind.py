@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.home import Layout
-from nerve_cli.kernel import protocol
 from nerve_cli.kernel.process import WorkerProcess
+from nerve_cli.wire import protocol
 
 
 @dataclass

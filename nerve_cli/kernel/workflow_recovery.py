@@ -12,12 +12,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from nerve_cli.config.model import format_duration
-from nerve_cli.kernel import protocol
 from nerve_cli.kernel.workflow_kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs
+from nerve_cli.store.runs import persisted_chain, queued_request
+from nerve_cli.wire import protocol
 from nerve_cli.workflow.model import rounds_used
-from nerve_cli.workflow.rebuild import persisted_chain
-from nerve_cli.workflow.threads import queued_request
 
 if TYPE_CHECKING:
     from nerve_cli.kernel.workflows import WorkflowManager

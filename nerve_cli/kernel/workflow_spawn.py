@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from nerve_cli.kernel import protocol, workflow_recovery as recovery
+from nerve_cli.kernel import workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
+from nerve_cli.wire import protocol
 from nerve_cli.workflow.model import rounds_used
 
 if TYPE_CHECKING:

@@ -22,13 +22,14 @@ from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
-from nerve_cli.kernel import protocol, workflow_recovery as recovery
+from nerve_cli.kernel import workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess
 from nerve_cli.kernel.workflow_kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
+from nerve_cli.store.runs import run_counts
+from nerve_cli.wire import protocol
 from nerve_cli.workflow.directive import parse_directive
 from nerve_cli.workflow.model import WorkflowMessage, rounds_used, start_message
-from nerve_cli.workflow.threads import run_counts
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from nerve_cli.errors import SenseError
-from nerve_cli.kernel.protocol import Cancel, Compute, Error, ErrorInfo, Signal
 from nerve_cli.senses.worker_client import SenseWorkerClient, WorkerGone
+from nerve_cli.wire.protocol import Cancel, Compute, Error, ErrorInfo, Signal
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
 

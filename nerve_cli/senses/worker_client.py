@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
-from nerve_cli.kernel.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
+from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
 
 Answer = Signal | Silent | Error
 

@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.kernel.protocol import ErrorInfo
 from nerve_cli.store.sensedb import Peers, SenseDB
+from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.workflow.directive import SenseResult
 

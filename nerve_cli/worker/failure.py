@@ -11,7 +11,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from nerve_cli.kernel.protocol import ErrorInfo
+from nerve_cli.wire.protocol import ErrorInfo
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nerve_cli.home import Layout
-from nerve_cli.kernel.protocol import ErrorInfo
 from nerve_cli.schema.declare import tables_of
 from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.migrate import apply_migrations
 from nerve_cli.store.blobs import BlobStore
 from nerve_cli.store.sensedb import Peers, SenseDB, write_archive_map
+from nerve_cli.wire.protocol import ErrorInfo
+from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import LoadedSense, compute_arity
 from nerve_cli.worker.failure import error_info, shown_path
-from nerve_cli.worker.spec import GroupSpec
 
 
 @dataclass

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.kernel.protocol import (Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown, Signal,
+from nerve_cli.wire.protocol import (Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown, Signal,
                                        Silent, decode)
 from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
 from nerve_cli.worker.stdio import ProtocolWriter, stdin_reader
@@ -216,7 +216,7 @@ def _names(option: str | None) -> list[str]:
 
 
 def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_json: str | None) -> SenseRuntime:
-    from nerve_cli.worker.spec import GroupSpec
+    from nerve_cli.wire.spec import GroupSpec
 
     if spec_json:
         return _build_from(home, group, GroupSpec.from_json(spec_json), out)  # the kernel's validated config

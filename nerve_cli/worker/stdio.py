@@ -15,7 +15,7 @@ import sys
 import threading
 from asyncio import unix_events
 
-from nerve_cli.kernel.protocol import MAX_LINE, Message
+from nerve_cli.wire.protocol import MAX_LINE, Message
 
 # asyncio reads pipes 256 KiB at a time and pays an mmap/munmap per small read;
 # 64 KiB halves the round trip (LIBRARY-NOTES). The kernel's handle does the same.

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.kernel import protocol
+from nerve_cli.wire import protocol
 from nerve_cli.workflow.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.workflow.thread import FAILED, ThreadContext, run_thread
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from nerve_cli.kernel.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
+from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
 from nerve_cli.workflow.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage
 
 COMPLETED, FAILED = "completed", "failed"

@@ -12,31 +12,10 @@ from typing import Any
 
 from nerve_cli.errors import NerveError
 from nerve_cli.store.logs import iso_ms, now_ms, open_readonly, query_logs, workflow_runs
+from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
 from nerve_cli.workflow.model import START
-from nerve_cli.workflow.rebuild import MESSAGE_FIELDS
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
-
-
-def queued_request(logs_path: Path, run_id: str) -> dict[str, Any]:
-    """The payload of the run's `queued` row: prompt, max_rounds, origin ({} if none)."""
-    rows = query_logs(logs_path, source="workflow", type="queued", ref=run_id, limit=1)
-    return (rows[0]["payload"] or {}) if rows else {}
-
-
-def run_counts(logs_path: Path) -> dict[str, dict[str, int]]:
-    """workflow → status → number of threads, from workflow_runs."""
-    if not Path(logs_path).exists():
-        return {}
-    conn = open_readonly(logs_path)
-    try:
-        rows = conn.execute("SELECT workflow, status, COUNT(*) FROM workflow_runs GROUP BY workflow, status")
-        out: dict[str, dict[str, int]] = {}
-        for workflow, status, count in rows:
-            out.setdefault(workflow, {})[status] = count
-        return out
-    finally:
-        conn.close()
 
 
 def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]:

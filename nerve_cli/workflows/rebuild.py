@@ -1,6 +1,5 @@
 """Derived workflow state, recomputed from the logs (the source of truth).
 
-- `persisted_chain`: a thread's chain from its `message` rows, ordered by seq.
 - `rebuild_runs`: what workflow_runs should hold: the last status-type log row
   of each run (archived days first, then logs.db).
 - `compare_runs` / `rewrite_runs`: what `nerve doctor [--fix]` shows and does.
@@ -15,31 +14,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly, query_logs
-from nerve_cli.workflow.model import WorkflowMessage
-
-MESSAGE_FIELDS = ("role", "content", "meta", "timestamp")
-
-
-def persisted_chain(logs_path: Path, run_id: str) -> list[WorkflowMessage]:
-    """The thread's messages as persisted, seq 0..n; ValueError when a row is not a valid message.
-
-    A duplicated seq keeps its first row; the chain stops at the first gap.
-    """
-    by_seq: dict[int, Any] = {}
-    for row in query_logs(logs_path, source="workflow", type="message", ref=run_id):
-        payload = row["payload"] or {}
-        seq = payload.get("seq")
-        if isinstance(seq, int) and not isinstance(seq, bool) and seq not in by_seq:
-            by_seq[seq] = {k: payload.get(k) for k in MESSAGE_FIELDS}
-    chain: list[WorkflowMessage] = []
-    while len(chain) in by_seq:
-        try:
-            chain.append(WorkflowMessage.from_dict(by_seq[len(chain)]))
-        except ValueError as exc:
-            raise ValueError(f"{run_id} message seq {len(chain)}: {exc}") from None
-    return chain
-
+from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
 
 @dataclass(frozen=True)
 class RunState:

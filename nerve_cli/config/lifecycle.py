@@ -254,7 +254,7 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
 def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
     from nerve_cli.config.load import config_path, validate
     from nerve_cli.config.problems import count_words, errors_of
-    from nerve_cli.lifecycle_marks import marks
+    from nerve_cli.config.lifecycle_marks import marks
 
     path = config_path(home)
     text = path.read_text(encoding="utf-8")
@@ -314,7 +314,7 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Ou
 
 
 def _turn(doc: Any, kind: str, key: str | int, on: bool, mark: str | None) -> None:
-    from nerve_cli.lifecycle_marks import disable, enable, locate
+    from nerve_cli.config.lifecycle_marks import disable, enable, locate
 
     parent, key = locate(doc, kind, key)
     if on:
