@@ -17,7 +17,7 @@ from typing import Any, Iterator, Literal
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from nerve_cli.config.load import SECTIONS, config_path, validate
+from nerve_cli.config.load import SECTIONS, config_path, read_config, validate
 from nerve_cli.config.model import check_name
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.config.rules import hint
@@ -35,7 +35,7 @@ def edit_config(home: Path) -> Iterator[CommentedMap]:
     An exception inside the block (or an invalid result) leaves the file untouched.
     """
     path = config_path(home)
-    original = path.read_text(encoding="utf-8")
+    original = read_config(path)
     doc, problems = parse(original, path.name)
     if problems:
         raise ConfigError(f"{path} cannot be edited: it is not valid YAML; fix it first", problems)
@@ -48,7 +48,7 @@ def edit_config(home: Path) -> Iterator[CommentedMap]:
     if text == original:
         return
     _refuse_if_invalid(path, original, text)
-    if path.read_text(encoding="utf-8") != original:
+    if read_config(path) != original:
         raise NerveError(f"{path} changed while it was being edited; nothing was written, run the command again")
     write_atomic(path, text)
 

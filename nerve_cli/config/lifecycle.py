@@ -252,12 +252,12 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
 
 
 def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
-    from nerve_cli.config.load import config_path, validate
+    from nerve_cli.config.load import config_path, read_config, validate
     from nerve_cli.config.problems import count_words, errors_of
     from nerve_cli.config.lifecycle_marks import marks
 
     path = config_path(home)
-    text = path.read_text(encoding="utf-8")
+    text = read_config(path)
     result = validate(text, path)
     if result.config is None:
         errors = errors_of(result.problems)
@@ -293,7 +293,7 @@ def _hint(name: str, names: Iterable[str]) -> str:
 
 def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Outcome:
     from nerve_cli.config.edit import edit_config
-    from nerve_cli.config.load import config_path
+    from nerve_cli.config.load import config_path, read_config
     from nerve_cli.instance.git import commit
 
     outcome = Outcome(plan, dry_run, home=home)
@@ -301,7 +301,7 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Ou
         return outcome
     path = config_path(home)
     with edit_config(home) as doc:
-        if path.read_text(encoding="utf-8") != text:
+        if read_config(path) != text:
             raise NerveError(f"{path} changed while the change was planned; nothing was written, run the command again")
         if plan.change_target:
             _turn(doc, plan.kind, plan.name, plan.enabled, None)

@@ -41,13 +41,16 @@ def validate_text(text: str, path: str | Path = "nerve.yaml") -> tuple[NerveConf
 
 def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
     """Full validation: syntax, shape (pydantic), references between sections, channels."""
-    from nerve_cli.config.source import parse, to_plain
+    from nerve_cli.config.source import TooLarge, parse, to_plain
 
     file = Path(path).name
     doc, problems = parse(text, file)
     if problems:
         return Validation(None, problems)
-    data = to_plain(doc)
+    try:
+        data = to_plain(doc)
+    except TooLarge as exc:
+        return Validation(None, [Problem("", str(exc), line=1, file=file)])
     if data is None:  # an empty file (or only comments) is a valid, empty config
         return Validation(NerveConfig(), data={}, doc=doc)
     if not isinstance(data, dict):
@@ -111,8 +114,23 @@ def _deduplicated(problems: list[Problem]) -> list[Problem]:
 
 
 def validate_file(path: Path) -> Validation:
-    """Validate a nerve.yaml on disk (it must exist)."""
-    return validate(Path(path).read_text(encoding="utf-8"), path)
+    """Validate a nerve.yaml on disk (it must exist); a file too large or not UTF-8 is one problem."""
+    from nerve_cli.config.source import read_text
+
+    text, problems = read_text(path)
+    if text is None:
+        return Validation(None, problems)
+    return validate(text, path)
+
+
+def read_config(path: Path) -> str:
+    """nerve.yaml's text for an edit; ConfigError when it is too large or not UTF-8."""
+    from nerve_cli.config.source import read_text
+
+    text, problems = read_text(path)
+    if text is None:
+        raise ConfigError(f"{path} cannot be read as a config; fix it first (`nerve config check`)", problems)
+    return text
 
 
 def config_path(home: Path) -> Path:

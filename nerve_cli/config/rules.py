@@ -85,7 +85,7 @@ def _check_senses(senses: dict) -> Iterator[Finding]:
 
 def _check_groups(groups: dict, senses: dict) -> Iterator[Finding]:
     """A `groups:` entry no sense uses is almost always a typo of a group name."""
-    used = {_mapping(s).get("group", "default") for s in senses.values()}
+    used = {g for s in senses.values() if isinstance(g := _mapping(s).get("group", "default"), str)}
     for name in groups:
         if name not in used:
             yield ("groups", name), "warning", (
@@ -167,7 +167,13 @@ def _check_trigger(i: int, reflex: dict) -> Iterator[Finding]:
 
 
 def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
-    """Warn about loops of two or more senses triggering each other (self-loops are warned above)."""
+    """Warn about loops of two or more senses triggering each other (self-loops are warned above).
+
+    One warning per set of senses that reach each other (a strongly connected
+    component), showing one loop through all of it where the edges allow: there
+    can be factorially many simple loops (14 senses each listening to all
+    others have billions), so they are never enumerated.
+    """
     edges: dict[str, set[str]] = {}
     edge_reflex: dict[tuple[str, str], int] = {}
     for i, reflex in enumerate(_names(data.get("reflexes"))):
@@ -180,24 +186,67 @@ def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
             if isinstance(source, str) and source in senses and source != target:
                 edges.setdefault(source, set()).add(target)
                 edge_reflex.setdefault((source, target), i)
-    seen: set[frozenset[str]] = set()
-    for start in sorted(edges):
-        for loop in _loops_from(start, edges):
-            key = frozenset(loop)
-            if key not in seen:
-                seen.add(key)
-                yield ("reflexes", edge_reflex[(loop[-1], loop[0])], "on"), "warning", (
-                    "senses trigger each other in a loop: " + " → ".join([*loop, loop[0]])
-                    + "; every signal goes round again (only `throttle` or returning None stops it)"
-                )
+    for component in _components(edges):
+        loop = _loop_through(min(component), component, edges)
+        yield ("reflexes", edge_reflex[(loop[-1], loop[0])], "on"), "warning", (
+            "senses trigger each other in a loop: " + " → ".join([*loop, loop[0]])
+            + "; every signal goes round again (only `throttle` or returning None stops it)"
+        )
 
 
-def _loops_from(start: str, edges: dict[str, set[str]]) -> Iterator[list[str]]:
-    stack: list[tuple[str, list[str]]] = [(start, [start])]
-    while stack:
-        node, path = stack.pop()
+def _components(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of two or more nodes (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return sorted(out, key=min)
+
+
+def _loop_through(start: str, component: set[str], edges: dict[str, set[str]]) -> list[str]:
+    """A shortest loop from `start` back to itself inside its component (breadth first)."""
+    parent: dict[str, str] = {}
+    queue = [start]
+    for node in queue:
         for nxt in sorted(edges.get(node, ())):
             if nxt == start:
-                yield path
-            elif nxt not in path and nxt > start:  # each loop once, from its smallest member
-                stack.append((nxt, [*path, nxt]))
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            if nxt in component and nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    return [start]  # unreachable: every member of a component reaches back to it

@@ -3,16 +3,59 @@
 ruamel keeps comments, key order and flow style for edits and knows where every
 key sits, which is what turns a pydantic location into `nerve.yaml:5:`. YAML 1.2
 also means `off`/`yes` stay strings instead of silently becoming booleans.
+
+The file is read with bounds, because the engine re-reads it on every save and
+a config is never big: at most `MAX_BYTES`, nested at most `MAX_DEPTH` levels,
+at most `MAX_VALUES` values once YAML aliases are expanded (nine levels of nine
+aliases is a 1.4 KB file that expands to 387 million values). Anything past a
+bound is one problem, found before the work it would cost is done.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.problems import Loc, Problem
 
 _DUPLICATE = re.compile(r'found duplicate key "(.*?)"')
+
+MAX_BYTES = 256 * 1024  # a thousand senses with their reflexes take about 110 KB
+MAX_DEPTH = 32  # nerve.yaml itself needs 5 (top level, section, entry, list, value)
+MAX_VALUES = 100_000  # after alias expansion
+# Flow brackets outside comments and quoted scalars. ruamel's scanner looks ahead
+# over every open flow bracket (quadratic: 3,000 of them take seconds), so their
+# depth is counted before ruamel sees the text. A quote opens a quoted scalar only
+# where YAML allows one (start of line, after space or `[{,:`).
+_FLOW_TOKENS = re.compile(r"""(?:^|(?<=\s))#[^\n]*|(?:^|(?<=[\s\[{,:]))(?:'(?:[^']|'')*'|"(?:[^"\\]|\\.)*")|[\[\]{}]""",
+                          re.MULTILINE)
+
+
+class TooLarge(Exception):
+    """A bound was passed; the message says which, for the user."""
+
+
+def read_text(path: Path) -> tuple[str | None, list[Problem]]:
+    """The file's text, or None and one problem: too large, or not UTF-8 (with the line of the first bad byte)."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        return None, [_too_large(path.name)]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = (f"not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded ({exc.reason}); "
+                   f"save {path.name} as UTF-8")
+        return None, [Problem("", message, line=line, column=column, file=path.name)]
+
+
+def _too_large(file: str) -> Problem:
+    return Problem("", f"the file is larger than {MAX_BYTES // 1024} KiB; a config is never this big "
+                       "(is it the right file?)", line=1, file=file)
 
 
 def make_yaml(text: str = "") -> Any:
@@ -20,6 +63,7 @@ def make_yaml(text: str = "") -> Any:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="rt")
+    yaml.max_depth = MAX_DEPTH
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap a long flow mapping the user wrote on one line
     mapping, sequence, offset = guess_indent(text)
@@ -56,18 +100,43 @@ def guess_indent(text: str) -> tuple[int, int, int]:
 
 
 def parse(text: str, file: str = "nerve.yaml") -> tuple[Any, list[Problem]]:
-    """The round-trip document, or None and one syntax problem with line and column."""
+    """The round-trip document, or None and one problem: a syntax error with line and column, or a bound passed."""
+    from ruamel.yaml.composer import MaxDepthExceededError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    if len(text) > MAX_BYTES:
+        return None, [_too_large(file)]
+    deep = _flow_too_deep(text, file)
+    if deep is not None:
+        return None, [deep]
     try:
         return make_yaml(text).load(text), []
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
-        return None, [Problem("", _syntax_message(exc), line=line, column=column, file=file)]
+        message = _too_deep() if isinstance(exc, MaxDepthExceededError) else _syntax_message(exc)
+        return None, [Problem("", message, line=line, column=column, file=file)]
     except YAMLError as exc:
         return None, [Problem("", f"not valid YAML: {exc}", file=file)]
+
+
+def _too_deep() -> str:
+    return f"nested more than {MAX_DEPTH} levels deep; nerve.yaml needs at most 5 (section, entry, key, list, value)"
+
+
+def _flow_too_deep(text: str, file: str) -> Problem | None:
+    depth = 0
+    for match in _FLOW_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                return Problem("", _too_deep(), line=line, file=file)
+        elif token in "]}":
+            depth = max(0, depth - 1)
+    return None
 
 
 def _syntax_message(exc: Any) -> str:
@@ -85,18 +154,41 @@ def _syntax_message(exc: Any) -> str:
 def to_plain(node: Any) -> Any:
     """ruamel's commented containers and scalar subclasses → plain dict/list/str/int/float/bool.
 
-    pydantic's strict types would refuse ruamel's `ScalarInt` and friends.
+    pydantic's strict types would refuse ruamel's `ScalarInt` and friends. Aliases
+    are expanded here, so this is where their cost is bounded: `TooLarge` past
+    `MAX_VALUES` values or `MAX_DEPTH` levels.
+    A key that is itself a list or mapping (`? [a, b]`) becomes its text: it is
+    then refused as a name, instead of breaking every dict and set it lands in.
     """
+    budget = [MAX_VALUES]
+    return _plain(node, budget, 0)
+
+
+def _plain(node: Any, budget: list[int], depth: int) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise TooLarge(f"more than {MAX_VALUES:,} values once YAML aliases (*name) are expanded; "
+                       "use fewer aliases, or none")
+    if depth > MAX_DEPTH:
+        raise TooLarge(f"nested more than {MAX_DEPTH} levels deep once YAML aliases (*name) are expanded")
     if isinstance(node, dict):
-        return {to_plain(k): to_plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [to_plain(v) for v in node]
+        return {_key(_plain(k, budget, depth + 1)): _plain(v, budget, depth + 1) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_plain(v, budget, depth + 1) for v in node]
     if isinstance(node, bool) or node is None:
         return node
     for kind in (str, int, float):
         if isinstance(node, kind):
             return kind(node)
     return node
+
+
+def _key(key: Any) -> Any:
+    if isinstance(key, (list, dict)):
+        import json
+
+        return json.dumps(key, default=str)
+    return key
 
 
 def line_of(doc: Any, loc: Loc) -> int | None:

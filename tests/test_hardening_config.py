@@ -1,0 +1,137 @@
+"""nerve.yaml that is hostile by accident: alias bombs, deep nesting, bytes that are not UTF-8,
+values of the wrong kind, loops too many to count. Each gets a clear problem, quickly,
+from `nerve config check` and from the running engine, which keeps its config and answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from enginekit import RunningEngine, read_logs, wait_for, write_instance
+from nerve_cli.cli.app import app
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance"
+runner = CliRunner()
+
+
+def alias_bomb(levels: int = 9, fan: int = 9) -> str:
+    """The 1.4 KB file of the report: each level lists the previous one `fan` times."""
+    lines = [f"a0: &a0 [{', '.join(['lol'] * fan)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fan)}]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\nsenses: *a{levels - 1}\n"
+
+
+@pytest.fixture
+def instance(home: Path) -> Path:
+    shutil.copytree(TEMPLATE, home)
+    return home
+
+
+def check_process(home: Path, timeout: float = 20.0) -> subprocess.CompletedProcess:
+    """`nerve config check` as a real process, so a hang is a timeout and a traceback is visible."""
+    return subprocess.run([sys.executable, "-m", "nerve_cli", "config", "check", "--home", str(home)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_alias_bomb_is_refused_by_config_check_at_once(instance: Path) -> None:
+    (instance / "nerve.yaml").write_text(alias_bomb())
+    started = time.monotonic()
+    result = check_process(instance)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "aliases" in result.stdout and "100,000 values" in result.stdout
+
+
+def test_alias_bomb_saved_while_the_engine_runs_is_rejected_and_the_engine_keeps_answering(home: Path) -> None:
+    config = "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 200ms}\n"
+    write_instance(home, config, {"tick": "def compute(db, peers):\n    return 1\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        (home / "nerve.yaml").write_text(alias_bomb())
+        rejected = wait_for(lambda: read_logs(home, "system", "config_rejected"), 15, what="the rejection")
+        assert "aliases" in " ".join(rejected[0]["payload"]["problems"])
+        assert engine.status()["senses"]["tick"]["group"] == "default"  # the old config still runs
+        code, output = engine.stop()
+    assert code == 0, output
+
+
+def test_config_tracebacks_non_utf8_bytes_name_the_line(instance: Path) -> None:
+    path = instance / "nerve.yaml"
+    path.write_bytes(path.read_bytes().replace(b"group: system", b"group: syst\xffem", 1))
+    result = check_process(instance)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = path.read_bytes().split(b"\n").index(b"    group: syst\xffem") + 1
+    assert f"nerve.yaml:{line}:" in result.stdout and "not UTF-8" in result.stdout and "0xff" in result.stdout
+
+
+@pytest.mark.parametrize("nested", ["[" * 3000 + "]" * 3000, "{a: " * 3000 + "1" + "}" * 3000,
+                                    "\n" + "".join(" " * (i + 2) + "k:\n" for i in range(300))])
+def test_config_tracebacks_deep_nesting_is_one_problem(instance: Path, nested: str) -> None:
+    (instance / "nerve.yaml").write_text("engine:\n  max_rounds: " + nested + "\n")
+    started = time.monotonic()
+    result = check_process(instance)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "nested more than 32 levels deep" in result.stdout
+
+
+@pytest.mark.parametrize("text", [
+    "senses:\n  a: {group: [x, y]}\nreflexes:\n  - {sense: a, interval: 1s}\n",
+    "senses:\n  a: {group: {x: 1}}\nreflexes:\n  - {sense: a, interval: 1s}\ngroups:\n  x: {memory_limit: 1MB}\n",
+    "senses:\n  ? [a, b]\n  : {group: x}\n",
+    "groups:\n  ? {a: 1}\n  : {memory_limit: 1MB}\n",
+])
+def test_config_tracebacks_a_list_or_mapping_where_a_name_belongs(instance: Path, text: str) -> None:
+    (instance / "nerve.yaml").write_text(text)
+    result = runner.invoke(app, ["config", "check"])
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    assert any(w in result.output for w in ("expected a name", "is not allowed")), result.output
+
+
+def test_config_tracebacks_a_file_far_too_large_is_refused_unread(instance: Path) -> None:
+    (instance / "nerve.yaml").write_text("# " + "x" * (2 * 1024 * 1024) + "\n")
+    result = runner.invoke(app, ["config", "check"])
+    assert result.exit_code == 1 and "larger than 256 KiB" in result.output, result.output
+
+
+def test_config_tracebacks_senses_all_listening_to_each_other_are_checked_at_once(instance: Path) -> None:
+    names = [f"s{i}" for i in range(16)]  # each listening to all 15 others: trillions of simple loops
+    text = "senses:\n" + "".join(f"  {n}: {{}}\n" for n in names) + "reflexes:\n" + "".join(
+        f"  - {{sense: {n}, on: [{', '.join(m for m in names if m != n)}]}}\n" for n in names)
+    (instance / "nerve.yaml").write_text(text)
+    started = time.monotonic()
+    result = check_process(instance)
+    assert time.monotonic() - started < 10
+    loops = [line for line in result.stdout.splitlines() if "in a loop" in line]
+    assert len(loops) == 1 and "s0 → " in loops[0], result.stdout
+
+
+def test_config_tracebacks_non_utf8_save_keeps_hot_reload_working(home: Path) -> None:
+    config = "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 1h}\n"
+    write_instance(home, config, {"tick": "def compute(db, peers):\n    return 1\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        (home / "nerve.yaml").write_bytes(config.encode() + b"# caf\xe9\n")
+        rejected = wait_for(lambda: read_logs(home, "system", "config_rejected"), 15, what="the rejection")
+        assert "not UTF-8" in rejected[0]["payload"]["problems"][0]
+        (home / "nerve.yaml").write_text(config.replace("1h", "2h"))
+        reloaded = wait_for(lambda: read_logs(home, "system", "config_reloaded"), 15, what="the next good save")
+        assert reloaded[0]["payload"]["changes"] == ["reflexes changed (1 → 1)"]
+        code, output = engine.stop()
+    assert code == 0, output
+
+
+def test_config_tracebacks_editing_commands_refuse_a_non_utf8_file_cleanly(instance: Path) -> None:
+    path = instance / "nerve.yaml"
+    path.write_bytes(path.read_bytes() + b"# \xff\n")
+    result = runner.invoke(app, ["sense", "disable", "cpu-usage", "--dry-run"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "not UTF-8" in result.output
