@@ -140,3 +140,19 @@ def test_a_running_thread_shows_its_rounds_so_far(home: Path) -> None:
 
     shown = asyncio.run(main())
     assert "started" in shown.output and "(so far)" in shown.output and "2 / 100" in shown.output
+
+
+def test_transcript_reads_as_a_conversation(home: Path) -> None:
+    ids = run_cases(home)
+    text = cli("thread", "show", ids["ok"], "--transcript").output
+    lines = text.splitlines()
+    assert lines[0].startswith(f"# {ids['ok']} · ok · completed (end) · 3/100 rounds")
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings[0].startswith("## prompt · ") and [h.split(" · ")[0] for h in headings[1:]] == [
+        "## #1 a", "## #2 b", "## #3 a"]
+    # content as written under its heading, meta folded on one line after it; no table borders
+    at = lines.index(headings[1])
+    assert lines[at + 2] == "q round 1" and lines[at + 4] == '> meta: {"n": 1}'
+    assert "│" not in text and "id=q rounds=3" in text and "maxRounds" not in text
+    failed = cli("thread", "show", ids["role-raises"], "--transcript").output
+    assert "failed (role 'a' raised RuntimeError" in failed and "## error" in failed and "Traceback" in failed

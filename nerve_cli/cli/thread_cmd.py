@@ -37,12 +37,14 @@ def list_(
 @app.command("show")
 def show(
     run_id: Annotated[str, typer.Argument(help="Thread id, e.g. run-7 (or just 7).")],
+    transcript: Annotated[bool, typer.Option("--transcript", help="Print the rounds as a conversation "
+                                             "(role, time, content, meta folded) instead of a table.")] = False,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
     """Show one thread: header, then one row per round (the start message is not a round).
 
-    Example: nerve thread show run-7
+    Example: nerve thread show run-7 --transcript | less
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.home import Layout, require_instance
@@ -51,6 +53,9 @@ def show(
     detail = thread_detail(Layout(require_instance(home)).logs_db, run_id)
     if json_:
         output.print_json(detail)
+        return
+    if transcript:
+        thread_view.transcript(detail)
         return
     thread_view.thread_header(detail)
     thread_view.thread_rounds(detail)

@@ -83,6 +83,38 @@ def thread_rounds(d: dict) -> None:
     output.show(table)
 
 
+def transcript(d: dict) -> None:
+    """The thread as a conversation, the way `llm logs` reads: one heading per message, content as written.
+
+    Plain text (Markdown headings) so it pipes into a pager or a file unchanged;
+    meta is folded into one line under the content instead of a column.
+    """
+    ended = f" ({d['reason']})" if d.get("reason") else ""
+    lines = [f"# {d['run_id']} · {d['workflow']} · {d['status']}{ended} · "
+             f"{d['rounds_used']}/{d['max_rounds']} rounds", ""]
+    for m in d["messages"]:
+        when = _clock(m["time"])
+        if m["role"] == START:
+            lines.append(f"## prompt · {m['time'][:10]} {when}")
+        else:
+            lines.append(f"## #{m['round']} {m['role']} · {when}")
+        lines += ["", str(m["content"]).rstrip(), ""]
+        meta = {k: v for k, v in (m.get("meta") or {}).items() if not (m["role"] == START and k == "maxRounds")}
+        if meta:
+            lines += [f"> meta: {compact(meta)}", ""]
+    if not any(m["role"] != START for m in d["messages"]):
+        lines += ["(no rounds yet)", ""]
+    error = d.get("error") or {}
+    if error.get("traceback"):
+        lines += ["## error", "", error["traceback"].rstrip(), ""]
+    output.console().print("\n".join(lines).rstrip(), markup=False, highlight=False, soft_wrap=True)
+
+
+def _clock(iso: str) -> str:
+    """`2026-09-01T12:00:00.123Z` → `12:00:00.123` (UTC, as every stored time is)."""
+    return iso[11:23]
+
+
 def threads_table(runs: list[dict]) -> Any:
     from rich.table import Table
 
