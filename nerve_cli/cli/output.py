@@ -80,6 +80,13 @@ def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any
     return t
 
 
+def from_ansi(text: str) -> Any:
+    """Text already coloured with ANSI codes (a plotext chart) as a Rich renderable."""
+    from rich.text import Text
+
+    return Text.from_ansi(text)
+
+
 def show(renderable: Any) -> None:
     console().print(renderable)
 

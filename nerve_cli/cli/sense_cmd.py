@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -53,16 +53,27 @@ def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
 def show(
     name: Name,
     last: Annotated[int, typer.Option("--last", "-n", min=0, help="How many recent signals to show.")] = 10,
+    chart: Annotated[bool, typer.Option("--chart", help="Plot the signal (or --column) against time, "
+                                        "archived days included.")] = False,
+    column: Annotated[Optional[str], typer.Option("--column", help="With --chart: a key of object signals, "
+                                                  "or TABLE.COLUMN of one of the sense's tables.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="With --chart: from this long ago (2h, 7d) "
+                                                 "or this UTC date/time (2026-08-01).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="With --chart: up to this long ago or "
+                                                 "this UTC date/time.")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Show a sense: config, tables, recent signals.
+    """Show a sense: config, tables, recent signals; or, with --chart, its values over time.
 
-    Example: nerve sense show cpu-usage -n 20
+    Example: nerve sense show cpu-usage --chart --since 2d
     """
     from nerve_cli.home import require_instance
     from nerve_cli.senses.inspect import show_sense
 
+    if chart or column or since or until:
+        _chart(require_instance(home), name, column, since, until, json_)
+        return
     detail = show_sense(require_instance(home), name, last)
     if json_:
         from nerve_cli.cli.output import print_json
@@ -92,6 +103,45 @@ def compute(name: Name, home: HomeOption = None, json_: JsonOption = False) -> N
         _render_compute(result)
     if result.outcome == "error":
         raise typer.Exit(1)
+
+
+def _chart(home, name: str, column: str | None, since: str | None, until: str | None, json_: bool) -> None:
+    import shutil
+    import sys
+
+    from nerve_cli.cli import chart_view, output
+    from nerve_cli.senses.chart import sense_series
+    from nerve_cli.senses.inspect import require_sense
+    from nerve_cli.store.history import parse_since
+
+    require_sense(home, name)
+    since_ms = parse_since(since) if since else None
+    until_ms = _parse_until(until) if until else None
+    series = sense_series(home, name, column, since_ms, until_ms)
+    if json_:
+        output.print_json(series.to_json())
+        return
+    if not series.points:
+        window = " in that window" if since or until else " yet"
+        output.info(f"{name}: no signals{window} to plot (try `nerve sense compute {name}`)")
+        return
+    size = shutil.get_terminal_size((100, 24))
+    tty = sys.stdout.isatty()
+    text = chart_view.draw(series, min(size.columns, 160), max(12, min(size.lines - 4, 30)), color=tty)
+    output.console().print(output.from_ansi(text) if tty else text, markup=False, highlight=False, soft_wrap=True)
+    for line in chart_view.summary(series):
+        output.info(line, style="yellow" if line.startswith("gap:") else "")
+
+
+def _parse_until(text: str) -> int:
+    from nerve_cli.errors import NerveError
+    from nerve_cli.store.history import parse_since
+
+    try:
+        return parse_since(text)
+    except NerveError:
+        raise NerveError(f"--until {text!r}: expected a duration like 90s, 10m, 2h, 7d (that long ago) "
+                         "or a UTC date like 2026-08-01") from None
 
 
 # --- rendering -------------------------------------------------------------------

@@ -72,7 +72,8 @@ def list_senses(home: Path) -> list[SenseSummary]:
     return [_summary(layout, config, name) for name in config.senses]
 
 
-def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
+def require_sense(home: Path, name: str) -> NerveConfig:
+    """The instance's config, once `name` is known to be one of its senses (else a 'did you mean' error)."""
     from nerve_cli.config.load import load_config
 
     config = load_config(home)
@@ -80,6 +81,11 @@ def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
         from nerve_cli.config.rules import hint
 
         raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, list(config.senses))}")
+    return config
+
+
+def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
+    config = require_sense(home, name)
     layout = Layout(home)
     settings = config.senses[name]
     return SenseDetail(
