@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from nerve_cli.cli import (
     archive_cmd,
     config_cmd,
+    data_cmd,
     doctor_cmd,
     emit_cmd,
     init_cmd,
@@ -63,6 +64,9 @@ app.command("logs")(logs_cmd.logs)
 app.command("archive")(archive_cmd.archive)
 app.command("mesh")(mesh_cmd.mesh)
 app.command("doctor")(doctor_cmd.doctor)
+app.command("backup")(data_cmd.backup)
+app.command("datasette", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    data_cmd.datasette)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sense_cmd.app, name="sense")
 app.add_typer(workflow_cmd.app, name="workflow")

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from nerve_cli.schema import views
+
 if TYPE_CHECKING:
     from nerve_cli.kernel.engine import Engine
 
@@ -32,6 +34,7 @@ class HealthStore:
             " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
         )
         self.conn.execute("CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)")
+        views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
 
     def record(self, payload: dict[str, Any]) -> int:
         ts = time.time_ns() // 1_000_000

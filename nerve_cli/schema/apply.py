@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nerve_cli.errors import MigrationError
+from nerve_cli.schema import views
 
 FILE_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_.-]+\.sql$")
 
@@ -102,7 +103,11 @@ def apply_migrations(conn: sqlite3.Connection, migrations_dir: Path) -> list[str
     pending = [f for f in files if f.name not in applied]
     _check_order(pending, [f for f in files if f.name in applied], sense)
     with _autocommit(conn):
-        return [m.name for m in pending if _apply_one(conn, m)]
+        if pending:
+            views.drop_own(conn)  # a table rebuild cannot rename past a view of the dropped table
+        done = [m.name for m in pending if _apply_one(conn, m)]
+        views.sync(conn, views.sense_views(conn))
+        return done
 
 
 def _fix_hint(sense: str) -> str:

@@ -19,6 +19,8 @@ from typing import Any, Iterator
 
 import orjson
 
+from nerve_cli.schema import views
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
   ref_id TEXT, payload TEXT, ts INTEGER NOT NULL);
@@ -86,6 +88,7 @@ class LogStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = open_db(self.path)
         self._conn.executescript(SCHEMA)
+        views.sync(self._conn, views.LOGS_VIEWS)
         self._lock = threading.RLock()  # the buffer
         self._write_lock = threading.RLock()  # the connection: one transaction at a time (taken before _lock)
         # each op is (sql, params); kept in call order and written in that order

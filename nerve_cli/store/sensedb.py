@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import orjson
 
 from nerve_cli.errors import SenseError
+from nerve_cli.schema import views
 from nerve_cli.schema.declare import from_row, spec_of, to_row
 from nerve_cli.store.blobs import BlobStore
 
@@ -208,7 +209,8 @@ def _signal(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def write_archive_map(conn: sqlite3.Connection, specs: Iterable[TableSpec]) -> None:
-    """Rewrite `_nerve_archive` from the schema's `time=` markers (the archiver never imports user code)."""
+    """Rewrite `_nerve_archive` from the schema's `time=` markers (the archiver never imports user code),
+    and the readable views that follow from it."""
     rows = [(s.name, s.time) for s in specs if s.time]
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -220,6 +222,7 @@ def write_archive_map(conn: sqlite3.Connection, specs: Iterable[TableSpec]) -> N
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    views.sync(conn, views.sense_views(conn))  # a readable `<table>_view` for each table with a time column
 
 
 class Peers(Mapping[str, SenseDB]):

@@ -1,0 +1,157 @@
+"""Datasette on a live instance (readable views, hidden engine tables, canned queries) and `nerve backup`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from archive_data import add_thread
+from enginekit import RunningEngine, nerve, wait_for, write_instance
+from nerve_cli.home import Layout
+from nerve_cli.schema.diff import generate_migration
+from nerve_cli.store.logs import now_ms
+
+CONFIG = """
+senses:
+  counter: {}
+  boom: {}
+reflexes:
+  - {sense: counter, interval: 100ms}
+  - {sense: boom, interval: 1h}
+"""
+COUNTER = """
+import time
+from .schema import Reading
+
+def compute(db, peers):
+    n = len(db.rows(Reading)) + 1
+    db.insert(Reading(ts=time.time_ns() // 1_000_000, count=n))
+    return n
+"""
+SCHEMA = """
+from nerve_cli.sdk import table
+
+@table(pk="ts", time="ts")
+class Reading:
+    ts: int
+    count: int
+"""
+BOOM = "def compute(db, peers):\n    raise ValueError('the sensor is unplugged')\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port: int, path: str):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def reachable(port: int) -> bool:
+    try:
+        get(port, "/-/versions.json")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Path:
+    home = write_instance(tmp_path / "inst", CONFIG, {"counter": COUNTER, "boom": BOOM}, {"counter": SCHEMA})
+    assert generate_migration(home / "senses" / "counter") is not None
+    generate_migration(home / "senses" / "boom")
+    return home
+
+
+def count(path: Path, table: str, uri_args: str = "mode=ro") -> int:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?{uri_args}", uri=True)
+    try:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_datasette_shows_views_hides_engine_tables_and_runs_canned_queries(instance: Path, tmp_path: Path) -> None:
+    port = free_port()
+    add_thread(Layout(instance), "run-1", "completed", [now_ms() - 2000, now_ms() - 1000])
+    with RunningEngine(instance) as engine:
+        engine.wait_ready(groups=1)
+        db = instance / "data" / "senses" / "counter.db"
+        wait_for(lambda: db.exists() and count(db, "_signals") >= 5, 20, what="five counter signals")
+        server = subprocess.Popen([sys.executable, "-m", "nerve_cli", "datasette", "--port", str(port),
+                                   "--home", str(instance)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: server.poll() is not None or reachable(port), 30, 0.2, what="datasette to listen")
+            assert server.poll() is None, server.stdout.read().decode()
+
+            signals = get(port, "/counter/signals_view.json?_shape=array&_sort_desc=id")
+            assert len(signals) >= 5 and signals[0]["time"].endswith("Z") and "T" in signals[0]["time"]
+            assert signals[0]["time"][:10] == _utc_day(signals[0]["ts"])
+            readings = get(port, "/counter/reading_view.json?_shape=array")
+            assert readings and {"time", "ts", "count"} <= set(readings[0])
+            health = get(port, "/nerve-health/signals_view.json?_shape=array")
+            assert health and health[0]["time"].endswith("Z")  # the engine's own sense database too
+            logs = get(port, "/logs/logs_view.json?_shape=array&_size=5")
+            assert len(logs) == 5 and {"time", "source", "type", "payload", "ts"} <= set(logs[0])
+
+            tables = {t["name"]: t for t in get(port, "/counter.json")["tables"]}
+            for engine_table in ("_signals", "_migrations", "_nerve_archive", "sqlite_sequence"):
+                assert tables[engine_table]["hidden"], engine_table
+            assert not tables["reading"]["hidden"]
+            assert {t["name"]: t["hidden"] for t in get(port, "/logs.json")["tables"]}["meta"] is True
+
+            wait_for(lambda: count(instance / "data" / "logs.db", "logs WHERE type = 'error'"), 20, what="boom's error")
+            errors = get(port, "/logs/recent_errors.json?_shape=array")
+            assert errors[0]["sense"] == "boom" and errors[0]["message"] == "the sensor is unplugged"
+            assert errors[0]["location"] == "senses/boom/sense.py:2" and errors[0]["time"].endswith("Z")
+            slowest = {r["sense"]: r for r in get(port, "/logs/slowest_senses.json?_shape=array")}
+            assert slowest["counter"]["computes"] >= 5 and slowest["boom"]["failures"] >= 1
+            threads = get(port, "/logs/threads_by_status.json?_shape=array")
+            assert [(t["workflow"], t["status"], t["threads"]) for t in threads] == [("review", "completed", 1)]
+            # the reader stays attached while the engine stops: the last commits may stay in logs.db-wal
+            code, output = engine.stop()
+            assert code == 0, output
+            backup = nerve("backup", str(tmp_path / "copy"), "--json", home=instance)
+        finally:
+            server.terminate()
+            server.wait(10)
+    assert backup.returncode == 0, backup.stderr
+    report = json.loads(backup.stdout)
+    assert {d["path"] for d in report["databases"]} == {"data/logs.db", "data/senses/counter.db",
+                                                       "data/senses/boom.db", "data/senses/nerve-health.db"}
+    copy = tmp_path / "copy"
+    assert not list(copy.rglob("*-wal")) and not (copy / "data" / "nerve.sock").exists()
+    assert (copy / "nerve.yaml").read_text() == (instance / "nerve.yaml").read_text()
+    assert (copy / "senses" / "counter" / "migrations").is_dir()
+    for rel, table in (("data/logs.db", "logs"), ("data/logs.db", "workflow_runs"),
+                       ("data/senses/counter.db", "_signals"), ("data/senses/counter.db", "reading")):
+        expected = count(instance / rel, table)
+        assert expected and count(copy / rel, table, "immutable=1") == expected, (rel, table)
+
+
+def test_backup_refuses_a_used_destination_and_datasette_needs_data(instance: Path, tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("mine")
+    refused = nerve("backup", str(tmp_path / "taken"), home=instance)
+    assert refused.returncode == 1 and "not an empty folder" in refused.stderr
+    assert (tmp_path / "taken" / "x").read_text() == "mine"
+    inside = nerve("backup", str(instance / "data" / "b"), home=instance)
+    assert inside.returncode == 1 and "inside the instance" in inside.stderr
+    empty = nerve("datasette", home=instance)
+    assert empty.returncode == 1 and "has no databases yet" in empty.stderr
+
+
+def _utc_day(ts_ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
