@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 DEMO_HOME ?= $(CURDIR)/demo-instance
 STAMP := $(VENV)/.installed
 
-.PHONY: install test run bench clean
+.PHONY: install test run bench clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,9 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) tools
 
-test: $(STAMP)
+# tmux runs `nerve top` in a real 80x24 terminal in the tests
+tools:
+	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } \
+		|| { echo "tmux is needed by the tests: install it (apt-get install tmux)"; exit 1; }
+
+test: $(STAMP) tools
 	$(BIN)/python -m pytest
 
 run: $(STAMP)

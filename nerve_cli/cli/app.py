@@ -22,6 +22,7 @@ from nerve_cli.cli import (
     sense_cmd,
     status_cmd,
     thread_cmd,
+    top_cmd,
     workflow_cmd,
 )
 from nerve_cli.errors import NerveError
@@ -59,6 +60,7 @@ app = typer.Typer(
 app.command("init")(init_cmd.init)
 app.command("run")(run_cmd.run)
 app.command("status")(status_cmd.status)
+app.command("top")(top_cmd.top)
 app.command("emit")(emit_cmd.emit)
 app.command("logs")(logs_cmd.logs)
 app.command("archive")(archive_cmd.archive)

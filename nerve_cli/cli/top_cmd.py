@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from nerve_cli.cli.common import HomeOption
+
+
+def top(home: HomeOption = None) -> None:
+    """A live dashboard: senses, workers, threads, signals and errors as they happen.
+
+    Reads the running engine through its control socket; when the engine is
+    stopped it shows the instance read-only from its files, and says so.
+    Keys: enter opens a sense (its chart and recent signals) or a thread (its
+    rounds), c computes the selected sense, tab moves between tables, q quits.
+
+    Example: nerve top
+    """
+    from nerve_cli.home import require_instance
+    from nerve_cli.top.app import NerveTop
+
+    NerveTop(require_instance(home)).run()

@@ -1,0 +1,1 @@
+"""`nerve top`: the live dashboard (source: what to show; app: the Textual screens)."""

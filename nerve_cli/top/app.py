@@ -1,0 +1,269 @@
+"""`nerve top` on Textual: senses, workers, threads and what happens, refreshed twice a second.
+
+Data comes from `Source` in a thread (socket and SQLite reads never block the
+UI); drilling into a sense shows its chart and recent signals, into a thread
+its transcript. Keys: enter open · c compute · q quit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from nerve_cli.top.source import Snapshot, Source, ago, due_in
+
+REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
+STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
+               "quarantined": "bold red", "disabled": "dim", "ready": "green", "backoff": "red",
+               "started": "cyan", "waiting": "bold yellow", "queued": "blue", "completed": "green",
+               "failed": "red", "crashed": "red"}
+
+
+def short(value: Any, width: int = 24) -> str:
+    if value is None:
+        return "-"
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def styled(state: str) -> Text:
+    return Text(state, style=STATE_STYLE.get(state, ""))
+
+
+class Dashboard(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "Open", show=True),
+        Binding("c", "compute", "Compute sense"),
+        Binding("tab", "focus_next", "Next table", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="headline")
+        yield DataTable(id="senses", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="lower"):
+            yield DataTable(id="workers", cursor_type="row")
+            yield DataTable(id="threads", cursor_type="row")
+        yield RichLog(id="events", max_lines=200, markup=False, wrap=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#senses", DataTable).add_columns("sense", "state", "last value", "last run", "next",
+                                                         "errors")
+        self.query_one("#workers", DataTable).add_columns("group", "pid", "state", "MiB", "cpu%", "restarts")
+        self.query_one("#threads", DataTable).add_columns("thread", "workflow", "status", "rounds")
+        self.query_one("#senses", DataTable).focus()
+
+    def show(self, snap: Snapshot) -> None:
+        now = time.time()
+        headline = self.query_one("#headline", Static)
+        if snap.live:
+            headline.update(Text(f" engine pid {snap.engine['pid']} · up {int(snap.engine['uptime_s'])}s · "
+                                 f"{len(snap.senses)} senses · {len(snap.workers)} workers", style="bold"))
+        else:
+            headline.update(Text(" engine stopped: read-only, from the files (start it with `nerve run`)",
+                                 style="bold yellow"))
+        _fill(self.query_one("#senses", DataTable), [
+            (s["name"], (s["name"], styled(s["state"]) if not s["blocked"] else Text(s["state"], style="bold red"),
+                         short(s["last_value"]), ago(s["last_run"], now), due_in(s["next_due"], now),
+                         str(s["errors"]) if s["errors"] else ""))
+            for s in snap.senses])
+        _fill(self.query_one("#workers", DataTable), [
+            (w["group"], (w["group"], str(w["pid"] or "-"), styled(w["state"]),
+                          f"{w['rss'] / 2**20:.0f}" if w["rss"] else "-",
+                          f"{w['cpu']:.0f}" if w["cpu"] is not None else "-", str(w["restarts"])))
+            for w in snap.workers])
+        _fill(self.query_one("#threads", DataTable), [
+            (t["run_id"], (t["run_id"], t["workflow"], styled(t["status"]),
+                           f"{t['rounds']}/{t['max_rounds']}" if t.get("max_rounds") else str(t["rounds"])))
+            for t in snap.threads])
+        log = self.query_one("#events", RichLog)
+        for e in snap.events:
+            clock = time.strftime("%H:%M:%S", time.localtime(e["ts"] / 1000))
+            if e["kind"] == "error":
+                log.write(Text(f"{clock} error  {e['sense']}: {e['value']}", style="red"))
+            else:
+                log.write(Text(f"{clock} signal {e['sense']}: {short(e['value'], 60)}"))
+
+    def action_open(self) -> None:
+        focused = self.focused
+        if isinstance(focused, DataTable) and focused.row_count:
+            self._open(focused.id, focused.coordinate_to_cell_key(focused.cursor_coordinate).row_key.value)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self._open(event.data_table.id, event.row_key.value)
+
+    def _open(self, table: str | None, key: str | None) -> None:
+        if key is None:
+            return
+        if table == "senses":
+            self.app.push_screen(SenseScreen(self.app.home, key))  # type: ignore[attr-defined]
+        elif table == "threads":
+            self.app.push_screen(ThreadScreen(self.app.home, key))  # type: ignore[attr-defined]
+
+    async def action_compute(self) -> None:
+        table = self.query_one("#senses", DataTable)
+        if table.row_count == 0:
+            return
+        sense = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        await self.app.compute(sense)  # type: ignore[attr-defined]
+
+
+def _fill(table: DataTable, rows: list[tuple[str, tuple]]) -> None:
+    """Update rows in place (keeping the cursor) instead of clearing the table."""
+    wanted = dict(rows)
+    for key in [k.value for k in list(table.rows)]:
+        if key not in wanted:
+            table.remove_row(key)
+    existing = {k.value for k in table.rows}
+    for key, cells in rows:
+        if key in existing:
+            for column, cell in zip(table.columns, cells):
+                table.update_cell(key, column, cell)
+        else:
+            table.add_row(*cells, key=key)
+
+
+class SenseScreen(Screen):
+    """One sense: its values over time (the chart of `nerve sense show --chart`) and its recent signals."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("c", "compute", "Compute")]
+
+    def __init__(self, home: Path, sense: str) -> None:
+        super().__init__()
+        self.home, self.sense = home, sense
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="chart")
+            yield DataTable(id="recent", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#recent", DataTable).add_columns("time", "value")
+        self.load()
+
+    def load(self) -> None:
+        from nerve_cli.errors import NerveError
+        from nerve_cli.senses.chart import sense_series
+        from nerve_cli.store.history import sense_history
+
+        chart = self.query_one("#chart", Static)
+        try:
+            series = sense_series(self.home, self.sense)
+        except NerveError as exc:
+            chart.update(Text(f"{self.sense}: {exc}", style="yellow"))
+            series = None
+        if series is not None and series.points:
+            from nerve_cli.cli.chart_view import draw, summary
+
+            width = max(40, self.app.size.width - 2)
+            height = max(8, min(20, self.app.size.height - 10))
+            chart.update(Text.from_ansi(draw(series, width, height, color=True) + "\n" + "\n".join(summary(series))))
+        elif series is not None:
+            chart.update(Text(f"{self.sense}: no numeric signals yet", style="dim"))
+        table = self.query_one("#recent", DataTable)
+        table.clear()
+        for row in reversed(sense_history(self.home, self.sense, limit=50)):
+            table.add_row(row["time"][:19].replace("T", " "), short(row["payload"], 100))
+
+    async def action_compute(self) -> None:
+        await self.app.compute(self.sense)  # type: ignore[attr-defined]
+        self.load()
+
+
+class ThreadScreen(Screen):
+    """One thread as a conversation: each round's role, time and content."""
+
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+
+    def __init__(self, home: Path, run_id: str) -> None:
+        super().__init__()
+        self.home, self.run_id = home, run_id
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="transcript")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        from nerve_cli.home import Layout
+        from nerve_cli.workflows.threads import thread_detail
+
+        d = thread_detail(Layout(self.home).logs_db, self.run_id)
+        text = Text(f"{d['run_id']} · {d['workflow']} · ", style="bold") + styled(d["status"])
+        text += Text(f" · {d['rounds_used']}/{d['max_rounds']} rounds\n")
+        for m in d["messages"]:
+            who = "prompt" if m["round"] is None else f"#{m['round']} {m['role']}"
+            text += Text(f"\n{who} · {m['time'][11:19]}\n", style="bold cyan")
+            text += Text(str(m["content"]).rstrip() + "\n")
+            if m.get("meta") and m["round"] is not None:
+                text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
+        self.query_one("#transcript", Static).update(text)
+
+
+class NerveTop(App):
+    TITLE = "nerve top"
+    CSS = """
+    #headline { height: 1; background: $boost; }
+    #senses { height: 1fr; min-height: 5; }
+    #lower { height: 7; }
+    #workers, #threads { width: 1fr; }
+    #events { height: 6; border-top: solid $primary; }
+    """
+
+    def __init__(self, home: Path, refresh_s: float = REFRESH_S) -> None:
+        super().__init__()
+        self.home = Path(home)
+        self.source = Source(self.home)
+        self.refresh_s = refresh_s
+        self.last: Snapshot | None = None
+        self._busy = False
+
+    def on_mount(self) -> None:
+        self.push_screen(Dashboard())
+        self.set_interval(self.refresh_s, self.tick)
+        self.call_later(self.tick)
+
+    async def tick(self) -> None:
+        if self._busy:  # a slow read (a VACUUM holding the database) never piles up calls
+            return
+        self._busy = True
+        try:
+            snap = await asyncio.to_thread(self.source.snapshot)
+        except Exception as exc:  # shown, never fatal: the next tick tries again
+            self.notify(f"could not read the instance: {exc}", severity="error")
+            return
+        finally:
+            self._busy = False
+        self.last = snap
+        for screen in self.screen_stack:
+            if isinstance(screen, Dashboard):
+                screen.show(snap)
+
+    async def compute(self, sense: str) -> None:
+        """Ask the running engine for a compute of `sense` (read-only when it is stopped)."""
+        from nerve_cli.errors import NerveError
+        from nerve_cli.kernel.client import request
+
+        if self.last is not None and not self.last.live:
+            self.notify("the engine is stopped: nothing can be computed from here", severity="warning")
+            return
+        self.notify(f"computing {sense}…")
+        try:
+            answer = await asyncio.to_thread(request, self.home, "compute", timeout=60.0, sense=sense)
+        except NerveError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{sense}: {answer.get('outcome')}")
+        await self.tick()

@@ -1,0 +1,156 @@
+"""`nerve top`: headless through Textual's Pilot against a real engine, and once in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from enginekit import RunningEngine, wait_for, write_instance
+from nerve_cli.kernel.client import request
+
+CONFIG = """
+senses:
+  pulse: {group: a}
+  boom: {group: a}
+reflexes:
+  - {sense: pulse, interval: 1h}
+  - {sense: boom, interval: 1h}
+"""
+SENSES = {
+    "pulse": "import time\ndef compute(db, peers):\n    return time.time_ns() % 1_000_000_007\n",
+    "boom": "def compute(db, peers):\n    raise ValueError('unplugged')\n",
+}
+
+
+def text_of(widget) -> str:
+    """What a Static or RichLog shows, as plain text."""
+    if hasattr(widget, "lines"):
+        return "\n".join(line.text for line in widget.lines)
+    return str(widget.render())
+
+
+def table_rows(table) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def until(pilot, condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await pilot.pause(0.02)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return write_instance(tmp_path / "inst", CONFIG, SENSES)
+
+
+def test_dashboard_shows_the_engine_and_a_new_signal_within_a_second(home: Path) -> None:
+    from nerve_cli.top.app import NerveTop, SenseScreen
+
+    async def main() -> None:
+        app = NerveTop(home)
+        async with app.run_test(size=(80, 24)) as pilot:
+            senses = app.screen.query_one("#senses")
+            await until(pilot, lambda: {r[0] for r in table_rows(senses)} >= {"pulse", "boom"}, 10, "the senses")
+            assert "engine pid" in text_of(app.screen.query_one("#headline"))
+            workers = app.screen.query_one("#workers")
+            await until(pilot, lambda: any(r[2] == "ready" for r in table_rows(workers)), 10, "a ready worker")
+            events = app.screen.query_one("#events")
+            await until(pilot, lambda: "error  boom: unplugged" in text_of(events), 10, "boom's error")
+
+            answer = await asyncio.to_thread(request, home, "compute", sense="pulse")
+            shown = f"signal pulse: {answer['payload']}"
+            answered = time.monotonic()
+            await until(pilot, lambda: shown in text_of(events), 1.0, "the new signal in the events")
+            assert time.monotonic() - answered < 1.0
+            row = next(r for r in table_rows(senses) if r[0] == "pulse")
+            assert row[2] == str(answer["payload"]) and row[3].endswith("s ago")
+
+            # drill into pulse: its chart and its recent signals
+            senses.focus()
+            senses.move_cursor(row=[r[0] for r in table_rows(senses)].index("pulse"))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, SenseScreen), 5, "the sense screen")
+            chart = text_of(app.screen.query_one("#chart"))
+            assert "pulse · signal" in chart and "┌" in chart and "(0 archived, 2 live)" in chart
+            assert str(answer["payload"]) in str(table_rows(app.screen.query_one("#recent"))[0])
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, SenseScreen), 5, "back on the dashboard")
+            # compute from the dashboard
+            before = len(text_of(events).splitlines())
+            await pilot.press("c")
+            await until(pilot, lambda: len([line for line in text_of(events).splitlines()[before:]
+                                             if "signal pulse" in line]) >= 1, 10, "the compute's signal")
+
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=1)
+        wait_for(lambda: engine.status()["senses"]["boom"]["errors"] >= 1, 10, what="boom to fail once")
+        asyncio.run(main())
+        code, output = engine.stop()
+    assert code == 0, output
+
+
+def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> None:
+    from nerve_cli.top.app import NerveTop
+
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=1)
+        wait_for(lambda: engine.status()["senses"]["pulse"]["runs"] >= 1 and
+                 engine.status()["senses"]["boom"]["errors"] >= 1, 10, what="first computes")
+        assert engine.stop()[0] == 0
+
+    async def main() -> None:
+        app = NerveTop(home)
+        async with app.run_test(size=(80, 24)) as pilot:
+            headline = app.screen.query_one("#headline")
+            await until(pilot, lambda: "engine stopped: read-only" in text_of(headline), 10, "the stopped headline")
+            rows = {r[0]: r for r in table_rows(app.screen.query_one("#senses"))}
+            assert set(rows) == {"pulse", "boom"} and rows["boom"][5] == "1" and rows["pulse"][2] != "-"
+            assert "signal pulse" in text_of(app.screen.query_one("#events"))
+            await pilot.press("c")  # nothing to compute with: it says so instead of failing
+            await pilot.pause(0.1)
+            assert any("engine is stopped" in str(n.message) for n in app._notifications)
+
+    asyncio.run(main())
+
+
+def test_top_starts_and_quits_cleanly_in_a_real_80x24_terminal(home: Path, tmp_path: Path) -> None:
+    tmux = shutil.which("tmux")
+    assert tmux, "tmux is needed for this test: `make install` installs it (apt-get install tmux)"
+    session = f"nerve-top-{os.getpid()}"
+    done = tmp_path / "exit-code"
+    # Textual draws on stderr: leave both streams on the terminal; a traceback would show on screen
+    command = f"{sys.executable} -m nerve_cli top --home {home}; echo $? > {done}; sleep 60"
+    env = {**os.environ, "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    subprocess.run([tmux, "-L", session, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command],
+                   check=True, env=env)
+    try:
+        def screen() -> str:
+            return subprocess.run([tmux, "-L", session, "capture-pane", "-p", "-t", session], capture_output=True,
+                                  text=True).stdout
+
+        wait_for(lambda: "engine stopped: read-only" in screen() and "pulse" in screen(), 30, 0.1,
+                 what="the dashboard on screen")
+        lines = screen().splitlines()
+        assert len(lines) == 24 and max(len(line) for line in lines) <= 80
+        assert "q Quit" in screen()
+        subprocess.run([tmux, "-L", session, "send-keys", "-t", session, "q"], check=True)
+        wait_for(done.exists, 15, 0.1, what="nerve top to exit")
+        assert done.read_text().strip() == "0"
+        after = screen()
+        assert "Traceback" not in after and "pulse" not in after  # the terminal is given back, app gone
+    finally:
+        subprocess.run([tmux, "-L", session, "kill-server"], capture_output=True)
