@@ -102,8 +102,31 @@ def test_dashboard_shows_the_engine_and_a_new_signal_within_a_second(home: Path)
     assert code == 0, output
 
 
+def finished_thread(home: Path) -> str:
+    """One real thread of a two-role workflow, run to its end by the workflow manager."""
+    from nerve_cli.config.load import load_config
+    from workflow_support import PINGPONG, ended, manager
+    from workflow_support import wait_for as async_wait_for
+
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "ping.py").write_text(PINGPONG)
+    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "workflows:\n  ping: {}\n")
+
+    async def run() -> str:
+        mgr, logs, _ = manager(home, load_config(home))
+        run_id = mgr.launch("ping", "id=q rounds=2", None, {})["run_id"]
+        await async_wait_for(lambda: ended(logs, run_id))
+        await mgr.stop(1)
+        logs.close()
+        return run_id
+
+    return asyncio.run(run())
+
+
 def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> None:
-    from nerve_cli.top.app import NerveTop
+    from nerve_cli.top.app import NerveTop, ThreadScreen
+
+    run_id = finished_thread(home)
 
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=1)
@@ -122,6 +145,14 @@ def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> Non
             await pilot.press("c")  # nothing to compute with: it says so instead of failing
             await pilot.pause(0.1)
             assert any("engine is stopped" in str(n.message) for n in app._notifications)
+            # a thread opens as its conversation
+            threads = app.screen.query_one("#threads")
+            assert table_rows(threads)[0][:3] == [run_id, "ping", "completed"]
+            threads.focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ThreadScreen), 5, "the thread screen")
+            transcript = text_of(app.screen.query_one("#transcript"))
+            assert "#1 a" in transcript and "q round 1" in transcript and "#2 b" in transcript
 
     asyncio.run(main())
 
