@@ -18,6 +18,7 @@ from asyncio import unix_events
 from typing import Callable, Sequence
 
 from nerve_cli.wire import protocol
+from nerve_cli.wire.process_group import kill_group
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,22 @@ class _Protocol(asyncio.SubprocessProtocol):
     def __init__(self, handle: "WorkerProcess") -> None:
         self.handle = handle
         self.buffers = {1: bytearray(), 2: bytearray()}
+        self.skipping = {1: False, 2: False}  # inside a line over MAX_LINE: drop bytes up to its end
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         buf = self.buffers[fd]
+        if self.skipping[fd]:
+            end = data.find(b"\n")
+            if end < 0:
+                return
+            self.skipping[fd] = False
+            data = data[end + 1:]
         buf += data
         if len(buf) > protocol.MAX_LINE and b"\n" not in buf:
+            # one report for the whole line, however long, and the next line read whole
             self.handle._line(fd, bytes(buf[:200]) + b"...(line too long)")
             buf.clear()
+            self.skipping[fd] = True
             return
         start = 0
         while True:
@@ -184,6 +194,7 @@ class WorkerProcess:
         self.on_message(self, message)
 
     def _process_gone(self) -> None:
+        kill_group(self.pid)
         # Its last lines may still be in the pipe: wait for the pipes to close, unless a
         # grandchild holds them open, in which case give up after a short while.
         asyncio.get_running_loop().call_later(PIPE_DRAIN, self._exited)

@@ -212,8 +212,18 @@ class GroupSupervisor:
         if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason)):
             self.inflight.pop(compute_id, None)
             inflight.disarm()
+            if worker.alive:
+                self._input_lost(worker, sense)
             return False
         return True
+
+    def _input_lost(self, worker: WorkerProcess, sense: str) -> None:
+        """The worker lives but its input pipe is closed: it can hear nothing more, so replace it."""
+        self.state = "restarting"  # nothing more is sent to it; _died respawns it
+        self.hooks.group_event(self.group, "worker_killed", {
+            "pid": worker.pid, "sense": sense, "why": "its protocol input pipe is closed, so it can receive nothing",
+        })
+        self.kill_worker()
 
     def _soft_timeout(self, inflight: Inflight, timeout: float) -> None:
         if self.inflight.get(inflight.id) is not inflight:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
+from nerve_cli.wire.process_group import kill_group
 from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
 
 Answer = Signal | Silent | Error
@@ -65,8 +66,9 @@ class SenseWorkerClient:
         return self.proc.pid
 
     def start(self, timeout: float = 30.0) -> Ready:
+        # its own process group, so whatever the sense starts can be killed with it (see _close_pipes)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=self.env, bufsize=0)
+                                     stderr=self.stderr, env=self.env, bufsize=0, process_group=0)
         if self.on_stderr is not None:
             self._pump = threading.Thread(target=self._pump_stderr, name="worker-stderr", daemon=True)
             self._pump.start()
@@ -174,6 +176,8 @@ class SenseWorkerClient:
 
     def _close_pipes(self) -> None:
         assert self.proc is not None
+        if self.proc.poll() is not None:
+            kill_group(self.proc.pid)
         if self._pump is not None and self.proc.poll() is not None:
             self._pump.join(2.0)  # deliver the last lines before the caller moves on
         for pipe in (self.proc.stdin, self.proc.stdout):  # stderr belongs to its pump thread, if any

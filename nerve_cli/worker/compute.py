@@ -25,7 +25,7 @@ from typing import Any, Callable
 import orjson
 
 from nerve_cli.store.sensedb import Peers, SenseDB
-from nerve_cli.wire.protocol import ErrorInfo
+from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo
 from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.workflow.directive import SenseResult
 
@@ -171,6 +171,10 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
         encoded = orjson.dumps(payload, option=_JSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         return _rolled_back(sense, job, Outcome("error", error=_not_json(sense, payload, exc)))
+    wf = workflow if workflow is None or isinstance(workflow, str) else repr(workflow)
+    size = len(encoded) + (len(orjson.dumps(wf)) if wf else 0)
+    if size > MAX_PAYLOAD:  # its Signal line could not reach the kernel: refuse it before anything is stored
+        return _rolled_back(sense, job, Outcome("error", error=_too_large(sense, size)))
     if not sense.db.conn.in_transaction:
         return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
     ts = time.time_ns() // 1_000_000
@@ -182,7 +186,6 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
         sense.db.conn.execute("COMMIT")
     except BaseException as exc:
         return _fail(sense, job, exc)
-    wf = workflow if workflow is None or isinstance(workflow, str) else repr(workflow)
     return Outcome("signal", payload=orjson.loads(encoded), ts=ts, workflow=wf)
 
 
@@ -228,6 +231,17 @@ def _not_json(sense: LoadedSense, payload: Any, exc: Exception) -> ErrorInfo:
         type="TypeError",
         message=f"compute returned a {type(payload).__name__} that cannot be stored as JSON ({exc}); "
                 "return numbers, strings, bools, lists, dicts or dataclasses of those",
+        file=file, line=line,
+    )
+
+
+def _too_large(sense: LoadedSense, size: int) -> ErrorInfo:
+    file, line = _defined_at(sense)
+    return ErrorInfo(
+        type="PayloadTooLarge",
+        message=f"compute returned {size / 2**20:.1f} MiB of JSON; a signal carries at most "
+                f"{MAX_PAYLOAD / 2**20:.1f} MiB, so nothing was stored. Keep large data in the sense's tables "
+                "or in db.blobs.put(data), and return something small (e.g. its hash)",
         file=file, line=line,
     )
 

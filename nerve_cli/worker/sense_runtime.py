@@ -35,7 +35,7 @@ from typing import Any
 from nerve_cli.wire.protocol import (Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown, Signal,
                                        Silent, decode)
 from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
-from nerve_cli.worker.stdio import ProtocolWriter, stdin_reader
+from nerve_cli.worker.stdio import ProtocolWriter, protocol_reader, take_protocol_fds
 
 log = logging.getLogger("nerve.worker")
 LOG_PREFIX = "worker group="  # the worker's own stderr lines start with this; user output does not
@@ -47,13 +47,14 @@ class SenseRuntime:
 
     def __init__(self, group: str, senses: dict[str, LoadedSense], failed: dict[str, ErrorInfo],
                  out: ProtocolWriter, *, shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
-                 unavailable: str | None = None) -> None:
+                 unavailable: str | None = None, input_fd: int = 0) -> None:
         self.group = group
         self.senses = senses
         self.failed = failed
         self.out = out
         self.shutdown_timeout = shutdown_timeout
         self.unavailable = unavailable  # why nothing could load (e.g. nerve.yaml invalid)
+        self.input_fd = input_fd  # the kernel's messages (never fd 0 in a real worker: see worker.stdio)
         self.jobs: dict[int, Job] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.pool = ThreadPoolExecutor(max_workers=max(2, len(senses) + 1), thread_name_prefix="compute")
@@ -65,7 +66,7 @@ class SenseRuntime:
         self.stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
-        reader = await stdin_reader()
+        reader = await protocol_reader(self.input_fd)
         reading = asyncio.ensure_future(self._read(reader))
         await self.stopping.wait()
         reading.cancel()
@@ -196,11 +197,13 @@ class SenseRuntime:
 
 
 def main(args: Any) -> int:
-    out = ProtocolWriter.take_stdout()
+    fds = take_protocol_fds()
+    out = ProtocolWriter(fds.write)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format=f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s")
     runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
+    runtime.input_fd = fds.read
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
     clean = asyncio.run(runtime.serve())
     if not clean:

@@ -1,25 +1,57 @@
-"""The worker's side of the JSON-lines pipe: keep the real stdout for protocol lines only.
+"""The worker's side of the JSON-lines pipe: protocol fds that user code neither sees nor touches.
 
-User code prints, and so do libraries and child processes it starts. All of
-that must land on stderr, never between two protocol lines, so at start-up
-the worker duplicates fd 1 for itself, points fd 1 at stderr and sets
-`sys.stdout = sys.stderr`.
+User code prints, reads stdin, closes fds and starts child processes. None of
+that may reach the protocol: a print between two protocol lines corrupts it, a
+read of fd 0 steals the kernel's next message, and `os.close(0)` silently cut
+the worker off from the kernel. So at start-up `take_protocol_fds` moves both
+pipe ends to high, close-on-exec fds (children never inherit them), points
+fd 0 at /dev/null and fd 1 at stderr, and sets `sys.stdout = sys.stderr`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import stat
 import sys
 import threading
 from asyncio import unix_events
+from dataclasses import dataclass
 
 from nerve_cli.wire.protocol import MAX_LINE, Message
 
 # asyncio reads pipes 256 KiB at a time and pays an mmap/munmap per small read;
 # 64 KiB halves the round trip (LIBRARY-NOTES). The kernel's handle does the same.
 unix_events._UnixReadPipeTransport.max_size = 64 * 1024  # type: ignore[attr-defined]
+
+
+PROTOCOL_FD_MIN = 100  # far above the fds a sense opens (or closes by mistake) in normal use
+
+
+@dataclass(frozen=True)
+class ProtocolFds:
+    read: int  # the kernel's messages (was fd 0)
+    write: int  # our answers (was fd 1)
+
+
+def take_protocol_fds() -> ProtocolFds:
+    """Move the protocol pipes off fds 0 and 1; fd 0 becomes /dev/null, fd 1 a copy of stderr."""
+    sys.stdout.flush()
+    fds = ProtocolFds(_move_high(0), _move_high(1))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return fds
+
+
+def _move_high(fd: int) -> int:
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, PROTOCOL_FD_MIN)
+    except OSError:  # a very low fd limit: any close-on-exec copy still beats fd 0/1
+        return os.dup(fd)
 
 
 class ProtocolWriter:
@@ -29,15 +61,6 @@ class ProtocolWriter:
         self.fd = fd
         self._lock = threading.Lock()
         self.closed = False
-
-    @classmethod
-    def take_stdout(cls) -> ProtocolWriter:
-        """Claim the real stdout for the protocol and send everything else written to fd 1 to stderr."""
-        sys.stdout.flush()
-        fd = os.dup(1)
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-        return cls(fd)
 
     def send(self, message: Message) -> None:
         self.write(message.encode())
@@ -62,15 +85,16 @@ class ProtocolWriter:
 
 
 class _ThreadLineReader:
-    """Reads stdin lines in a thread: for a stdin epoll cannot watch (a regular file, /dev/null)."""
+    """Reads protocol lines in a thread: for an input epoll cannot watch (a regular file, /dev/null)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._loop = loop
-        threading.Thread(target=self._pump, name="stdin", daemon=True).start()
+        self._stream = os.fdopen(fd, "rb", closefd=False)
+        threading.Thread(target=self._pump, name="protocol-in", daemon=True).start()
 
     def _pump(self) -> None:
-        stream = sys.stdin.buffer
+        stream = self._stream
         while True:
             line = stream.readline(MAX_LINE)
             self._loop.call_soon_threadsafe(self._queue.put_nowait, line)
@@ -81,12 +105,12 @@ class _ThreadLineReader:
         return await self._queue.get()
 
 
-async def stdin_reader() -> asyncio.StreamReader | _ThreadLineReader:
-    """An asyncio line reader on stdin whose line limit matches the protocol's."""
+async def protocol_reader(fd: int) -> asyncio.StreamReader | _ThreadLineReader:
+    """An asyncio line reader on the protocol's input fd whose line limit matches the protocol's."""
     loop = asyncio.get_running_loop()
-    mode = os.fstat(sys.stdin.fileno()).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()):
-        return _ThreadLineReader(loop)
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+        return _ThreadLineReader(loop, fd)
     reader = asyncio.StreamReader(limit=MAX_LINE)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
     return reader

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.wire import protocol
+from nerve_cli.worker.stdio import protocol_reader, take_protocol_fds
 from nerve_cli.workflow.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.workflow.thread import FAILED, ThreadContext, run_thread
 
@@ -131,14 +132,7 @@ class Runtime:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _stdin_reader() -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=protocol.MAX_LINE)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return reader
-
-
-async def _main(name: str, home: Path, out: Output) -> int:
+async def _main(name: str, home: Path, out: Output, input_fd: int) -> int:
     from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
 
     try:
@@ -149,7 +143,7 @@ async def _main(name: str, home: Path, out: Output) -> int:
         out.send(protocol.Ready(os.getpid(), [], {name: info}))
         return LOAD_FAILED_EXIT
     runtime = Runtime(name, home, out, definition)
-    reader = await _stdin_reader()
+    reader = await protocol_reader(input_fd)
     out.send(protocol.Ready(os.getpid(), [name]))
     await runtime.serve(reader)
     return 0
@@ -157,11 +151,9 @@ async def _main(name: str, home: Path, out: Output) -> int:
 
 def main(args: Any) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # keep the real stdout for protocol lines; everything else printed goes to stderr
-    out = Output(os.dup(1))
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    fds = take_protocol_fds()  # role code never sees the protocol pipes: it prints to stderr, reads /dev/null
+    out = Output(fds.write)
     try:
-        return asyncio.run(_main(args.name, Path(args.home), out))
+        return asyncio.run(_main(args.name, Path(args.home), out, fds.read))
     except BrokenPipeError:  # the kernel is gone
         return 0
