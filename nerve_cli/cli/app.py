@@ -6,6 +6,8 @@ inside its body so `nerve --help` stays fast.
 
 from __future__ import annotations
 
+import errno
+
 import typer
 from typer.core import TyperGroup
 
@@ -27,9 +29,15 @@ from nerve_cli.cli import (
 )
 from nerve_cli.errors import NerveError
 
+_REFUSED_WRITES = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
 
 class NerveGroup(TyperGroup):
-    """Turns a NerveError anywhere below into one red line and its exit code."""
+    """Turns a NerveError anywhere below into one red line and its exit code.
+
+    So is a write the filesystem refused (read-only, full, not ours): the user's
+    to fix, named by its file, never a traceback.
+    """
 
     def invoke(self, ctx):  # type: ignore[override]
         try:
@@ -43,6 +51,14 @@ class NerveGroup(TyperGroup):
                 for problem in problems:
                     output.err_console().print(f"  {problem}", highlight=False, markup=False)
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:
+            if exc.errno not in _REFUSED_WRITES or not exc.filename:
+                raise
+            from nerve_cli.cli import output
+            from nerve_cli.store.sqlitefile import storage_error
+
+            output.error(str(storage_error(exc.filename, exc)))  # a read-only or full disk: the user's to fix
+            raise typer.Exit(1) from None
 
 
 app = typer.Typer(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from nerve_cli.schema import views
+from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
 if TYPE_CHECKING:
     from nerve_cli.kernel.engine import Engine
@@ -25,16 +26,20 @@ HEALTH_SENSE = "nerve-health"
 
 class HealthStore:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
-        )
-        self.conn.execute("CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)")
-        views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
+        fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only nerve-health's own signals)"
+        self.conn = open_writer(path, fix=fix)
+        try:
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
+            )
+            self.conn.execute("CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)")
+            views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            if is_damage(exc):
+                raise damaged(path, str(exc), fix) from None
+            raise
 
     def record(self, payload: dict[str, Any]) -> int:
         ts = time.time_ns() // 1_000_000

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.store.sqlitefile import private_dir, storage_error
 
 
 class EngineLocked(NerveError):
@@ -23,8 +24,11 @@ class InstanceLock:
         self._fd: int | None = None
 
     def acquire(self) -> "InstanceLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a read-only filesystem, a folder that is not ours
+            raise storage_error(self.path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -5,11 +5,19 @@ for one path, a tmp-file + rename is `added`); we only need to know *which*
 sense, workflow or config changed, so events are reduced to a `Changes` set
 and one save becomes one reload. `data/`, `.git/`, caches and editor temp
 files are ignored.
+
+The folders are chosen here, not crawled by the watcher: a recursive watch
+follows every symlink, and `senses/x -> /proc/self` walked /proc until a
+PermissionError ended file watching for good. So the instance folder, senses/
+(with each sense's folders) and workflows/ are watched one by one, never
+through a symlink that leads out of the instance; when a folder appears or goes,
+the set is rebuilt and the watch starts again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -18,6 +26,7 @@ from watchfiles import DefaultFilter, awatch
 
 IGNORED_DIRS = {"data", ".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache", "node_modules"}
 DEBOUNCE_MS = 300  # the longest a burst of saves is collected before one reload
+MAX_DEPTH = 6  # folders below senses/ that are watched (a sense's own packages, migrations/)
 STEP_MS = 100  # watchfiles' poll of its event queue: 10 wake-ups/s idle; a batch ends after this much quiet
 
 
@@ -36,9 +45,12 @@ def classify(home: Path, paths: set[str]) -> Changes:
     changes = Changes()
     for raw in paths:
         try:
-            parts = Path(raw).resolve().relative_to(home.resolve()).parts
+            parts = Path(raw).relative_to(home).parts
         except ValueError:
-            continue
+            try:
+                parts = Path(os.path.realpath(raw)).relative_to(os.path.realpath(home)).parts
+            except ValueError:
+                continue
         if not parts or parts[0] in IGNORED_DIRS:
             continue
         if parts == ("nerve.yaml",):
@@ -67,10 +79,57 @@ class _Filter(DefaultFilter):
         return super().__call__(change, path)
 
 
+def watched_dirs(home: Path) -> set[Path]:
+    """The folders whose files the engine reloads, reached without leaving the instance."""
+    root = Path(os.path.realpath(home))
+    found = {home}
+    seen: set[Path] = set()
+
+    def visit(folder: Path, depth: int) -> None:
+        real = Path(os.path.realpath(folder))
+        if real in seen or not real.is_relative_to(root) or depth > MAX_DEPTH:
+            return  # a loop, or a symlink out of the instance
+        seen.add(real)
+        found.add(folder)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if depth < MAX_DEPTH and entry.name not in IGNORED_DIRS and not entry.name.startswith("."):
+                try:
+                    if entry.is_dir():
+                        visit(Path(entry.path), depth + 1)
+                except OSError:
+                    continue
+
+    for top, depth in (("senses", 0), ("workflows", MAX_DEPTH)):  # workflows/*.py only: no deeper
+        if (home / top).is_dir():
+            visit(home / top, depth)
+    return found
+
+
 async def watch(home: Path, on_change: Callable[[Changes], Awaitable[None]], stop: asyncio.Event) -> None:
     """Call `on_change` once per debounced batch of relevant file changes, until `stop` is set."""
-    async for batch in awatch(home, watch_filter=_Filter(), stop_event=stop, debounce=DEBOUNCE_MS,
-                              step=STEP_MS, recursive=True, raise_interrupt=False):
-        changes = classify(home, {path for _change, path in batch})
-        if changes:
-            await on_change(changes)
+    folders = watched_dirs(home)
+    while not stop.is_set():
+        rebuilt: set[Path] | None = None
+        async for batch in awatch(*sorted(folders), watch_filter=_Filter(), stop_event=stop, debounce=DEBOUNCE_MS,
+                                  step=STEP_MS, recursive=False, raise_interrupt=False):
+            changes = classify(home, {path for _change, path in batch})
+            now = watched_dirs(home)
+            if now != folders:  # a folder came or went: files in a new one were not watched yet
+                for folder in now - folders:
+                    changes = _merge(changes, classify(home, {str(folder / "sense.py")}))
+                rebuilt = now
+            if changes:
+                await on_change(changes)
+            if rebuilt is not None:
+                break
+        if rebuilt is None:
+            return  # stopped
+        folders = rebuilt
+
+
+def _merge(a: Changes, b: Changes) -> Changes:
+    return Changes(a.config or b.config, a.senses | b.senses, a.workflows | b.workflows)

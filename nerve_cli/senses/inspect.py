@@ -16,6 +16,7 @@ import orjson
 from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.store.sqlitefile import open_reader
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -167,9 +168,9 @@ def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple] | None:
     if not path.is_file():
         return None
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
+        conn = open_reader(path)
+    except sqlite3.Error as exc:  # damaged, or unreadable
+        raise SenseError(f"cannot read {path}: {exc}") from exc
     try:
         return conn.execute(sql, params).fetchall()
     except sqlite3.OperationalError as exc:

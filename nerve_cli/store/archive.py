@@ -21,6 +21,7 @@ the day they belong to, so a day file is never rewritten once committed.
 from __future__ import annotations
 
 import fcntl
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -31,6 +32,7 @@ from nerve_cli.store.archive_db import DAY_MS, day_index, day_str
 from nerve_cli.store.archive_report import ArchiveReport, DbReport, ProgressEvent
 from nerve_cli.store.archive_run import CRASH_ENV, CrashHook, DbRun, Ticker
 from nerve_cli.store.logs import now_ms as _now_ms
+from nerve_cli.store.sqlitefile import private_dir
 
 __all__ = ["archive", "ArchiveReport", "DbReport", "ProgressEvent", "CRASH_ENV", "day_str", "day_index"]
 
@@ -51,7 +53,7 @@ def check_writable(folders: list[Path]) -> None:
     for folder in folders:
         probe = folder / ".nerve-write-test"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
@@ -65,8 +67,8 @@ def check_writable(folders: list[Path]) -> None:
 @contextmanager
 def archive_lock(layout: Layout) -> Iterator[None]:
     """One archiver per instance (the engine's daily run and a manual `nerve archive`)."""
-    layout.archive.mkdir(parents=True, exist_ok=True)
-    with open(layout.archive / ".lock", "a+") as handle:
+    private_dir(layout.archive)
+    with os.fdopen(os.open(layout.archive / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from nerve_cli.errors import NerveError
+from nerve_cli.store.sqlitefile import private_dir
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -49,7 +50,7 @@ class BlobStore:
         target = self.path(sha)
         if target.is_file():
             return sha  # content addressing: same hash, same bytes
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         self._write_atomic(target, bytes(data))
         return sha
 
@@ -67,7 +68,7 @@ class BlobStore:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, 0o444)  # blobs are immutable
+            os.chmod(tmp, 0o400)  # blobs are immutable, and the owner's only
             os.replace(tmp, target)
         except BaseException:
             try:

@@ -78,7 +78,9 @@ def write_tmp(path: Path, lines: Iterable[bytes]) -> tuple[int, int]:
     """Write `path.tmp` durably (file and directory entry fsynced). Returns (lines, bytes)."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     count = size = 0
-    with open(tmp, "wb", buffering=1 << 20) as out:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # archived rows are as private as the databases they came from
+    with os.fdopen(fd, "wb", buffering=1 << 20) as out:
         for line in lines:
             out.write(line)
             count += 1

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import orjson
 
 from nerve_cli.schema import views
+from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
@@ -72,12 +73,16 @@ def iso_ms(ts: int) -> str:
 
 
 def open_db(path: Path) -> sqlite3.Connection:
-    """A writer connection in autocommit mode (we issue BEGIN/COMMIT ourselves)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    return conn
+    """A writer connection in autocommit mode (we issue BEGIN/COMMIT ourselves); DamagedDatabase if unreadable."""
+    from nerve_cli.store.sqlitefile import open_writer
+
+    return open_writer(path, fix=damage_fix(path))
+
+
+def damage_fix(path: Path) -> str:
+    """What to do about a damaged logs.db."""
+    return (f"restore it from a backup, or move it aside (`mv {path} {path}.damaged`) to start a new, "
+            "empty log (the history, threads and interval anchors start over)")
 
 
 class LogStore:
@@ -85,10 +90,15 @@ class LogStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = open_db(self.path)
-        self._conn.executescript(SCHEMA)
-        views.sync(self._conn, views.LOGS_VIEWS)
+        self._conn = open_db(self.path)  # also makes data/ the owner's only (0700)
+        try:
+            self._conn.executescript(SCHEMA)
+            views.sync(self._conn, views.LOGS_VIEWS)
+        except sqlite3.DatabaseError as exc:  # a header that reads, pages that do not
+            self._conn.close()
+            if is_damage(exc):
+                raise damaged(self.path, str(exc), damage_fix(self.path)) from None
+            raise
         self._lock = threading.RLock()  # the buffer
         self._write_lock = threading.RLock()  # the connection: one transaction at a time (taken before _lock)
         # each op is (sql, params); kept in call order and written in that order
@@ -208,11 +218,8 @@ class LogStore:
 # -- read side: separate read-only connections -------------------------------
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection that sees the writer's commits (WAL)."""
-    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA query_only = ON")
-    return conn
+    """A read-only connection that sees the writer's commits (WAL), also on a read-only filesystem."""
+    return open_reader(path)
 
 
 def parse_payload(payload: str | None) -> Any:

@@ -25,6 +25,7 @@ from nerve_cli.errors import SenseError
 from nerve_cli.schema import views
 from nerve_cli.schema.declare import from_row, spec_of, to_row
 from nerve_cli.store.blobs import BlobStore
+from nerve_cli.store.sqlitefile import open_reader, open_writer
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -37,19 +38,17 @@ _TXN_RE = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK(?!\s+TO\b))\b", re.IGNOREC
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open a sense database: read-write (created if missing) or strictly read-only."""
+    """Open a sense database: read-write (created if missing, DamagedDatabase if unreadable) or strictly read-only."""
     path = Path(path)
-    if readonly:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True,
-                               isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA query_only=ON")
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    return conn
+    if not readonly:
+        return open_writer(path, fix=damage_fix(path))
+    return open_reader(path, isolation_level=None, check_same_thread=False)
+
+
+def damage_fix(path: Path) -> str:
+    """What to do about a damaged sense database."""
+    return (f"restore it from a backup, or delete it (`rm {path}`) to start this sense from an empty database "
+            "(its tables are rebuilt from the migrations; its rows are lost)")
 
 
 class SenseDB:

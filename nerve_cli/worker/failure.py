@@ -8,19 +8,26 @@ so Nerve's own frames and the import machinery don't bury it.
 
 from __future__ import annotations
 
+import os
 import traceback
 from pathlib import Path
 
 from nerve_cli.wire.protocol import ErrorInfo
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_PACKAGE_DIR = Path(os.path.realpath(__file__)).parents[1]
+
+
+def _real(path: str | Path) -> Path:
+    # os.path.realpath, not Path.resolve: on a symlink loop resolve raises RuntimeError,
+    # which turned one sense's looping folder into a crash of its whole group at load
+    return Path(os.path.realpath(path))
 
 
 def _inside(filename: str | None, folder: Path) -> bool:
     if not filename:
         return False
     try:
-        Path(filename).resolve().relative_to(folder)
+        _real(filename).relative_to(folder)
         return True
     except (ValueError, OSError):
         return False
@@ -30,7 +37,7 @@ def shown_path(filename: str, home: Path | None) -> str:
     """`senses/x/sense.py` when under the instance folder, else the path as given."""
     if home is not None:
         try:
-            return str(Path(filename).resolve().relative_to(Path(home).resolve()))
+            return str(_real(filename).relative_to(_real(home)))
         except (ValueError, OSError):
             pass
     return filename
@@ -39,7 +46,7 @@ def shown_path(filename: str, home: Path | None) -> str:
 def error_info(exc: BaseException, sense_dir: Path, home: Path | None = None, *,
                message: str | None = None) -> ErrorInfo:
     """ErrorInfo for `exc`, located in the user's files under `sense_dir` where possible."""
-    folder = Path(sense_dir).resolve()
+    folder = _real(sense_dir)
     frames = traceback.extract_tb(exc.__traceback__)
     user = [i for i, f in enumerate(frames) if _inside(f.filename, folder)]
     file: str | None = None

@@ -8,15 +8,18 @@ senses of the group still load.
 from __future__ import annotations
 
 import inspect
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.schema.declare import tables_of
 from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.migrate import apply_migrations
 from nerve_cli.store.blobs import BlobStore
-from nerve_cli.store.sensedb import Peers, SenseDB, write_archive_map
+from nerve_cli.store.sensedb import Peers, SenseDB, damage_fix, write_archive_map
+from nerve_cli.store.sqlitefile import damaged, is_damage
 from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import LoadedSense, compute_arity
@@ -38,6 +41,8 @@ def load_senses(home: Path, spec: GroupSpec) -> LoadResult:
             result.senses[name] = load_sense(layout, name, peers, blobs)
         except _LoadFailed as exc:
             result.failed[name] = exc.info
+        except (OSError, sqlite3.Error) as exc:  # this sense's files or folder (a loop, no permission): its load fails
+            result.failed[name] = error_info(exc, layout.sense_dir(name), layout.home)
     return result
 
 
@@ -78,11 +83,17 @@ def _import(folder: Path, name: str, home: Path) -> tuple[object | None, object]
 
 
 def _open_db(layout: Layout, name: str, folder: Path, schema: object | None, blobs: BlobStore) -> SenseDB:
-    db = SenseDB.open(layout.sense_db(name), name=name, blobs=blobs)
+    path = layout.sense_db(name)
+    try:
+        db = SenseDB.open(path, name=name, blobs=blobs)
+    except NerveError as exc:  # damaged (not a database, 0 bytes), or data/ not writable
+        raise _LoadFailed(ErrorInfo(type(exc).__name__, str(exc))) from exc
     try:
         apply_migrations(db.conn, layout.migrations(name))
         write_archive_map(db.conn, tables_of(schema) if schema is not None else [])  # type: ignore[arg-type]
     except BaseException as exc:
         db.close()
+        if is_damage(exc):  # a header that reads, pages that do not
+            raise _LoadFailed(ErrorInfo("DamagedDatabase", str(damaged(path, str(exc), damage_fix(path))))) from exc
         raise _LoadFailed(error_info(exc, folder, layout.home)) from exc
     return db

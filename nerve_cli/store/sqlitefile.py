@@ -1,0 +1,163 @@
+"""The SQLite files under data/: created whole and private, refused clearly when damaged.
+
+- A new database is built as a temporary file (mode 0600, header and WAL mode
+  written) and linked into place, so a database at its path always has its
+  header. A 0-byte file can then only be a truncated one: it is refused like
+  any damaged database, never silently started over (a sense's rows gone
+  without a word).
+- data/ and the folders Nerve makes under it are 0700, the databases 0600;
+  SQLite gives the -wal and -shm files the mode of their database.
+- A damaged file (not a database, malformed, empty) raises `DamagedDatabase`
+  naming the file and what to do; a filesystem that refuses writes raises
+  `StorageError` naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+from nerve_cli.errors import NerveError
+
+BUSY_TIMEOUT_MS = 5000
+_DAMAGE_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class DamagedDatabase(NerveError):
+    """A database file that SQLite cannot read as a database."""
+
+
+class StorageError(NerveError):
+    """data/ cannot be written (read-only filesystem, permissions, disk full)."""
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` and any missing parents as 0700; tighten `path` itself if others may enter it (OSError if not)."""
+    path = Path(path)
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def storage_error(path: Path, exc: OSError) -> StorageError:
+    """An OSError while writing under data/, as one line with the file and what to do."""
+    why = exc.strerror or str(exc)
+    if exc.errno in _READ_ONLY:
+        fix = "make that folder writable (is the filesystem mounted read-only?)"
+    elif exc.errno == errno.ENOSPC:
+        fix = "free some space on that disk"
+    else:
+        fix = "check that folder"
+    return StorageError(f"cannot write {exc.filename or path}: {why}; {fix}")
+
+
+def _unwritable(folder: Path) -> OSError:
+    """Why SQLite could not open a file for writing in `folder`, as the OSError the OS would give."""
+    code = errno.EROFS if os.statvfs(folder).f_flag & os.ST_RDONLY else errno.EACCES
+    return OSError(code, os.strerror(code), str(folder))
+
+
+def is_damage(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGE_CODES
+
+
+def damaged(path: Path, why: str, fix: str) -> DamagedDatabase:
+    return DamagedDatabase(f"{path} is damaged ({why}): {fix}")
+
+
+def open_writer(path: Path, *, fix: str) -> sqlite3.Connection:
+    """The read-write connection to a database under data/ (autocommit at the driver, WAL, NORMAL).
+
+    `fix` tells the user what to do if the file turns out to be damaged.
+    """
+    path = Path(path)
+    try:
+        private_dir(path.parent)
+        _create(path)
+        _tighten(path)
+        if path.stat().st_size == 0:
+            raise damaged(path, "it is empty (0 bytes): it was truncated", fix)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+    except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(path, str(exc), fix) from None
+        if isinstance(exc, sqlite3.OperationalError) and not os.access(path.parent, os.W_OK):
+            raise storage_error(path, _unwritable(path.parent)) from None
+        raise
+    except OSError as exc:
+        raise storage_error(path, exc) from None
+    return conn
+
+
+def open_reader(path: Path, **connect: object) -> sqlite3.Connection:
+    """A read-only connection that sees a live writer's commits (WAL); on read-only media, the file as it is.
+
+    Reading a WAL database needs its -shm file, which SQLite cannot create on a
+    read-only filesystem (`nerve logs` failed there with "unable to open database
+    file"). When the folder takes no writes and no -wal file holds commits, the
+    database file is all there is, so it is opened `immutable`.
+    """
+    path = Path(path)
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, **connect)  # type: ignore[arg-type]
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # open the file now, not at the first query
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        wal = path.with_name(path.name + "-wal")
+        if not path.is_file() or os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
+            raise
+    conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, **connect)  # type: ignore[arg-type]
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _create(path: Path) -> None:
+    """Build a missing database beside its path and link it in: whole, or not there at all."""
+    if path.exists():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    tmp.unlink(missing_ok=True)  # a leftover of a process that died while creating it
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")  # writes the header: the file is never empty again
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _tighten(path: Path) -> None:
+    """Databases of instances made before they were private: 0600 for the file and its -wal/-shm."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
