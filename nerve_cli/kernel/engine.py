@@ -6,6 +6,11 @@ writer, the built-in health sense, the workflow manager and the control
 socket. Every decision is event-driven: a signal reaching a listener starts
 its compute in the same loop iteration; the only timer is the one armed for
 the scheduler's next wake-up.
+
+The engine's parts never import it: each is handed what it needs (guards the
+scheduler and the log store, the watchdog the supervisors and a breach
+callback), or drives the engine through a small Protocol it declares
+(`supervisor.GroupHooks`, `reload.Target`, `requests.Target`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+import orjson
 
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
+from nerve_cli.kernel import reload, requests
+from nerve_cli.kernel.archive_job import archive_daily
 from nerve_cli.kernel.control import ControlServer
 from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
@@ -27,8 +36,12 @@ from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.kernel.scheduler import Scheduler, Start
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.watchdog import Watchdog
+from nerve_cli.kernel.workflows import WorkflowManager
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire import protocol
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.watch import Changes
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
@@ -81,10 +94,10 @@ class Engine:
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
                                    now=time.time())
-        self.guards = Guards(self)
+        self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
-        self.watchdog = Watchdog(self)
-        self.workflows = self._workflow_manager()
+        self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
+        self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report)
         self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
                                                     "groups": sorted(self.config.sense_groups())})
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
@@ -95,7 +108,7 @@ class Engine:
         if self.workflows is not None:
             await self.workflows.start()
         for group, senses in self.config.sense_groups().items():
-            self._start_group(group, senses)
+            self.start_group(group, senses)
         self.watchdog.update()
         if self.watch:
             self._watcher = loop.create_task(self._watch_files())
@@ -107,15 +120,7 @@ class Engine:
         await self._shutdown()
         return 0
 
-    def _workflow_manager(self):
-        try:
-            from nerve_cli.kernel.workflows import WorkflowManager
-        except ImportError:
-            return None
-
-        return WorkflowManager(self.home, self.config, self.logs, self.report)
-
-    def _start_group(self, group: str, senses: list[str]) -> None:
+    def start_group(self, group: str, senses: list[str]) -> None:
         supervisor = GroupSupervisor(group, senses, self.home, self.config, self)
         self.groups[group] = supervisor
         supervisor.start()
@@ -131,12 +136,12 @@ class Engine:
         self._stop.set()
 
     async def _watch_files(self) -> None:
-        from nerve_cli.kernel.reload import apply_changes
+        # imported here: watchfiles loads only when the engine watches files (not with --no-watch)
         from nerve_cli.kernel.watch import watch
 
-        async def on_change(changes) -> None:
+        async def on_change(changes: Changes) -> None:
             if not self.stopping:
-                await apply_changes(self, changes)
+                await reload.apply_changes(self, changes)
 
         try:
             await watch(self.home, on_change, self._watch_stop)
@@ -144,9 +149,20 @@ class Engine:
             self.report("error", f"file watching stopped: {type(exc).__name__}: {exc}; restart the engine to reload")
 
     async def _archive_daily(self) -> None:
-        from nerve_cli.kernel.archive_job import archive_daily
+        await archive_daily(self.home, lambda: self.config.engine.archive_after, self.log, self.report)
 
-        await archive_daily(self)
+    # hot reload (reload.Target) ---------------------------------------------
+    def use_config(self, config: NerveConfig) -> None:
+        self.config = config
+        # a sense that joins keeps its rhythm from disk, like at start-up; cron times count from now
+        completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
+        self.scheduler.apply_config(config, completions, now=time.time())
+
+    def config_applied(self) -> None:
+        if self.workflows is not None:
+            self.workflows.update_config(self.config)
+        self.guards.update_config(self.config.engine)
+        self.watchdog.update()
 
     async def _shutdown(self) -> None:
         self.stopping = True
@@ -357,16 +373,14 @@ class Engine:
 
     def _compute_health(self, compute_id: int, reason: str) -> None:
         started = time.perf_counter()
-        payload = health_payload(self)
+        payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors)
         self.health.record(payload)
         self._route_signal(HEALTH_SENSE, payload, None)
         self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
 
     # control socket ------------------------------------------------------------
     async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
-        from nerve_cli.kernel.requests import handle
-
-        return await handle(self, request)
+        return await requests.handle(self, request)
 
     def demand(self, sense: str) -> asyncio.Future:
         """Compute `sense` now; the future resolves when a compute started after this request ends."""
@@ -385,8 +399,6 @@ class Engine:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    import orjson
-
     try:
         text = orjson.dumps(value).decode()
     except TypeError:

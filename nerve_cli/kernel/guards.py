@@ -2,7 +2,9 @@
 
 The bookkeeping is pure (`penalty.PenaltyBook`); this module applies its
 verdicts to the scheduler, records them in logs.db (quarantines as
-`meta['quarantine:<sense>']` with an absolute expiry) and lifts them.
+`meta['quarantine:<sense>']` with an absolute expiry) and lifts them. It is
+handed the scheduler, the log store and the engine's `log`/`report` callbacks,
+never the engine.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from nerve_cli.config.model import EngineConfig
 from nerve_cli.kernel.penalty import PenaltyBook
-
-if TYPE_CHECKING:
-    from nerve_cli.kernel.engine import Engine
+from nerve_cli.kernel.report import Log, Report
+from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.store.logs import LogStore
 
 QUARANTINE = "quarantine:"
 
@@ -43,48 +45,51 @@ def load_quarantines(logs_db: Path, now: float | None = None) -> dict[str, dict]
 
 
 class Guards:
-    def __init__(self, engine: "Engine") -> None:
-        self.engine = engine
-        self.book = PenaltyBook(engine.config.engine)
+    """Back-off and quarantine for the senses of one scheduler, persisted in `logs`."""
+
+    def __init__(self, settings: EngineConfig, scheduler: Scheduler, logs: LogStore, log: Log,
+                 report: Report) -> None:
+        self.book = PenaltyBook(settings)
+        self.scheduler = scheduler
+        self.logs = logs
+        self.log = log
+        self.report = report
 
     def restore(self) -> None:
-        for sense, entry in load_quarantines(self.engine.layout.logs_db).items():
-            self.engine.scheduler.block(sense, entry["until"], entry["why"], quarantine=True)
-            self.engine.report("warn", f"{sense} is quarantined until {_local(entry['until'])}: {entry['why']}")
+        for sense, entry in load_quarantines(self.logs.path).items():
+            self.scheduler.block(sense, entry["until"], entry["why"], quarantine=True)
+            self.report("warn", f"{sense} is quarantined until {_local(entry['until'])}: {entry['why']}")
 
-    def update_config(self) -> None:
-        self.book.settings = self.engine.config.engine
+    def update_config(self, settings: EngineConfig) -> None:
+        self.book.settings = settings
 
     def after_compute(self, sense: str, outcome: str, now: float) -> None:
         verdict = self.book.record(sense, outcome, now)
         if verdict is None:
             return
-        engine = self.engine
-        engine.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
+        self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
         detail = {"sense": sense, "until": verdict.until, "why": verdict.why}
         if verdict.quarantine:
-            engine.logs.set_meta(QUARANTINE + sense, json.dumps({"until": verdict.until, "why": verdict.why}))
-            engine.log("system", "quarantined", sense, detail)
-            engine.report("error", f"{sense} quarantined until {_local(verdict.until)}: {verdict.why}")
+            self.logs.set_meta(QUARANTINE + sense, json.dumps({"until": verdict.until, "why": verdict.why}))
+            self.log("system", "quarantined", sense, detail)
+            self.report("error", f"{sense} quarantined until {_local(verdict.until)}: {verdict.why}")
         else:
-            engine.log("system", "penalised", sense, detail)
-            engine.report("warn", f"{sense} penalised: {verdict.why}")
+            self.log("system", "penalised", sense, detail)
+            self.report("warn", f"{sense} penalised: {verdict.why}")
 
     def reset(self, sense: str) -> bool:
         """Lift a penalty or quarantine; True if there was one."""
-        state = self.engine.scheduler.states.get(sense)
+        state = self.scheduler.states.get(sense)
         had = bool(state and state.blocked_until)
         self.book.reset(sense)
-        self.engine.scheduler.unblock(sense)
-        self.engine.logs.set_meta(QUARANTINE + sense, "null")
-        self.engine.log("system", "reset", sense, {"sense": sense, "was_blocked": had})
+        self.scheduler.unblock(sense)
+        self.logs.set_meta(QUARANTINE + sense, "null")
+        self.log("system", "reset", sense, {"sense": sense, "was_blocked": had})
         return had
 
 
 def reset_offline(logs_db: Path, sense: str) -> bool:
     """`nerve sense reset` with no engine running: clear the persisted quarantine."""
-    from nerve_cli.store.logs import LogStore
-
     had = sense in load_quarantines(logs_db)
     store = LogStore(logs_db)
     try:

@@ -10,16 +10,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import psutil
 
 from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
 if TYPE_CHECKING:
-    from nerve_cli.kernel.engine import Engine
+    from nerve_cli.kernel.scheduler import Scheduler
+    from nerve_cli.kernel.supervisor import GroupSupervisor
 
 HEALTH_SENSE = "nerve-health"
 
@@ -52,8 +55,6 @@ class HealthStore:
 
 def rss_bytes(pids: list[int]) -> dict[int, int]:
     """Resident memory of each live pid (psutil; missing pids are skipped)."""
-    import psutil
-
     out = {}
     for pid in pids:
         try:
@@ -63,25 +64,26 @@ def rss_bytes(pids: list[int]) -> dict[int, int]:
     return out
 
 
-def health_payload(engine: "Engine") -> dict[str, Any]:
+def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[str, "GroupSupervisor"],
+                   recent_errors: list[dict[str, Any]]) -> dict[str, Any]:
     """What the engine knows about itself, as the health sense's signal."""
-    pids = [os.getpid()] + [s.worker.pid for s in engine.groups.values() if s.worker and s.worker.pid]
+    pids = [os.getpid()] + [s.worker.pid for s in groups.values() if s.worker and s.worker.pid]
     rss = rss_bytes(pids)
     hour_ago = (time.time() - 3600) * 1000
     return {
-        "uptime_s": round(time.time() - engine.started_at, 1),
-        "senses": len(engine.scheduler.states),
-        "running": sum(1 for s in engine.scheduler.states.values() if s.running),
-        "pending": engine.scheduler.pending_count(),
-        "errors_last_hour": sum(1 for e in engine.recent_errors if e["ts"] >= hour_ago),
-        "recent_errors": engine.recent_errors[-10:],
-        "workers": {g: s.state for g, s in engine.groups.items()},
+        "uptime_s": round(time.time() - started_at, 1),
+        "senses": len(scheduler.states),
+        "running": sum(1 for s in scheduler.states.values() if s.running),
+        "pending": scheduler.pending_count(),
+        "errors_last_hour": sum(1 for e in recent_errors if e["ts"] >= hour_ago),
+        "recent_errors": recent_errors[-10:],
+        "workers": {g: s.state for g, s in groups.items()},
         "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
         "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
         "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
                              "skipped": s.skipped}
-                         for n, s in engine.scheduler.states.items()
+                         for n, s in scheduler.states.items()
                          if s.coalesced or s.deferred or s.debounced or s.skipped},
         "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
-                    for n, s in engine.scheduler.states.items() if s.blocked_until},
+                    for n, s in scheduler.states.items() if s.blocked_until},
     }

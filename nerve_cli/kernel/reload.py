@@ -9,20 +9,48 @@
   computes have finished; other groups are untouched.
 - a workflow file: the workflow manager drains and restarts that workflow.
 Each reload writes one log row that says what changed.
+
+Reload drives the running engine through `Target`, the few things it may read
+and ask for; the engine implements it and imports this module, not the reverse.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
-from nerve_cli.kernel.watch import Changes
+from nerve_cli.kernel.supervisor import GroupSupervisor
+from nerve_cli.kernel.workflows import WorkflowManager
 
 if TYPE_CHECKING:
-    from nerve_cli.kernel.engine import Engine
+    from nerve_cli.kernel.watch import Changes  # only its type: watch imports watchfiles
+
+
+class Target(Protocol):
+    """The running engine, as hot reload sees it."""
+
+    home: Path
+    config: NerveConfig
+    groups: dict[str, GroupSupervisor]
+    workflows: WorkflowManager | None
+
+    def use_config(self, config: NerveConfig) -> None:
+        """Make `config` current and reschedule by it (before any worker moves)."""
+
+    def config_applied(self) -> None:
+        """The workers have moved: the engine's other parts follow the current config."""
+
+    def start_group(self, group: str, senses: list[str]) -> None: ...
+
+    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None: ...
+
+    def report(self, level: str, message: str) -> None: ...
+
+    def pump(self) -> None: ...
+
 
 _SCHEDULER_KEYS = ("throttle", "timeout", "grace_period")
 
@@ -62,7 +90,7 @@ def _dur(value: float | None) -> str:
     return "unset" if value is None else format_duration(value)
 
 
-async def apply_changes(engine: "Engine", changes: Changes) -> None:
+async def apply_changes(engine: Target, changes: "Changes") -> None:
     restarted: set[str] = set()
     if changes.config:
         restarted = await reload_config(engine)
@@ -73,7 +101,7 @@ async def apply_changes(engine: "Engine", changes: Changes) -> None:
     engine.pump()
 
 
-async def reload_config(engine: "Engine") -> set[str]:
+async def reload_config(engine: Target) -> set[str]:
     """Apply nerve.yaml if valid; return the groups whose workers were (re)started."""
     try:
         new, warnings = load_config_and_warnings(engine.home)
@@ -88,15 +116,9 @@ async def reload_config(engine: "Engine") -> set[str]:
     changes = describe_diff(old, new)
     if not changes:
         return set()
-    engine.config = new
-    # a sense that joins keeps its rhythm from disk, like at start-up; cron times count from now
-    completions = {k: v / 1000 for k, v in engine.logs.last_completions().items()}
-    engine.scheduler.apply_config(new, completions, now=time.time())
+    engine.use_config(new)
     restarted = await _regroup(engine, old, new)
-    if engine.workflows is not None:
-        engine.workflows.update_config(new)
-    engine.guards.update_config()
-    engine.watchdog.update()
+    engine.config_applied()
     engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted),
                                                           "warnings": [str(w) for w in warnings]})
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
@@ -105,7 +127,7 @@ async def reload_config(engine: "Engine") -> set[str]:
     return restarted
 
 
-async def _regroup(engine: "Engine", old: NerveConfig, new: NerveConfig) -> set[str]:
+async def _regroup(engine: Target, old: NerveConfig, new: NerveConfig) -> set[str]:
     restarted: set[str] = set()
     new_groups = new.sense_groups()
     for group in list(engine.groups):
@@ -114,7 +136,7 @@ async def _regroup(engine: "Engine", old: NerveConfig, new: NerveConfig) -> set[
     for group, senses in new_groups.items():
         supervisor = engine.groups.get(group)
         if supervisor is None:
-            engine._start_group(group, senses)
+            engine.start_group(group, senses)
             restarted.add(group)
         elif senses != supervisor.senses or _peers_changed(old, new, senses):
             await supervisor.restart(senses, new)
@@ -128,7 +150,7 @@ def _peers_changed(old: NerveConfig, new: NerveConfig, senses: list[str]) -> boo
     return any(old.senses.get(n) is None or old.senses[n].peers != new.senses[n].peers for n in senses)
 
 
-async def reload_senses(engine: "Engine", names: set[str], skip_groups: set[str]) -> None:
+async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) -> None:
     enabled = engine.config.enabled_senses()
     by_group: dict[str, list[str]] = {}
     for name in sorted(names):
@@ -142,7 +164,7 @@ async def reload_senses(engine: "Engine", names: set[str], skip_groups: set[str]
         await engine.groups[group].restart()
 
 
-async def reload_workflow(engine: "Engine", name: str) -> None:
+async def reload_workflow(engine: Target, name: str) -> None:
     if engine.workflows is None or name not in engine.config.workflows or not hasattr(engine.workflows, "reload"):
         return
     engine.log("system", "workflow_reloaded", name, {"workflow": name})

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+
+# The two callbacks an engine part is handed instead of the engine itself:
+Report = Callable[[str, str], None]  # (level, line): one console line; `Reporter` is one
+Log = Callable[[str, str, "str | None", "dict | None"], None]  # (source, type, ref, payload): one logs.db row
 
 LEVELS = {"error": (0, "bold red"), "warn": (0, "yellow"), "info": (0, "cyan"),
           "signal": (1, "green"), "debug": (2, "dim")}

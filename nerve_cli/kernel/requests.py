@@ -1,22 +1,53 @@
-"""What the engine answers on its control socket: ping, status, compute, emit, start_thread."""
+"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, reset.
+
+Requests read and drive the engine through `Target`; the engine implements it
+and imports this module, not the reverse.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
+import orjson
+
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE
-
-if TYPE_CHECKING:
-    from nerve_cli.kernel.engine import Engine
+from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.kernel.supervisor import GroupSupervisor
+from nerve_cli.kernel.workflows import WorkflowManager
 
 MAX_COMPUTE_WAIT = 600.0
 
 
-async def handle(engine: "Engine", request: dict[str, Any]) -> dict[str, Any]:
+class Target(Protocol):
+    """The running engine, as a control-socket request sees it."""
+
+    home: Path
+    layout: Layout
+    started_at: float
+    config: NerveConfig
+    scheduler: Scheduler
+    groups: dict[str, GroupSupervisor]
+    errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    guards: Guards
+    workflows: WorkflowManager | None
+
+    def demand(self, sense: str) -> asyncio.Future: ...
+
+    def emit(self, channel: str, payload: Any) -> list[str]: ...
+
+    def pump(self) -> None: ...
+
+
+async def handle(engine: Target, request: dict[str, Any]) -> dict[str, Any]:
     op = request["op"]
     handler = _OPS.get(op)
     if handler is None:
@@ -27,15 +58,15 @@ async def handle(engine: "Engine", request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
 
 
-async def _ping(engine: "Engine", request: dict) -> dict:
+async def _ping(engine: Target, request: dict) -> dict:
     return {"pid": os.getpid()}
 
 
-async def _status(engine: "Engine", request: dict) -> dict:
+async def _status(engine: Target, request: dict) -> dict:
     return status(engine)
 
 
-async def _compute(engine: "Engine", request: dict) -> dict:
+async def _compute(engine: Target, request: dict) -> dict:
     sense = request.get("sense")
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         known = ", ".join(sorted(engine.scheduler.states))
@@ -50,7 +81,7 @@ async def _compute(engine: "Engine", request: dict) -> dict:
     return {"sense": sense, **result, **_last_signal(engine, sense, result)}
 
 
-def _check_can_run(engine: "Engine", sense: str) -> None:
+def _check_can_run(engine: Target, sense: str) -> None:
     """Refuse at once what would otherwise wait: a quarantined sense, one that failed to load, a worker that is down."""
     state = engine.scheduler.states[sense]
     if state.quarantined:
@@ -71,15 +102,11 @@ def _check_can_run(engine: "Engine", sense: str) -> None:
                          "it is being restarted with back-off, see `nerve status`")
 
 
-def _last_signal(engine: "Engine", sense: str, result: dict) -> dict:
+def _last_signal(engine: Target, sense: str, result: dict) -> dict:
     """The payload of the compute just finished, read back from its own database."""
     if result.get("outcome") != "signal":
         error = engine.errors.get(sense, {}).get("last") if result.get("outcome") in ("error", "lost", "timeout") else None
         return {"error": error} if error else {}
-    import sqlite3
-
-    import orjson
-
     path = engine.layout.sense_db(sense)
     try:
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
@@ -92,7 +119,7 @@ def _last_signal(engine: "Engine", sense: str, result: dict) -> dict:
     return {"payload": orjson.loads(row[1]), "ts": row[0]} if row else {}
 
 
-async def _emit(engine: "Engine", request: dict) -> dict:
+async def _emit(engine: Target, request: dict) -> dict:
     channel = request.get("channel")
     if not isinstance(channel, str) or not channel:
         raise NerveError("emit needs a channel name")
@@ -102,7 +129,7 @@ async def _emit(engine: "Engine", request: dict) -> dict:
     return {"channel": channel, "triggered": targets}
 
 
-async def _start_thread(engine: "Engine", request: dict) -> dict:
+async def _start_thread(engine: Target, request: dict) -> dict:
     if engine.workflows is None:
         raise NerveError("workflows are not available in this engine")
     workflow, prompt = request.get("workflow"), request.get("prompt")
@@ -121,7 +148,7 @@ def _state(state) -> str:
     return "pending" if state.pending else "idle"
 
 
-async def _reset(engine: "Engine", request: dict) -> dict:
+async def _reset(engine: Target, request: dict) -> dict:
     sense = request.get("sense")
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         raise NerveError(f"no enabled sense {sense!r} in this engine")
@@ -130,7 +157,7 @@ async def _reset(engine: "Engine", request: dict) -> dict:
     return {"sense": sense, "was_blocked": had}
 
 
-def status(engine: "Engine") -> dict:
+def status(engine: Target) -> dict:
     now = time.time()
     senses = {}
     for name, state in engine.scheduler.states.items():

@@ -4,9 +4,10 @@ Only groups with a limit are sampled, and the sampling task exists only while
 some group has one, so unset limits cost nothing. Memory is the worker's
 resident set (with any children it started); CPU is its share of one core
 averaged over `cpu_window`, so a short burst is allowed and a sustained spin
-is not. On a breach the worker is stopped (TERM → KILL) and respawned with the
-usual back-off; the log says which sense(s) were computing and which figure
-broke which limit.
+is not. On a breach the watchdog calls `on_breach`; the engine stops the
+worker (TERM → KILL), its supervisor respawns it with the usual back-off, and
+the log says which sense(s) were computing and which figure broke which limit.
+The watchdog reads the supervisors and the limits it is handed, never the engine.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import psutil
 
 from nerve_cli.config.model import GroupConfig
+from nerve_cli.kernel.supervisor import GroupSupervisor
 
-if TYPE_CHECKING:
-    from nerve_cli.kernel.engine import Engine
+Breach = Callable[[str, int, str], None]  # (group, pid, problem)
 
 SAMPLE_EVERY = 0.25
 CHILDREN_EVERY = 16  # samples between scans for the worker's own children (a /proc walk, the costly part)
@@ -77,14 +78,20 @@ def breach(limits: GroupConfig, sampled: _Sampled, rss: int, cpu: float, now: fl
 
 
 class Watchdog:
-    def __init__(self, engine: "Engine") -> None:
-        self.engine = engine
+    """Samples the workers of `supervisors` (the engine's live map) against `limits()` (nerve.yaml `groups:`)."""
+
+    def __init__(self, supervisors: Mapping[str, GroupSupervisor], limits: Callable[[], Mapping[str, GroupConfig]],
+                 on_breach: Breach) -> None:
+        self.supervisors = supervisors
+        self.limits = limits  # a callable: a hot reload swaps the config under a running watchdog
+        self.on_breach = on_breach
         self.sampled: dict[str, _Sampled] = {}
         self.task: asyncio.Task | None = None
+        self.stopped = False
         self.samples = 0
 
     def limited_groups(self) -> dict[str, GroupConfig]:
-        return {g: c for g, c in self.engine.config.groups.items()
+        return {g: c for g, c in self.limits().items()
                 if c.memory_limit is not None or c.cpu_limit is not None}
 
     def update(self) -> None:
@@ -97,18 +104,19 @@ class Watchdog:
             self.task = None
 
     def stop(self) -> None:
+        self.stopped = True
         if self.task is not None:
             self.task.cancel()
             self.task = None
 
     async def _run(self) -> None:
-        while not self.engine.stopping:
+        while not self.stopped:
             self.check(time.monotonic())
             await asyncio.sleep(SAMPLE_EVERY)
 
     def check(self, now: float) -> None:
         for group, limits in self.limited_groups().items():
-            supervisor = self.engine.groups.get(group)
+            supervisor = self.supervisors.get(group)
             worker = supervisor.worker if supervisor else None
             if worker is None or not worker.alive or worker.pid is None or supervisor.state != "ready":
                 self.sampled.pop(group, None)
@@ -124,4 +132,4 @@ class Watchdog:
             problem = breach(limits, sampled, rss, cpu, now)
             if problem:
                 self.sampled.pop(group, None)
-                self.engine.watchdog_breach(group, worker.pid, problem)
+                self.on_breach(group, worker.pid, problem)
