@@ -9,32 +9,39 @@ Per workflow kind there is at most one worker process, spawned when a thread
 starts and stopped after `idle_timeout` without threads. When a worker dies
 mid-thread it is respawned with backoff; idempotent threads resume from their
 persisted chain, the others end `crashed` with the exit as the reason.
+
+The manager owns the kinds and the pump (start what may start, make sure a
+worker serves it). It calls down into one owner per decision, none of which
+calls back: `workflow_admission` (may it run; start, queue or drop),
+`workflow_spawn` (the worker's life and what its lines mean),
+`workflow_recovery` (threads whose worker, file or time ran out). They all
+write through `workflow_journal`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
+from nerve_cli.kernel import workflow_admission as admission
 from nerve_cli.kernel import workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess
+from nerve_cli.kernel.report import Report
+from nerve_cli.kernel.workflow_journal import Journal, Listener
 from nerve_cli.kernel.workflow_kind import Kind, Thread
+from nerve_cli.kernel.workflow_spawn import Spawner
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts
 from nerve_cli.wire import protocol
 from nerve_cli.workflow.directive import parse_directive
-from nerve_cli.workflow.model import WorkflowMessage, rounds_used, start_message
+from nerve_cli.workflow.model import rounds_used, start_message
 
 log = logging.getLogger(__name__)
-
-Report = Callable[[str, str], None]
-Listener = Callable[[str, str, str, dict], None]  # (run_id, workflow, type, payload)
 
 
 class WorkflowManager:
@@ -56,12 +63,10 @@ class WorkflowManager:
         self.logs = logs
         self.report = report
         self.idle_timeout = idle_timeout
-        self.ready_timeout = ready_timeout
-        self.backoff = backoff
-        self.max_crashes = max_crashes
-        self.start_tries = start_tries
         self.kinds: dict[str, Kind] = {}
-        self.listeners: list[Listener] = []
+        self.journal = Journal(logs, report)
+        self.spawner = Spawner(self.home, self.journal, ready_timeout=ready_timeout, backoff=backoff,
+                               max_crashes=max_crashes, start_tries=start_tries)
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()  # background tasks, referenced until done
 
@@ -70,27 +75,25 @@ class WorkflowManager:
         """Crash recovery at engine start: resume or crash `started` threads, requeue `queued` ones."""
         self._flush()
         for row in workflow_runs(self.logs.path, status="started"):
-            recovery.recover_started(self, row)
+            self._requeue(recovery.recover_started(self.journal, self.config.workflows.get(row["workflow"]), row))
         for row in workflow_runs(self.logs.path, status="queued"):
-            recovery.recover_queued(self, row)
+            self._requeue(recovery.recover_queued(self.journal, self.config.workflows.get(row["workflow"]), row))
         for kind in list(self.kinds.values()):
             self._pump(kind)
         self._flush()
 
     def launch(self, workflow: str, prompt: str, max_rounds: int | None, origin: dict) -> dict:
         """Queue a thread and start it if there is room; raises WorkflowError for a bad request."""
-        cfg = self._launchable(workflow)
-        rounds = self._rounds(max_rounds)
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise WorkflowError(f"workflow {workflow}: the prompt is empty")
+        cfg, rounds = admission.check_request(self.config, workflow, prompt, max_rounds)
         kind = self._kind(workflow)
         thread = Thread(self.logs.allocate_run_id(), workflow, prompt, rounds, dict(origin or {}))
         payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin}
         if max_rounds is not None and max_rounds > rounds:
             payload["requested_max_rounds"] = max_rounds
-        self._event(thread, "queued", payload)
-        status = self._admit(kind, cfg, thread)
-        if status == "started":
+        self.journal.event(thread, "queued", payload)
+        status = admission.admit(self.journal, kind, cfg, thread, holding=self.stopping)
+        if status == admission.STARTED:
+            self._begin(kind, thread)
             self._pump(kind)
         self._flush()
         self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
@@ -121,8 +124,8 @@ class WorkflowManager:
         for kind in self.kinds.values():
             if kind.name not in config.workflows:
                 while kind.queue:
-                    self._event(kind.queue.popleft(), "dropped",
-                                {"reason": f"workflow {kind.name} was removed from nerve.yaml"})
+                    self.journal.event(kind.queue.popleft(), "dropped",
+                                       {"reason": f"workflow {kind.name} was removed from nerve.yaml"})
             self._pump(kind)
         self._flush()
 
@@ -148,7 +151,7 @@ class WorkflowManager:
             for thread in list(kind.queue):
                 if thread.run_id == run_id:
                     kind.queue.remove(thread)
-                    self._event(thread, "dropped", {"reason": f"cancelled: {reason}"})
+                    self.journal.event(thread, "dropped", {"reason": f"cancelled: {reason}"})
                     self._flush()
                     return True
             thread = kind.running.get(run_id)
@@ -157,7 +160,7 @@ class WorkflowManager:
                     kind.worker.send(protocol.ThreadCancel(run_id, reason))
                 else:  # not on a worker yet: end it here
                     del kind.running[run_id]
-                    self._event(thread, "failed", {"reason": f"cancelled: {reason}", "rounds": 0})
+                    self.journal.event(thread, "failed", {"reason": f"cancelled: {reason}", "rounds": 0})
                     self._pump(kind)
                     self._flush()
                 return True
@@ -165,7 +168,7 @@ class WorkflowManager:
 
     def add_listener(self, listener: Listener) -> None:
         """Called after every workflow event is written (the standalone CLI prints rounds with it)."""
-        self.listeners.append(listener)
+        self.journal.listeners.append(listener)
 
     async def stop(self, timeout: float, reason: str = "engine stopped") -> None:
         """Let running threads finish up to `timeout`; then idempotent ones stay `started`
@@ -173,7 +176,7 @@ class WorkflowManager:
         self.stopping = True
         await self._wait(lambda: not any(k.running for k in self.kinds.values()), timeout)
         for kind in self.kinds.values():
-            recovery.abandon(self, kind, reason)
+            recovery.abandon(self.journal, kind, self.config.workflows.get(kind.name), reason)
             await self._retire(kind)
         self._flush()
 
@@ -191,7 +194,7 @@ class WorkflowManager:
         try:
             await self._wait(lambda: not kind.running, cfg.drain_timeout)
             reason = f"workflow file changed; thread not finished within drain_timeout {format_duration(cfg.drain_timeout)}"
-            recovery.lose_threads(self, kind, reason, resume=cfg.idempotent)
+            recovery.lose_threads(self.journal, kind, reason, resume=cfg.idempotent)
             await self._retire(kind)
             kind.load_error = None
         finally:
@@ -199,66 +202,37 @@ class WorkflowManager:
         self._pump(kind)
         self._flush()
 
-    # -- admission -------------------------------------------------------------
-    def _launchable(self, workflow: str) -> WorkflowConfig:
-        cfg = self.config.workflows.get(workflow)
-        if cfg is None:
-            known = ", ".join(sorted(self.config.workflows)) or "none"
-            raise WorkflowError(f"unknown workflow {workflow!r} (nerve.yaml workflows: {known}); "
-                                f"create it with `nerve workflow new {workflow}`")
-        if not cfg.enabled:
-            raise WorkflowError(f"workflow {workflow} is disabled (nerve.yaml: workflows.{workflow}.enabled "
-                                f"is false); enable it with `nerve workflow enable {workflow}`")
-        return cfg
-
-    def _rounds(self, requested: Any) -> int:
-        cap = self.config.engine.max_rounds
-        if requested is None:
-            return cap
-        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-            raise WorkflowError(f"max_rounds must be a whole number >= 1, got {requested!r}")
-        return min(requested, cap)  # the engine has the last word (PR #81 review, point 1)
-
-    def _admit(self, kind: Kind, cfg: WorkflowConfig, thread: Thread) -> str:
-        if self.stopping or kind.draining:
-            kind.queue.append(thread)  # persisted as queued; started after the restart/reload
-            return "queued"
-        if len(kind.running) < cfg.concurrency and not kind.queue:
-            self._begin(kind, thread)
-            return "started"
-        if cfg.overflow == "drop":
-            self._event(thread, "dropped", {"reason": f"at capacity: {len(kind.running)} of {cfg.concurrency} "
-                                                      "threads running (overflow: drop)"})
-            return "dropped"
-        if len(kind.queue) >= cfg.max_queue:
-            oldest = kind.queue.popleft()
-            self._event(oldest, "dropped", {"reason": f"queue full (max_queue {cfg.max_queue}): the oldest "
-                                                      f"request was dropped to make room for {thread.run_id}"})
-        kind.queue.append(thread)
-        return "queued"
-
+    # -- starting threads -------------------------------------------------------
     def _begin(self, kind: Kind, thread: Thread, **detail: Any) -> None:
         """Mark a thread started (its start message is seq 0) and count it as running."""
         if not thread.messages:
             first = start_message(thread.prompt, thread.max_rounds, now_ms()).to_dict()
-            self._event(thread, "started", {"max_rounds": thread.max_rounds, **detail})
-            self._message(thread, 0, first)
+            self.journal.event(thread, "started", {"max_rounds": thread.max_rounds, **detail})
+            self.journal.message(thread, 0, first)
         else:
-            self._event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages), **detail})
+            self.journal.event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages),
+                                                   **detail})
         thread.dispatched = False
         kind.running[thread.run_id] = thread
         kind.cancel_idle()
         if thread.started_ms is None:
             thread.started_ms = now_ms()
-        recovery.arm_thread_timeout(self, kind, thread)
+        deadline = recovery.thread_deadline(self.config.workflows.get(kind.name), thread)
+        if deadline is not None:
+            asyncio.get_running_loop().call_later(deadline[0], self._time_out, kind, thread, deadline[1])
+
+    def _time_out(self, kind: Kind, thread: Thread, reason: str) -> None:
+        if recovery.time_out(self.journal, kind, thread, reason):
+            self._pump(kind)
+            self._flush()
 
     def _pump(self, kind: Kind) -> None:
         """Start queued threads while there is room, and make sure a worker serves the running ones."""
         cfg = self.config.workflows.get(kind.name)
         while True:
-            while cfg and kind.queue and len(kind.running) < cfg.concurrency and not (self.stopping or kind.draining):
-                self._begin(kind, kind.queue.popleft())
-            if not kind.running or not recovery.fail_if_broken(self, kind):
+            while (thread := admission.next_queued(kind, cfg, holding=self.stopping)) is not None:
+                self._begin(kind, thread)
+            if not kind.running or not recovery.fail_if_broken(self.journal, kind, self.home):
                 break
         self._ensure_worker(kind)
         self._maybe_idle(kind)
@@ -283,9 +257,25 @@ class WorkflowManager:
         thread.dispatched = kind.worker.send(start)
 
     async def _spawn(self, kind: Kind) -> None:
-        from nerve_cli.kernel.workflow_spawn import spawn
+        worker = await self.spawner.spawn(kind, self._on_message)
+        if worker is not None:
+            self.background(self._watch(kind, worker))
+        self._pump(kind)  # serves the threads, or fails them with the load error
+        self._flush()
 
-        await spawn(self, kind)
+    async def _watch(self, kind: Kind, worker: WorkerProcess) -> None:
+        """Wait for the worker to exit; an exit we did not ask for is a crash."""
+        await worker.wait_exit()
+        if worker is not kind.worker:
+            return  # retired on purpose (idle, reload, shutdown)
+        self.spawner.died(kind, worker, self.config.workflows.get(kind.name))
+        self._pump(kind)
+        self._flush()
+
+    def _on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:
+        if self.spawner.handle_message(kind, worker, message):  # a thread ended: room for the next
+            self._pump(kind)
+            self._flush()
 
     def _maybe_idle(self, kind: Kind) -> None:
         if kind.running or kind.queue or kind.state != "ready" or kind.idle is not None:
@@ -310,16 +300,10 @@ class WorkflowManager:
         kind.state = "stopping"
         if worker is not None:
             await worker.stop(2.0)
-            self._system("worker_exited", {"workflow": kind.name, "pid": worker.pid,
-                                           "exit": worker.describe_exit(), "expected": True})
+            self.journal.system("worker_exited", {"workflow": kind.name, "pid": worker.pid,
+                                                  "exit": worker.describe_exit(), "expected": True})
         kind.state = "stopped"
         self._flush()
-
-    # -- worker messages -------------------------------------------------------------
-    def on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:
-        from nerve_cli.kernel.workflow_spawn import handle_message
-
-        handle_message(self, kind, worker, message)
 
     # -- helpers -------------------------------------------------------------------------
     def background(self, coro: Any) -> asyncio.Task[None]:
@@ -333,31 +317,12 @@ class WorkflowManager:
             self.kinds[name] = Kind(name)
         return self.kinds[name]
 
-    def _event(self, thread: Thread, type_: str, payload: dict) -> None:
-        body = {"workflow": thread.workflow, **payload}
-        self.logs.workflow_event(thread.run_id, thread.workflow, type_, body)
-        for listener in list(self.listeners):
-            try:
-                listener(thread.run_id, thread.workflow, type_, body)
-            except Exception:  # a listener must never break the kernel
-                log.exception("workflow listener failed")
-
-    def _message(self, thread: Thread, seq: int, message: dict) -> None:
-        WorkflowMessage.from_dict(message)  # only valid messages reach the log
-        thread.messages.append(message)
-        extra = {} if seq == 0 else {"round": seq}
-        self._event(thread, "message", {**message, "seq": seq, **extra})
-
-    def _system(self, type_: str, payload: dict) -> None:
-        self.logs.append("system", type_, payload.get("workflow"), payload)
+    def _requeue(self, thread: Thread | None) -> None:
+        if thread is not None:
+            self._kind(thread.workflow).queue.append(thread)
 
     def _flush(self) -> bool:
-        try:
-            self.logs.flush()
-            return True
-        except sqlite3.Error as exc:
-            self.report("error", f"logs.db: could not write workflow events ({exc}); will retry")
-            return False
+        return self.journal.flush()
 
     async def _wait(self, condition: Callable[[], bool], timeout: float) -> None:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -1,0 +1,179 @@
+"""The import graph of nerve_cli runs one way: no module cycle, no two packages importing each other.
+
+Every import counts: top-level, inside functions and under TYPE_CHECKING, so an
+import moved into a function to dodge a cycle still fails here. Run this file
+with python to print the package graph (what README's Development section draws).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "nerve_cli"
+SKIP = {"templates"}  # user-code templates the CLI copies out; not part of the package's code
+
+# The layering decisions the graph must keep (package → packages it never imports).
+FORBIDDEN = {
+    "nerve_cli.kernel": {"nerve_cli.worker", "nerve_cli.cli", "nerve_cli.senses", "nerve_cli.workflows"},
+    "nerve_cli.worker": {"nerve_cli.kernel", "nerve_cli.cli", "nerve_cli.senses", "nerve_cli.workflows"},
+    "nerve_cli.wire": {"nerve_cli.kernel", "nerve_cli.worker", "nerve_cli.workflow", "nerve_cli.store"},
+    "nerve_cli.workflow": {"nerve_cli.kernel", "nerve_cli.worker", "nerve_cli.store", "nerve_cli.workflows",
+                           "nerve_cli.cli", "nerve_cli.senses"},
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        if SKIP & set(parts):
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _nearest(name: str, known: dict[str, Path]) -> str | None:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The nerve_cli modules `name` imports anywhere in its file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [_nearest(alias.name, known) for alias in node.names if alias.name.startswith("nerve_cli")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if not base.startswith("nerve_cli"):
+                continue
+            # `from pkg import mod` imports the module; `from mod import name` imports mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else _nearest(base, known)
+                       for a in node.names]
+        else:
+            continue
+        out.update(t for t in targets if t and t != name)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def unit(module: str) -> str:
+    """The package a module belongs to (`nerve_cli.kernel`), or the module itself when it sits at the top."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 and (ROOT / parts[1]).is_dir() else module
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for source, targets in edges.items():
+        out[unit(source)]  # every unit appears, even one that imports nothing
+        for target in targets:
+            if unit(target) != unit(source):
+                out[unit(source)].add(unit(target))
+    return dict(out)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _describe(component: list[str], edges: dict[str, set[str]]) -> str:
+    inside = set(component)
+    arrows = [f"{a} -> {b}" for a in component for b in sorted(edges.get(a, ())) if b in inside]
+    return "\n  ".join(arrows)
+
+
+def test_the_graph_sees_every_kind_of_import() -> None:
+    """Guards against a vacuous pass: top-level, in-function and TYPE_CHECKING imports are all edges."""
+    edges = graph()
+    assert "nerve_cli.kernel.supervisor" in edges["nerve_cli.kernel.engine"]  # top level
+    assert "nerve_cli.kernel.watch" in edges["nerve_cli.kernel.engine"]  # inside a function
+    assert "nerve_cli.config.model" in edges["nerve_cli.wire.spec"]  # under TYPE_CHECKING
+    assert "nerve_cli.cli.output" in edges["nerve_cli.cli.archive_view"]  # `from package import module`
+    assert len(edges) > 100
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    edges = graph()
+    found = cycles(edges)
+    assert not found, "import cycles:\n" + "\n".join(f"- {' <-> '.join(c)}:\n  {_describe(c, edges)}"
+                                                     for c in found)
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges = graph()
+    packages = package_graph(edges)
+    pairs = sorted({tuple(sorted((a, b))) for a, bs in packages.items() for b in bs if a in packages.get(b, ())})
+    detail = [f"{a} <-> {b}: " + ", ".join(f"{s} -> {t}" for s, ts in sorted(edges.items()) for t in sorted(ts)
+                                           if {unit(s), unit(t)} == {a, b})
+              for a, b in pairs]
+    assert not pairs, "packages importing each other:\n" + "\n".join(detail)
+    assert not cycles(packages), f"package cycles: {cycles(packages)}"
+
+
+def test_layers_keep_their_direction() -> None:
+    edges = graph()
+    broken = [f"{s} -> {t}" for s, ts in sorted(edges.items()) for t in sorted(ts)
+              if unit(t) in FORBIDDEN.get(unit(s), ())]
+    assert not broken, "imports against the layering:\n" + "\n".join(broken)
+
+
+if __name__ == "__main__":
+    for source, targets in sorted(package_graph(graph()).items()):
+        print(f"{source} -> {', '.join(sorted(t.removeprefix('nerve_cli.') for t in targets)) or '-'}")
+    sys.exit(0)

@@ -1,0 +1,204 @@
+"""The engine's parts, each run alone: handed what it needs, never an Engine.
+
+Real scheduler, real logs.db, real child processes; only the engine around a
+part is replaced by the few callbacks or attributes the part declares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nerve_cli.config.model import GroupConfig, NerveConfig
+from nerve_cli.home import Layout
+from nerve_cli.kernel import reload, requests
+from nerve_cli.kernel import workflow_admission as admission
+from nerve_cli.kernel import workflow_recovery as recovery
+from nerve_cli.kernel.guards import QUARANTINE, Guards
+from nerve_cli.kernel.health import health_payload
+from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.kernel.watch import Changes
+from nerve_cli.kernel.watchdog import Watchdog
+from nerve_cli.kernel.workflow_journal import Journal
+from nerve_cli.kernel.workflow_kind import Kind, Thread
+from nerve_cli.store.logs import LogStore, query_logs
+
+
+def config(senses: dict, reflexes: list, **rest: Any) -> NerveConfig:
+    return NerveConfig.model_validate({"senses": senses, "reflexes": reflexes, **rest})
+
+
+class Recorder:
+    """The engine's `log` and `report` callbacks, kept in lists."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.lines: list[tuple[str, str]] = []
+
+    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None:
+        self.rows.append((source, type_, ref, payload))
+
+    def report(self, level: str, message: str) -> None:
+        self.lines.append((level, message))
+
+
+def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_path: Path) -> None:
+    cfg = config({"a": {}}, [{"sense": "a", "interval": "10s"}], engine={"quarantine_after": 2})
+    logs = LogStore(tmp_path / "logs.db")
+    now = time.time()  # the quarantine's expiry is absolute: read back against the clock
+    scheduler, out = Scheduler(cfg, now=now), Recorder()
+    guards = Guards(cfg.engine, scheduler, logs, out.log, out.report)
+    guards.after_compute("a", "lost", now)
+    guards.after_compute("a", "lost", now + 1)
+    assert scheduler.states["a"].quarantined
+    assert [r[1] for r in out.rows] == ["quarantined"]
+    logs.flush()
+
+    fresh = Scheduler(cfg, now=now + 2)  # an engine restart: the quarantine is read back from logs.db
+    again = Guards(cfg.engine, fresh, logs, out.log, out.report)
+    again.restore()
+    assert fresh.states["a"].quarantined
+    assert again.reset("a") is True and not fresh.states["a"].blocked_until
+    logs.flush()
+    assert logs.get_meta(QUARANTINE + "a") == "null"
+    logs.close()
+
+
+def test_health_payload_reads_only_what_it_is_given() -> None:
+    scheduler = Scheduler(config({"a": {}}, [{"sense": "a", "interval": "10s"}]), now=0.0)
+    errors = [{"sense": "a", "message": "boom", "ts": 10**15}]
+    payload = health_payload(0.0, scheduler, {}, errors)
+    assert payload["senses"] == 1 and payload["workers"] == {}
+    assert payload["errors_last_hour"] == 1 and payload["recent_errors"] == errors
+    assert payload["kernel_rss_mb"] > 0
+
+
+def test_watchdog_calls_its_breach_callback_for_a_real_worker_over_its_limit() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        worker = SimpleNamespace(alive=True, pid=child.pid)
+        supervisors = {"g": SimpleNamespace(worker=worker, state="ready")}
+        limits = {"g": GroupConfig(memory_limit="1MB")}  # any python process breaks it
+        breaches: list[tuple[int, str]] = []
+        dog = Watchdog(supervisors, lambda: limits, lambda g, pid, problem: breaches.append((pid, problem)))
+        dog.check(0.0)
+        assert breaches and breaches[0][0] == child.pid
+        assert "over its limit of" in breaches[0][1]
+    finally:
+        child.kill()
+        child.wait()
+
+
+class FakeRunning:
+    """What `requests.Target` and `reload.Target` declare, around real parts."""
+
+    def __init__(self, home: Path, cfg: NerveConfig) -> None:
+        self.home, self.layout, self.started_at, self.config = home, Layout(home), 0.0, cfg
+        self.scheduler = Scheduler(cfg, now=0.0)
+        self.groups: dict = {}
+        self.errors: dict = {}
+        self.workflows = None
+        self.out = Recorder()
+        self.log, self.report = self.out.log, self.out.report
+        self.started: list[tuple[str, list[str]]] = []
+        self.applied: list[str] = []
+        self.pumps = 0
+
+    # requests.Target
+    def demand(self, sense: str) -> asyncio.Future:
+        raise AssertionError("not reached in these tests")
+
+    def emit(self, channel: str, payload: Any) -> list[str]:
+        return self.scheduler.on_signal(channel, 1.0)
+
+    def pump(self) -> None:
+        self.pumps += 1
+
+    # reload.Target
+    def use_config(self, cfg: NerveConfig) -> None:
+        self.config = cfg
+        self.applied.append("use_config")
+
+    def config_applied(self) -> None:
+        self.applied.append("config_applied")
+
+    def start_group(self, group: str, senses: list[str]) -> None:
+        self.started.append((group, senses))
+
+
+def test_requests_answer_from_the_target_alone(tmp_path: Path) -> None:
+    cfg = config({"a": {}}, [{"sense": "a", "on": ["ping.me"]}])
+    target = FakeRunning(tmp_path, cfg)
+
+    async def ask(**request: Any) -> dict:
+        return await requests.handle(target, request)
+
+    assert asyncio.run(ask(op="ping"))["ok"]
+    assert "unknown op" in asyncio.run(ask(op="nope"))["error"]
+    assert asyncio.run(ask(op="emit", channel="ping.me"))["triggered"] == ["a"]
+    status = asyncio.run(ask(op="status"))
+    assert status["senses"]["a"]["state"] == "pending" and status["workflows"] == {}
+
+
+def test_reload_applies_a_valid_config_and_keeps_the_old_one_for_a_broken_file(tmp_path: Path) -> None:
+    (tmp_path / "senses" / "b").mkdir(parents=True)
+    before = config({"a": {}}, [{"sense": "a", "interval": "10s"}])
+    target = FakeRunning(tmp_path, before)
+    (tmp_path / "nerve.yaml").write_text("senses:\n  a: {}\n  b: {group: other}\nreflexes:\n"
+                                         "  - {sense: a, interval: 10s}\n  - {sense: b, interval: 10s}\n")
+    asyncio.run(reload.apply_changes(target, Changes(config=True)))
+    assert target.applied == ["use_config", "config_applied"]
+    assert ("other", ["b"]) in target.started and target.pumps == 1
+    assert [r[1] for r in target.out.rows] == ["config_reloaded"]
+
+    (tmp_path / "nerve.yaml").write_text("senses: [not, a, mapping]\n")
+    asyncio.run(reload.apply_changes(target, Changes(config=True)))
+    assert target.applied == ["use_config", "config_applied"]  # nothing applied the second time
+    assert target.out.rows[-1][1] == "config_rejected"
+
+
+def test_admission_starts_queues_and_drops_by_the_workflow_settings(tmp_path: Path) -> None:
+    cfg = config({}, [], workflows={"w": {"concurrency": 1, "overflow": "queue", "max_queue": 1}})
+    logs = LogStore(tmp_path / "logs.db")
+    journal, kind = Journal(logs, lambda level, line: None), Kind("w")
+    threads = [Thread(f"run-{i}", "w", "p", 3, {}) for i in range(3)]
+    assert admission.admit(journal, kind, cfg.workflows["w"], threads[0], holding=False) == admission.STARTED
+    kind.running[threads[0].run_id] = threads[0]
+    assert admission.admit(journal, kind, cfg.workflows["w"], threads[1], holding=False) == admission.QUEUED
+    assert admission.admit(journal, kind, cfg.workflows["w"], threads[2], holding=False) == admission.QUEUED
+    logs.flush()
+    assert [t.run_id for t in kind.queue] == ["run-2"]  # max_queue 1: the oldest request made room
+    assert [r["type"] for r in query_logs(logs.path, source="workflow", ref="run-1")] == ["dropped"]
+    assert admission.next_queued(kind, cfg.workflows["w"], holding=False) is None  # no room yet
+    del kind.running["run-0"]
+    assert admission.next_queued(kind, cfg.workflows["w"], holding=True) is None  # stopping: hold
+    assert admission.next_queued(kind, cfg.workflows["w"], holding=False) is threads[2]
+    with pytest.raises(Exception, match="unknown workflow 'x'"):
+        admission.check_request(cfg, "x", "p", None)
+    logs.close()
+
+
+def test_recovery_crashes_or_resumes_threads_of_a_lost_worker(tmp_path: Path) -> None:
+    logs = LogStore(tmp_path / "logs.db")
+    lines: list[tuple[str, str]] = []
+    journal = Journal(logs, lambda level, line: lines.append((level, line)))
+    kind = Kind("w")
+    kind.running = {"run-1": Thread("run-1", "w", "p", 3, {}, dispatched=True)}
+    recovery.lose_threads(journal, kind, "worker exited with signal 9", resume=True)
+    assert "run-1" in kind.running and not kind.running["run-1"].dispatched
+    recovery.lose_threads(journal, kind, "worker exited with signal 9", resume=False)
+    assert not kind.running
+    logs.flush()
+    rows = query_logs(logs.path, source="workflow", ref="run-1")
+    assert [r["type"] for r in rows] == ["started", "crashed"]
+    assert json.dumps(rows[-1]["payload"]).count("signal 9") == 1
+    assert [level for level, _ in lines] == ["warn", "error"]
+    logs.close()
