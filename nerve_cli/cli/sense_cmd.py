@@ -109,7 +109,8 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
     import shutil
     import sys
 
-    from nerve_cli.cli import chart_view, output
+    from nerve_cli.cli import output
+    from nerve_cli.senses import chart_view
     from nerve_cli.senses.chart import sense_series
     from nerve_cli.senses.inspect import require_sense
     from nerve_cli.store.history import parse_since

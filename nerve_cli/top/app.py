@@ -165,7 +165,7 @@ class SenseScreen(Screen):
             chart.update(Text(f"{self.sense}: {exc}", style="yellow"))
             series = None
         if series is not None and series.points:
-            from nerve_cli.cli.chart_view import draw, summary
+            from nerve_cli.senses.chart_view import draw, summary
 
             width = max(40, self.app.size.width - 2)
             height = max(8, min(20, self.app.size.height - 10))
