@@ -42,7 +42,7 @@ def styled(state: str) -> Text:
 
 class Dashboard(Screen):
     BINDINGS = [
-        Binding("enter", "open", "Open", show=True),
+        Binding("enter", "open", "Open", priority=True),  # above the table's own enter, so the footer shows it
         Binding("c", "compute", "Compute sense"),
         Binding("tab", "focus_next", "Next table", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -60,7 +60,7 @@ class Dashboard(Screen):
     def on_mount(self) -> None:
         self.query_one("#senses", DataTable).add_columns("sense", "state", "last value", "last run", "next",
                                                          "errors")
-        self.query_one("#workers", DataTable).add_columns("group", "pid", "state", "MiB", "cpu%", "restarts")
+        self.query_one("#workers", DataTable).add_columns("group", "pid", "state", "MiB", "cpu%", "rst")
         self.query_one("#threads", DataTable).add_columns("thread", "workflow", "status", "rounds")
         self.query_one("#senses", DataTable).focus()
 
