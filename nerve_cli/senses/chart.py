@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
@@ -57,9 +57,10 @@ def sense_series(home: Path, name: str, column: str | None = None,
     `table.column` a column of one of the sense's tables (its `time=` column is the time axis).
     """
     layout = Layout(Path(home))
-    table, col = _table_column(layout.sense_db(name), column)
-    if table is not None:
-        rows = _table_rows(layout, name, table, col, since_ms, until_ms)
+    picked = _table_column(layout.sense_db(name), column)
+    rows: Iterable[tuple[int, Any, int]]
+    if picked is not None:
+        rows = _table_rows(layout, name, *picked, since_ms, until_ms)
     else:
         rows = _signal_rows(home, name, column, since_ms, until_ms)
     series = Series(name, column or "signal", [])
@@ -110,13 +111,13 @@ def _hot_ids(path: Path, since_ms: int | None) -> set[int]:
 # --- table columns ---------------------------------------------------------------
 
 
-def _table_column(path: Path, column: str | None) -> tuple[str | None, str | None]:
-    """(`table`, `column`) when `column` reads `table.column` and that table exists, else (None, None)."""
+def _table_column(path: Path, column: str | None) -> tuple[str, str] | None:
+    """(`table`, `column`) when `column` reads `table.column` and that table exists, else None."""
     if not column or "." not in column:
-        return None, None
+        return None
     table, col = column.split(".", 1)
     if not _read(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)):
-        return None, None
+        return None
     if col not in [r[1] for r in _read(path, f"PRAGMA table_info({_q(table)})") or []]:
         known = ", ".join(r[1] for r in _read(path, f"PRAGMA table_info({_q(table)})") or [])
         raise SenseError(f"--column {column}: table {table!r} has no column {col!r} (columns: {known})")
@@ -147,7 +148,9 @@ def _table_rows(layout: Layout, name: str, table: str, col: str, since_ms: int |
     for f in list_files(layout.archive / "senses" / name, since_day):
         for line in iter_lines(f.path):
             row = line.get("row") if isinstance(line, dict) and line.get("table") == table else None
-            ts = row.get(tcol) if row else None
+            if not isinstance(row, dict):
+                continue
+            ts = row.get(tcol)
             if isinstance(ts, int) and low <= ts <= high and ts not in seen:
                 out.append((ts, row.get(col), 1))
     return out

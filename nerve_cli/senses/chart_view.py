@@ -61,7 +61,7 @@ def _when(ts_ms: int) -> str:
 
 def _span(ms: int) -> str:
     seconds = ms // 1000
-    parts = []
+    parts: list[str] = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size and len(parts) < 2:
             parts.append(f"{seconds // size}{unit}")

@@ -123,7 +123,7 @@ def _fill(table: DataTable, rows: list[tuple[str, tuple]]) -> None:
     """Update rows in place (keeping the cursor) instead of clearing the table."""
     wanted = dict(rows)
     for key in [k.value for k in list(table.rows)]:
-        if key not in wanted:
+        if key is not None and key not in wanted:
             table.remove_row(key)
     existing = {k.value for k in table.rows}
     for key, cells in rows:
