@@ -12,6 +12,9 @@ def run(
     for_: Annotated[Optional[str], typer.Option("--for", help="Stop by itself after this long (e.g. 30s).")] = None,
     no_watch: Annotated[bool, typer.Option("--no-watch", help="Do not reload when files change.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="Also show signals (-v) and every compute (-vv).")] = 0,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Serve Prometheus metrics at "
+                                                   "http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 (off by default; "
+                                                   "a bare port listens on loopback).")] = None,
 ) -> None:
     """Run the engine in the foreground until Ctrl-C (or --for).
 
@@ -19,7 +22,7 @@ def run(
     when another engine already runs this instance. Ctrl-C or SIGTERM stops it
     gracefully (running computes finish, logs are flushed); a second Ctrl-C forces.
 
-    Example: nerve run --for 1m -v
+    Example: nerve run -v --metrics 127.0.0.1:9464
     """
     import asyncio
 
@@ -36,6 +39,11 @@ def run(
             seconds = parse_duration(for_)
         except ValueError as exc:
             raise NerveError(f"--for: {exc}") from None
-    engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch)
+    address = None
+    if metrics is not None:
+        from nerve_cli.kernel.metrics import parse_address
+
+        address = parse_address(metrics)
+    engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch, metrics=address)
     code = asyncio.run(engine.run())
     raise typer.Exit(130 if engine.forced else code)

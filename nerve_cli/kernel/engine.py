@@ -34,6 +34,7 @@ from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.kernel.scheduler import Scheduler, Start
+from nerve_cli.kernel.stats import EngineStats
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.watchdog import Watchdog
 from nerve_cli.kernel.workflows import WorkflowManager
@@ -48,7 +49,7 @@ FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
 class Engine:
     def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None,
-                 watch: bool = True) -> None:
+                 watch: bool = True, metrics: tuple[str, int] | None = None) -> None:
         self.home = home
         self.layout = Layout(home)
         self.report = report
@@ -71,6 +72,9 @@ class Engine:
         self.recent_errors: list[dict[str, Any]] = []
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
         self.lateness_ms: list[float] = []
+        self.stats = EngineStats()
+        self.metrics_at = metrics  # (host, port) to serve Prometheus metrics on, or None
+        self.metrics = None
         self._timer: asyncio.TimerHandle | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         self._pumping = False
@@ -89,6 +93,12 @@ class Engine:
 
     async def _run_locked(self) -> int:
         loop = asyncio.get_running_loop()
+        if self.metrics_at is not None:
+            from nerve_cli.kernel.metrics import MetricsServer
+
+            self.metrics = MetricsServer(self, *self.metrics_at)
+            await self.metrics.start()
+            self.report("info", f"metrics on {self.metrics.url}")
         self.logs = LogStore(self.layout.logs_db)
         self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
@@ -174,6 +184,8 @@ class Engine:
         if self._timer:
             self._timer.cancel()
         await self.control.close()
+        if self.metrics is not None:
+            await self.metrics.close()
         timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
         await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
         if self.workflows is not None:
@@ -250,6 +262,9 @@ class Engine:
         if start.reason == "interval":
             self.lateness_ms.append(lateness)
             del self.lateness_ms[:-1000]
+            self.stats.late(lateness)
+        else:
+            self.stats.dispatched(start.sense)
         self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": start.reason,
                                                       "lateness_ms": round(lateness, 3)})
         if self.report_computes:
@@ -339,6 +354,7 @@ class Engine:
         if discarded:
             payload["discarded"] = True
         self.log("reflex", "run_complete", sense, payload)
+        self.stats.finished(sense, outcome, duration_ms)
         if self.report_computes:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
@@ -355,7 +371,7 @@ class Engine:
     def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
         if self.report_signals:
             self.report("signal", f"signal {sense}: {_short(payload)}")
-        self.scheduler.on_signal(sense, time.time())
+        self.stats.signalled(self.scheduler.on_signal(sense, time.time()))
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
 
@@ -394,6 +410,7 @@ class Engine:
         self.log("signal", "emit", channel, {"payload": payload})
         self.report("signal", f"emit {channel}: {_short(payload)}")
         targets = self.scheduler.on_signal(channel, time.time())
+        self.stats.signalled(targets)
         self.pump()
         return targets
 
