@@ -108,16 +108,23 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _limit_fds(count: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
 class RunningEngine:
     """`nerve run` as a child process; stop() sends SIGTERM and returns (code, output)."""
 
-    def __init__(self, home: Path, *args: str) -> None:
+    def __init__(self, home: Path, *args: str, nofile: int | None = None) -> None:
         self.home = home
         self.log_path = home.parent / f"engine-{time.monotonic_ns()}.out"
         self._out = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nerve_cli", "run", "--home", str(home), "-vv", *args],
             stdout=self._out, stderr=subprocess.STDOUT, env=_env(),
+            preexec_fn=None if nofile is None else lambda: _limit_fds(nofile),
         )
 
     def output(self) -> str:

@@ -2,8 +2,15 @@
 
 The socket file is created mode 0600 and every connection's peer uid is
 checked (SO_PEERCRED), so only the user running the engine can talk to it. A
-malformed or oversized request gets an error answer; it never disturbs the
-engine. One request, one answer, per line; a connection may send several.
+malformed, oversized or too deeply nested request gets an error answer; it
+never disturbs the engine. One request, one answer, per line; a connection may
+send several.
+
+Connections are bounded, because each holds one of the kernel's file
+descriptors, which its workers and databases need: at most `MAX_CONNECTIONS`
+at once (the next is answered "busy" and closed, and the engine logs one line
+when the cap is reached), and one that sends no request for `IDLE_TIMEOUT` is
+closed. A thousand idle clients once exhausted the kernel's fds.
 """
 
 from __future__ import annotations
@@ -17,14 +24,21 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 MAX_REQUEST = 1024 * 1024
+MAX_CONNECTIONS = 64  # the CLI opens one per request; `nerve top` one at a time
+IDLE_TIMEOUT = 60.0  # seconds a connection may wait before sending its next request
+MAX_DEPTH = 32  # nesting of a request's JSON (an emit payload included)
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+OnEvent = Callable[[str, dict[str, Any]], None]
 
 
 class ControlServer:
-    def __init__(self, path: Path, handler: Handler) -> None:
+    def __init__(self, path: Path, handler: Handler, on_event: OnEvent | None = None) -> None:
         self.path = path
         self.handler = handler
+        self.on_event = on_event  # ("control_busy", detail) once each time the cap is reached
+        self.connections = 0
+        self._busy_reported = False
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -50,15 +64,19 @@ class ControlServer:
             pass
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= MAX_CONNECTIONS:
+            self._refuse(writer)
+            return
+        self.connections += 1
         try:
             if not _same_user(writer):
                 await _answer(writer, {"ok": False, "error": "permission denied: the engine answers only its own user"})
                 return
             while True:
                 try:
-                    line = await reader.readuntil(b"\n")
-                except asyncio.IncompleteReadError:
-                    return
+                    line = await asyncio.wait_for(reader.readuntil(b"\n"), IDLE_TIMEOUT)
+                except (asyncio.IncompleteReadError, asyncio.TimeoutError):
+                    return  # closed by the client, or idle too long
                 except asyncio.LimitOverrunError:
                     await _answer(writer, {"ok": False, "error": f"request larger than {MAX_REQUEST} bytes refused"})
                     return
@@ -66,19 +84,51 @@ class ControlServer:
         except (ConnectionError, OSError):
             return
         finally:
+            self.connections -= 1
+            if self.connections <= MAX_CONNECTIONS // 2:
+                self._busy_reported = False  # the next time the cap is reached is news again
             writer.close()
+
+    def _refuse(self, writer: asyncio.StreamWriter) -> None:
+        """Answer and close at once: this connection must not hold a file descriptor."""
+        error = f"the engine is busy: {MAX_CONNECTIONS} connections are open; try again"
+        try:
+            writer.write(json.dumps({"ok": False, "error": error}).encode() + b"\n")  # a few bytes: never blocks
+        except (ConnectionError, OSError):
+            pass
+        writer.close()
+        if not self._busy_reported and self.on_event is not None:
+            self._busy_reported = True
+            self.on_event("control_busy", {"connections": self.connections, "limit": MAX_CONNECTIONS,
+                                           "idle_timeout_s": IDLE_TIMEOUT})
 
     async def _handle(self, line: bytes) -> dict[str, Any]:
         try:
             request = json.loads(line)
         except ValueError as exc:
             return {"ok": False, "error": f"malformed request (not JSON): {exc}"}
+        except RecursionError:  # json's own depth limit, far past ours
+            return {"ok": False, "error": f"malformed request: nested deeper than {MAX_DEPTH} levels"}
         if not isinstance(request, dict) or not isinstance(request.get("op"), str):
             return {"ok": False, "error": 'malformed request: expected {"op": "...", ...}'}
+        if _depth(request) > MAX_DEPTH:
+            return {"ok": False, "error": f"malformed request: nested deeper than {MAX_DEPTH} levels"}
         try:
             return await self.handler(request)
         except Exception as exc:  # an engine bug must not kill the socket
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iterative: never a recursion of its own)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:

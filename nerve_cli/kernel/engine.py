@@ -113,7 +113,7 @@ class Engine:
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
-        self.control = ControlServer(self.layout.socket, self._handle_request)
+        self.control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
         await self.control.start()
         if self.workflows is not None:
             await self.workflows.start()
@@ -395,6 +395,11 @@ class Engine:
         self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
 
     # control socket ------------------------------------------------------------
+    def _control_busy(self, event: str, detail: dict) -> None:
+        self.log("system", event, "control", detail)
+        self.report("warn", f"control socket: {detail['limit']} connections open, refusing more until some close "
+                            f"(an idle one closes after {detail['idle_timeout_s']:g}s)")
+
     async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
         return await requests.handle(self, request)
 
