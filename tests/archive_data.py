@@ -94,16 +94,17 @@ def census(layout: Layout, name: str | None = None) -> dict[str, Counter]:
     for sense in names:
         c: Counter = Counter()
         conn = sqlite3.connect(layout.sense_db(sense))
-        for row in conn.execute("SELECT id, ts, payload FROM _signals"):
-            c[("_signals",) + tuple(row)] += 1
+        for id_, ts, payload in conn.execute("SELECT id, ts, payload FROM _signals"):
+            c[("_signals", id_, ts, _canonical(payload, decoded=False))] += 1
         for row in conn.execute("SELECT ts, value, note, raw FROM sample"):
             c[("sample", row[0], row[1], row[2], row[3].hex())] += 1
         conn.close()
         for path in sorted((layout.archive / "senses" / sense).glob("*.jsonl")):
             for line in iter_lines(path):
                 r = line["row"]
-                if line["table"] == "_signals":
-                    c[("_signals", r["id"], r["ts"], r["payload"])] += 1
+                if line["table"] == "_signals":  # archived payloads are decoded, as `sense show` shows them
+                    assert line.get("decoded") == ["payload"], line
+                    c[("_signals", r["id"], r["ts"], _canonical(r["payload"], decoded=True))] += 1
                 else:
                     import base64
 
@@ -111,6 +112,12 @@ def census(layout: Layout, name: str | None = None) -> dict[str, Counter]:
                     c[("sample", r["ts"], r["value"], r["note"], raw)] += 1
         out[sense] = c
     return out
+
+
+def _canonical(payload, *, decoded: bool) -> bytes:
+    import orjson
+
+    return orjson.dumps(payload if decoded else orjson.loads(payload), option=orjson.OPT_SORT_KEYS)
 
 
 def _log_key(row: dict) -> tuple:

@@ -7,7 +7,8 @@ from pathlib import Path
 from archive_data import day_ms, make_logs, make_sense
 from nerve_cli.home import Layout
 from nerve_cli.store.archive import archive
-from nerve_cli.store.history import newest, parse_since, read_logs, sense_history
+from nerve_cli.contract.times import parse_instant
+from nerve_cli.store.history import newest, read_logs, sense_history
 
 FIRST = 20_000
 PER_DAY = 4
@@ -65,6 +66,6 @@ def test_newest_keeps_the_largest_ids_once() -> None:
 
 
 def test_parse_since() -> None:
-    assert parse_since("1h", now=10_000_000) == 10_000_000 - 3_600_000
-    assert parse_since("2024-10-04") == day_ms(FIRST)
-    assert parse_since("2024-10-04T01:00Z") == day_ms(FIRST) + 3_600_000
+    assert parse_instant("1h", now_ms=10_000_000) == 10_000_000 - 3_600_000
+    assert parse_instant("2024-10-04", now_ms=0, utc=True) == day_ms(FIRST)
+    assert parse_instant("2024-10-04T01:00Z", now_ms=0) == day_ms(FIRST) + 3_600_000

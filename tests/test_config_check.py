@@ -100,7 +100,7 @@ def test_json_output_shape(instance: Path) -> None:
     result = check("--json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert set(data) == {"valid", "problems", "channels"}
+    assert set(data) == {"version", "valid", "problems", "channels", "counts"}
     assert data["valid"] is False
     assert len(data["problems"]) == 3
     for problem in data["problems"]:
@@ -117,7 +117,8 @@ def test_json_output_shape(instance: Path) -> None:
 def test_json_valid(instance: Path) -> None:
     result = check("--json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == {"valid": True, "problems": [], "channels": []}
+    data = json.loads(result.stdout)
+    assert (data["version"], data["valid"], data["problems"], data["channels"]) == (1, True, [], [])
 
 
 def test_missing_sense_files_are_errors_and_missing_migrations_a_warning(instance: Path) -> None:

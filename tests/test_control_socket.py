@@ -105,14 +105,14 @@ def test_emit_triggers_listeners_and_is_logged(engine: RunningEngine, home: Path
     refused = nerve("emit", "a", home=home)
     assert refused.returncode == 1 and "is a sense" in refused.stderr
     bad = nerve("emit", "x", "--payload", "{", home=home)
-    assert bad.returncode == 1 and "not valid JSON" in bad.stderr
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr
 
 
 def test_status_table_and_json(engine: RunningEngine, home: Path) -> None:
     result = nerve("status", "--json", home=home)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert {"a", "b", "nerve-health"} <= set(data["senses"])
+    assert {"a", "b", "nerve-health"} <= {s["name"] for s in data["senses"]}
     assert data["workers"][0]["state"] == "ready" and data["workers"][0]["pid"]
     table = nerve("status", home=home)
     assert table.returncode == 0 and "Workers" in table.stdout and "nerve-health" in table.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import queue
 import subprocess
@@ -45,13 +46,36 @@ def test_table_newest_last_with_payload_summary(instance: Layout) -> None:
     store.append("reflex", "run_complete", "cpu", {"outcome": "error", "duration_ms": 12})
     store.append("system", "error", "cpu", {"message": "boom in compute", "traceback": "Traceback…" * 50})
     store.close()
-    result = CliRunner().invoke(app, ["logs"])
+    result = CliRunner().invoke(app, ["logs", "--format", "table"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     first = next(i for i, l in enumerate(lines) if "run_complete" in l)
     second = next(i for i, l in enumerate(lines) if "boom in compute" in l)
     assert first < second
     assert "outcome=error" in lines[first] and "Traceback" not in result.output
+
+
+def _untsv(cell: str) -> str:
+    """Undo the TSV escapes: \\t \\n \\r \\\\."""
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), cell)
+
+
+def test_piped_rows_are_tab_separated_with_a_header_and_whole_payloads(instance: Layout) -> None:
+    store = LogStore(instance.logs_db)
+    store.append("reflex", "run_complete", "cpu", {"outcome": "ok", "note": "tab\there"})
+    store.append("system", "error", None, {"message": "line one\nline two"})
+    store.close()
+    result = CliRunner().invoke(app, ["logs", "--utc"])  # CliRunner's stdout is not a terminal
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "time\tsource\ttype\tref\tpayload" and len(lines) == 3
+    cells = lines[1].split("\t")
+    assert cells[0].endswith(" UTC") and cells[1:4] == ["reflex", "run_complete", "cpu"]
+    assert json.loads(_untsv(cells[4])) == {"outcome": "ok", "note": "tab\there"}
+    assert json.loads(_untsv(lines[2].split("\t")[4])) == {"message": "line one\nline two"}
+    assert "┃" not in result.stdout and "│" not in result.stdout
+    as_csv = CliRunner().invoke(app, ["logs", "--format", "csv"]).stdout.splitlines()
+    assert as_csv[0] == "time,source,type,ref,payload" and '"{""outcome"":""ok""' in as_csv[1]
 
 
 def test_json_lines_parse_and_filter(instance: Layout) -> None:
@@ -63,7 +87,7 @@ def test_json_lines_parse_and_filter(instance: Layout) -> None:
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert [r["payload"]["i"] for r in rows] == [21, 23, 25, 27, 29]
-    assert set(rows[0]) == {"id", "source", "type", "ref_id", "payload", "ts", "time"}
+    assert set(rows[0]) == {"version", "id", "source", "type", "ref_id", "payload", "time_ms", "time"}
     result = CliRunner().invoke(app, ["logs", "--json", "--ref", "s0", "--type", "t", "--limit", "100"])
     assert len(result.output.splitlines()) == 10
 
@@ -75,7 +99,7 @@ def test_since_reads_archived_days_and_says_so(instance: Layout) -> None:
     hot_only = nerve(instance.home, "--json", "-n", "1000")
     assert len(hot_only.stdout.splitlines()) == 36 and "archived" not in hot_only.stderr
 
-    result = nerve(instance.home, "--since", "2024-10-05", "--json", "-n", "1000")
+    result = nerve(instance.home, "--since", "2024-10-05", "--utc", "--json", "-n", "1000")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 9 * 12
@@ -88,7 +112,7 @@ def test_since_reads_archived_days_and_says_so(instance: Layout) -> None:
     assert "including archived days 2024-10-04" in newest_two.stderr
 
     bad = nerve(instance.home, "--since", "yesterday")
-    assert bad.returncode == 1 and "--since 'yesterday'" in bad.stderr
+    assert bad.returncode == 2 and "Invalid value for --since: 'yesterday' is not a time" in bad.stderr
 
 
 def test_follow_sees_a_row_appended_by_another_process(instance: Layout) -> None:

@@ -189,4 +189,4 @@ def test_json_and_a_bad_format(instance: Path) -> None:
     assert {n["id"] for n in data["nodes"]} >= {"clock", "sense:fetch", "channel:task.created", "workflow:cleanup"}
     assert data["launches_observed"] is False
     bad = cli("mesh", "--format", "png", "--home", str(instance))
-    assert bad.exit_code == 1 and "tree, mermaid, dot, json" in bad.output
+    assert bad.exit_code == 2 and "'png' is not one of 'tree', 'mermaid', 'dot', 'json'" in bad.output

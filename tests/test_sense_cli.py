@@ -113,7 +113,8 @@ def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
     assert "return x / 0" in broken.output  # the user's traceback
 
     data = json.loads(nerve("sense", "compute", "broken", "--json").output)
-    assert set(data) == {"sense", "outcome", "payload", "duration_ms", "error"}
+    assert set(data) == {"version", "sense", "outcome", "via", "payload", "workflow", "time_ms", "time",
+                         "duration_s", "error"}
     assert data["outcome"] == "error" and data["error"]["line"] == 3 and data["error"]["file"] == "senses/broken/sense.py"
     data = json.loads(nerve("sense", "compute", "quiet", "--json").output)
     assert data["outcome"] == "silent" and data["payload"] is None and data["error"] is None
@@ -147,11 +148,11 @@ def test_sense_list(inst) -> None:
     _custom(inst, "counter", "def compute(db, peers):\n    return 7\n")
     nerve("sense", "compute", "counter")
     nerve("sense", "compute", "counter")
-    data = {s["name"]: s for s in json.loads(nerve("sense", "list", "--json").output)}
+    data = {s["name"]: s for s in json.loads(nerve("sense", "list", "--json").output)["senses"]}
     assert set(data) >= {"cpu-usage", "memory-usage", "disk-usage", "counter"}
-    assert data["counter"]["signal_count"] == 2 and data["counter"]["last_signal_ts"] > 0
+    assert data["counter"]["signal_count"] == 2 and data["counter"]["last_signal_ms"] > 0
     assert data["counter"]["triggers"] == [] and data["counter"]["group"] == "custom"
-    assert data["cpu-usage"]["signal_count"] == 0 and data["cpu-usage"]["last_signal_ts"] is None
+    assert data["cpu-usage"]["signal_count"] == 0 and data["cpu-usage"]["last_signal_ms"] is None
     assert data["cpu-usage"]["triggers"] == ["every 10s"]
     table = nerve("sense", "list")
     assert table.exit_code == 0
@@ -167,7 +168,7 @@ def test_sense_show(inst) -> None:
         nerve("sense", "compute", "numbers")
     data = json.loads(nerve("sense", "show", "numbers", "-n", "3", "--json").output)
     assert [s["payload"] for s in data["signals"]] == [10, 20, 30]
-    assert {"name": "_signals", "rows": 4, "engine": True} in data["tables"]
+    assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True} in data["tables"]
     assert data["config"]["group"] == "custom" and data["signal_count"] == 4
     text = nerve("sense", "show", "numbers", "-n", "4").output
     assert "▁▃▆█" in text and "Last 4 signals" in text and "_signals" in text

@@ -81,12 +81,12 @@ def test_show_numbers_rounds_from_one_and_json_has_the_whole_chain(home: Path) -
     run_id = ids["ok"]
     detail = json.loads(cli("thread", "show", run_id, "--json").output)
     assert detail["status"] == "completed" and detail["reason"] == "end"
-    assert detail["rounds_used"] == 3 and detail["max_rounds"] == 100 and detail["prompt"] == "id=q rounds=3"
+    assert detail["rounds"] == 3 and detail["max_rounds"] == 100 and detail["prompt"] == "id=q rounds=3"
     assert [(m["seq"], m["round"], m["role"]) for m in detail["messages"]] == [
         (0, None, "__start__"), (1, 1, "a"), (2, 2, "b"), (3, 3, "a")]
-    assert detail["started_at"] and detail["ended_at"] and detail["duration_ms"] >= 0
+    assert detail["started_ms"] and detail["ended"].endswith("Z") and detail["duration_s"] >= 0
     assert [e["type"] for e in detail["events"]] == ["queued", "started", "completed"]
-    text = cli("thread", "show", run_id.removeprefix("run-")).output  # `7` works as `run-7`
+    text = cli("thread", "show", run_id.removeprefix("run-"), "--format", "table").output  # `7` works as `run-7`
     assert "3 / 100" in text and "q round 1" in text and "q round 3" in text
     rows = [line for line in text.splitlines() if line.startswith("│ ") and "round" in line]
     assert [row.split("│")[1].strip() for row in rows] == ["1", "2", "3"]
@@ -94,14 +94,14 @@ def test_show_numbers_rounds_from_one_and_json_has_the_whole_chain(home: Path) -
 
 def test_list_is_newest_first_and_filters(home: Path) -> None:
     ids = run_cases(home)
-    everything = json.loads(cli("thread", "list", "--json").output)
+    everything = json.loads(cli("thread", "list", "--json").output)["threads"]
     numbers = [int(r["run_id"].split("-")[1]) for r in everything]
     assert numbers == sorted(numbers, reverse=True) and len(numbers) == len(ids)
-    failed = json.loads(cli("thread", "list", "--status", "failed", "--json").output)
+    failed = json.loads(cli("thread", "list", "--status", "failed", "--json").output)["threads"]
     assert {r["run_id"] for r in failed} == {ids[n] for n in CASES}
-    ok = json.loads(cli("thread", "list", "--workflow", "ok", "--json").output)
+    ok = json.loads(cli("thread", "list", "--workflow", "ok", "--json").output)["threads"]
     assert [(r["run_id"], r["status"], r["rounds"], r["max_rounds"]) for r in ok] == [(ids["ok"], "completed", 3, 100)]
-    assert len(json.loads(cli("thread", "list", "--limit", "2", "--json").output)) == 2
+    assert len(json.loads(cli("thread", "list", "--limit", "2", "--json").output)["threads"]) == 2
     table = cli("thread", "list", "--workflow", "ok").output
     assert ids["ok"] in table and "3/100" in table
 

@@ -79,10 +79,11 @@ def test_list_shows_settings_and_counts(home: Path) -> None:
     assert nerve(home, "workflow", "run", "x", "--prompt", "rounds=1").returncode == 0
     result = cli("workflow", "list", "--json")
     assert result.exit_code == 0, result.output
-    rows = {r["name"]: r for r in json.loads(result.output)}
-    assert rows["x"]["concurrency"] == 2 and rows["x"]["overflow"] == "drop"
+    rows = {r["name"]: r for r in json.loads(result.output)["workflows"]}
+    assert rows["x"]["config"]["concurrency"] == 2 and rows["x"]["config"]["overflow"] == "drop"
+    assert rows["x"]["config"]["drain_timeout_s"] == 30.0
     assert rows["x"]["threads"] == {"completed": 1} and rows["x"]["file_exists"] is True
-    assert rows["ghost"]["file_exists"] is False and rows["ghost"]["idempotent"] is True
+    assert rows["ghost"]["file_exists"] is False and rows["ghost"]["config"]["idempotent"] is True
     table = cli("workflow", "list")
     assert "1 completed" in table.output and "ghost (workflows/ghost.py missing)" in table.output
 
@@ -105,8 +106,8 @@ def test_run_exit_codes_and_refusals(home: Path) -> None:
 def test_disable_and_enable_edit_and_commit(instance: Path) -> None:
     assert cli("workflow", "new", "review").exit_code == 0
     assert cli("workflow", "disable", "review").exit_code == 0
-    rows = {r["name"]: r for r in json.loads(cli("workflow", "list", "--json").output)}
-    assert rows["review"]["enabled"] is False
+    rows = {r["name"]: r for r in json.loads(cli("workflow", "list", "--json").output)["workflows"]}
+    assert rows["review"]["config"]["enabled"] is False
     refused = nerve(instance, "workflow", "run", "review", "--prompt", "p")
     assert refused.returncode == 1 and "disabled" in refused.stderr
     assert cli("workflow", "enable", "review").exit_code == 0

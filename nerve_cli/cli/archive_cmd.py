@@ -1,10 +1,9 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption
 
 
 def archive(
@@ -14,6 +13,7 @@ def archive(
     no_vacuum: Annotated[bool, typer.Option("--no-vacuum", help="Skip VACUUM at the end.")] = False,
     repair: Annotated[bool, typer.Option("--repair", help="Also move rows found older than a database's watermark (into part files YYYY-MM-DD.N.jsonl).")] = False,
     json_: JsonOption = False,
+    format_: FormatOption = None,
 ) -> None:
     """Move old log and signal rows into daily JSONL files under data/archive/.
 
@@ -27,6 +27,9 @@ def archive(
     from nerve_cli.home import require_instance
     from nerve_cli.store.archive import archive as run_archive
 
+    from nerve_cli.cli import output
+
+    json_ = output.use_format(format_, json_) == "json"
     home_path = require_instance(home)
     if older_than is None:
         from nerve_cli.config.load import load_config
@@ -43,9 +46,9 @@ def archive(
             progress=on_progress, repair=repair,
         )
     if json_:
-        from nerve_cli.cli import output
+        from nerve_cli.contract.instance import archive as archive_document
 
-        output.print_json(report.as_dict())
+        output.print_json(archive_document(report))
     else:
         archive_view.summary(home_path, report)
     if not report.ok:

@@ -7,6 +7,18 @@ from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import complete
+from nerve_cli.cli.choices import Format
+
+
+def _set_utc(value: bool) -> bool:
+    # eager, so it is known before --since/--until are read (a bare date is read in the zone times are shown in)
+    from nerve_cli.cli import output
+
+    output.set_utc(bool(value))
+    return value
+
+
 HomeOption = Annotated[
     Optional[Path],
     typer.Option(
@@ -15,4 +27,37 @@ HomeOption = Annotated[
         show_default=False,
     ),
 ]
+SenseName = Annotated[str, typer.Argument(help="Sense name.", autocompletion=complete.senses, show_default=False)]
+WorkflowName = Annotated[str, typer.Argument(help="Workflow name.", autocompletion=complete.workflows,
+                                             show_default=False)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
+FormatOption = Annotated[
+    Optional[Format],
+    typer.Option("--format", case_sensitive=False, show_default=False,
+                 help="table, tsv, csv or json (default: a table on a terminal, tab-separated lines in a pipe)."),
+]
+UtcOption = Annotated[
+    bool,
+    typer.Option(
+        "--utc", envvar="NERVE_UTC", is_eager=True, callback=_set_utc, expose_value=False,
+        help="Show times in UTC instead of local time (both are labelled with their zone).",
+    ),
+]
+WHEN_HELP = "a duration ago (90s, 1h30m, 2d, 1w), a date (2026-08-01), an ISO time or epoch seconds"
+SinceOption = Annotated[Optional[str], typer.Option("--since", help=f"Only rows at or after this: {WHEN_HELP}.")]
+UntilOption = Annotated[Optional[str], typer.Option("--until", help=f"Only rows before this: {WHEN_HELP}.")]
+
+
+def instant(text: str | None, option: str) -> int | None:
+    """A typed `--since`/`--until` value → unix ms; a bad one is a usage error (exit 2) naming the option."""
+    if text is None:
+        return None
+    import time
+
+    from nerve_cli.cli import output
+    from nerve_cli.contract.times import parse_instant
+
+    try:
+        return parse_instant(text, now_ms=time.time_ns() // 1_000_000, utc=output.utc())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None

@@ -1,10 +1,13 @@
-from __future__ import annotations
 
 import typer
 
 from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer(help="Check nerve.yaml.", no_args_is_help=True)
+app = typer.Typer(
+    cls=HelpGroup, no_args_is_help=True,
+    help="Check nerve.yaml.\n\nExample: nerve config check --json",
+)
 
 
 @app.command("check")
@@ -14,7 +17,8 @@ def check(home: HomeOption = None, json_: JsonOption = False) -> None:
     Lists every problem at once as `nerve.yaml:LINE: key.path: message`, then
     the external channels (`on:` names that are not senses). Exits 0 when valid
     (warnings allowed), 1 when not. Never modifies the file. With --json prints
-    {"valid": bool, "problems": [{path, message, severity, line}], "channels": [{name, reflexes, did_you_mean}]}.
+    {"version", "valid", "problems": [{path, message, severity, line}],
+    "channels": [{name, reflexes, did_you_mean}], "counts"}.
 
     Example: nerve config check --json
     """
@@ -24,7 +28,9 @@ def check(home: HomeOption = None, json_: JsonOption = False) -> None:
 
     report = check_instance(require_instance(home))
     if json_:
-        output.print_json(report.to_dict())
+        from nerve_cli.contract.instance import config_check
+
+        output.print_json(config_check(report))
     else:
         _render(report)
     if not report.valid:

@@ -1,7 +1,5 @@
 """`nerve datasette` and `nerve backup`: looking at the instance's data with other tools, copying it safely."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
@@ -58,7 +56,9 @@ def backup(
 
     report = run_backup(require_instance(home), dest)
     if json_:
-        output.print_json(report.to_json())
+        from nerve_cli.contract.instance import backup as backup_document
+
+        output.print_json(backup_document(report))
         return
     output.info(f"Backed up to {report.dest}: {len(report.databases)} databases and {report.files} other files, "
                 f"{report.bytes / 1_048_576:.1f} MiB", style="bold green")

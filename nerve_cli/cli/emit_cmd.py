@@ -1,14 +1,15 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import complete
 from nerve_cli.cli.common import HomeOption, JsonOption
 
 
 def emit(
-    channel: Annotated[str, typer.Argument(help="External channel name, as used in a reflex's on: list.")],
+    channel: Annotated[str, typer.Argument(help="External channel name, as used in a reflex's on: list.",
+                                         autocompletion=complete.channels)],
     payload: Annotated[Optional[str], typer.Option("--payload", help="JSON payload to send with the signal.")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
@@ -20,7 +21,6 @@ def emit(
     import json
 
     from nerve_cli.cli import output
-    from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
     from nerve_cli.kernel.client import request
 
@@ -30,10 +30,12 @@ def emit(
         try:
             value = json.loads(payload)
         except ValueError as exc:
-            raise NerveError(f"--payload is not valid JSON: {exc}") from None
+            raise typer.BadParameter(f"not valid JSON: {exc}", param_hint="--payload") from None
     answer = request(path, "emit", channel=channel, payload=value)
     if json_:
-        output.print_json({"channel": channel, "triggered": answer["triggered"]})
+        from nerve_cli.contract.engine import emit as emit_document
+
+        output.print_json(emit_document(channel, answer["triggered"]))
     elif answer["triggered"]:
         output.info(f"emitted {channel}: triggered {', '.join(answer['triggered'])}")
     else:

@@ -34,20 +34,34 @@ def _short(value: Any, width: int = 40) -> str:
 
 
 def _cells(row: dict, width: int = SUMMARY_WIDTH) -> list[str]:
-    # the table shows UTC to the second; --json keeps the full ISO time with ms
-    when = row["time"][:19].replace("T", " ")
-    return [when, row["source"], row["type"], row["ref_id"] or "", summary(row["payload"], width)]
+    # the display rule, to the second; --json keeps the instant to the ms
+    return [output.when(row["ts"]), row["source"], row["type"], row["ref_id"] or "", summary(row["payload"], width)]
+
+
+COLUMNS = ["time", "source", "type", "ref", "payload"]
+_HEADER_DONE = [False]
+
+
+def start() -> None:
+    """A new command: the next tab-separated rows get a header line."""
+    _HEADER_DONE[0] = False
 
 
 def print_rows(rows: list[dict], *, table: bool) -> None:
+    if output.tabular():  # a pipe (or --format tsv|csv): whole payloads as JSON, one row per line, one header
+        import orjson
+
+        cells = ([output.when(r["ts"]), r["source"], r["type"], r["ref_id"] or "",
+                  "" if r["payload"] is None else orjson.dumps(r["payload"], default=str).decode()] for r in rows)
+        output.write_rows(COLUMNS, cells, header=not _HEADER_DONE[0])
+        _HEADER_DONE[0] = True
+        return
     if table:
         fixed = max([0] + [sum(len(c) for c in _cells(r, 0)[:4]) for r in rows])
         width = max(20, output.console().width - fixed - 16)
-        t = output.table(None, ["time (UTC)", "source", "type", "ref", "payload"], (_cells(r, width) for r in rows))
-        for column in t.columns:
-            column.no_wrap = True
-        t.columns[4].overflow = "ellipsis"
-        output.show(t)
+        columns = [(name, {"no_wrap": True}) for name in COLUMNS[:4]]
+        columns.append(("payload", {"no_wrap": True, "overflow": "ellipsis"}))
+        output.show(output.table(None, columns, [_cells(r, width) for r in rows]))
     else:
         from rich.text import Text
 
@@ -59,12 +73,11 @@ def print_rows(rows: list[dict], *, table: bool) -> None:
 
 
 def print_jsonl(rows: list[dict], **_: Any) -> None:
-    import orjson
+    """One `log` document per line."""
+    from nerve_cli.contract.logs import log_row
 
-    out = sys.stdout
     for row in rows:
-        out.write(orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS).decode() + "\n")
-    out.flush()
+        output.print_json_line(log_row(row))
 
 
 def archived_note(layout, history) -> None:

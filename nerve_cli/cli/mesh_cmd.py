@@ -1,11 +1,11 @@
 """`nerve mesh`: the reflex mesh as a terminal tree, a mermaid flowchart or a Graphviz digraph."""
 
-from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nerve_cli.cli.choices import MeshFormat
 from nerve_cli.cli.common import HomeOption
 
 if TYPE_CHECKING:
@@ -13,12 +13,10 @@ if TYPE_CHECKING:
 
     from nerve_cli.config.mesh import Edge, Mesh
 
-FORMATS = ("tree", "mermaid", "dot", "json")
-
-
 def mesh(
     home: HomeOption = None,
-    format_: Annotated[str, typer.Option("--format", help="tree, mermaid, dot or json.")] = "tree",
+    format_: Annotated[MeshFormat, typer.Option("--format", help="How to draw it.", case_sensitive=False)] = MeshFormat.tree,
+    json_: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
 ) -> None:
     """Draw the reflex mesh: senses, channels, workflows and what triggers what.
 
@@ -31,18 +29,17 @@ def mesh(
     """
     from nerve_cli.cli import output
     from nerve_cli.config.load import load_config
-    from nerve_cli.errors import NerveError
     from nerve_cli.home import Layout, require_instance
     from nerve_cli.config.mesh import build, observed_launches, to_dot, to_mermaid
 
-    if format_ not in FORMATS:
-        raise NerveError(f"unknown --format {format_!r}: use one of {', '.join(FORMATS)}")
     root = require_instance(home)
     graph = build(load_config(root), observed_launches(Layout(root).logs_db))
-    if format_ == "json":
-        output.print_json(graph.to_dict())
-    elif format_ in ("mermaid", "dot"):
-        text = to_mermaid(graph) if format_ == "mermaid" else to_dot(graph)
+    if json_ or format_ is MeshFormat.json:
+        from nerve_cli.contract.instance import mesh as mesh_document
+
+        output.print_json(mesh_document(graph))
+    elif format_ in (MeshFormat.mermaid, MeshFormat.dot):
+        text = to_mermaid(graph) if format_ is MeshFormat.mermaid else to_dot(graph)
         typer.echo(text, nl=False)
     else:
         output.show(render_tree(graph))

@@ -18,6 +18,22 @@ if TYPE_CHECKING:
 
 
 PIPE_WIDTH = 160
+_UTC = [False]  # the display rule's one switch: --utc / NERVE_UTC
+
+
+def set_utc(value: bool) -> None:
+    _UTC[0] = value
+
+
+def utc() -> bool:
+    return _UTC[0]
+
+
+def when(ms: int | float | None, *, date: bool = True, millis: bool = False) -> str:
+    """A point in time by the display rule: local with its zone shown, or UTC labelled (--utc)."""
+    from nerve_cli.contract.times import display
+
+    return display(None if ms is None else int(ms), utc=_UTC[0], date=date, millis=millis)
 
 
 @lru_cache(maxsize=None)
@@ -40,6 +56,8 @@ def reset() -> None:
     """Forget cached consoles (tests swap stdout between invocations)."""
     console.cache_clear()
     err_console.cache_clear()
+    _UTC[0] = False
+    _FORMAT[0] = None
 
 
 def error(message: str) -> None:
@@ -62,22 +80,95 @@ def info(message: str, style: str = "") -> None:
 
 
 def print_json(data: Any) -> None:
-    """Plain JSON on stdout, never colourised, for scripts."""
+    """One document (nerve_cli.contract) as indented JSON on stdout, never colourised, for scripts."""
     sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 
-def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> "Table":
-    """A table whose cells are shown as written: `on [a]` is text, not Rich markup."""
-    from rich.table import Table
-    from rich.text import Text
+def print_json_line(data: Any) -> None:
+    """One document of a stream (`logs --json`, `workflow run --json`) as one compact JSON line."""
+    import orjson
 
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for col in columns:
-        t.add_column(col)
-    for row in rows:
-        t.add_row(*(v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in row))
-    return t
+    sys.stdout.write(orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    sys.stdout.flush()
+
+
+class Tabular:
+    """Rows to show: a Rich table on a terminal, tab- or comma-separated lines with a header otherwise.
+
+    `columns` are names, or (name, Rich column options) pairs for the terminal view.
+    """
+
+    def __init__(self, title: str | None, columns: Iterable[Any], rows: Iterable[Iterable[Any]],
+                 **table_options: Any) -> None:
+        self.title = title
+        self.columns = [c if isinstance(c, tuple) else (c, {}) for c in columns]
+        self.rows = [list(r) for r in rows]
+        self.table_options = table_options
+
+    def rich(self) -> "Table":
+        """Cells are shown as written: `on [a]` is text, not Rich markup."""
+        from rich.table import Table
+        from rich.text import Text
+
+        title = None if self.title is None else Text(self.title, style="italic")
+        t = Table(title=title, title_justify="left", header_style="bold", **self.table_options)
+        for name, options in self.columns:
+            t.add_column(name, **options)
+        for row in self.rows:
+            t.add_row(*(v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in row))
+        return t
+
+
+def table(title: str | None, columns: Iterable[Any], rows: Iterable[Iterable[Any]], **options: Any) -> Tabular:
+    return Tabular(title, columns, rows, **options)
+
+
+_FORMAT: list[str | None] = [None]  # None: a table on a terminal, tsv in a pipe
+
+
+def use_format(choice: Any = None, json_flag: bool = False) -> str:
+    """Settle how this command prints (`--format`, `--json`) and return it: table, tsv, csv or json."""
+    value = "json" if json_flag else (getattr(choice, "value", choice) or None)
+    _FORMAT[0] = value
+    return value or table_format()
+
+
+def table_format() -> str:
+    chosen = _FORMAT[0]
+    if chosen in ("table", "tsv", "csv"):
+        return chosen
+    return "table" if sys.stdout.isatty() else "tsv"
+
+
+def plain_cell(value: Any) -> str:
+    """A cell of a TSV line: tabs, newlines and backslashes escaped, so every row stays one line."""
+    text = "" if value is None else str(getattr(value, "plain", value))
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def write_rows(columns: Iterable[Any], rows: Iterable[Iterable[Any]], *, header: bool = True) -> None:
+    """TSV or CSV lines on stdout (the current table format must be one of them)."""
+    names = [c[0] if isinstance(c, tuple) else c for c in columns]
+    out = sys.stdout
+    if table_format() == "csv":
+        import csv
+
+        writer = csv.writer(out, lineterminator="\n")
+        if header:
+            writer.writerow(names)
+        writer.writerows(["" if v is None else str(getattr(v, "plain", v)) for v in row] for row in rows)
+    else:
+        if header:
+            out.write("\t".join(names) + "\n")
+        for row in rows:
+            out.write("\t".join(plain_cell(v) for v in row) + "\n")
+    out.flush()
+
+
+def tabular() -> bool:
+    """True when tables are printed as lines (tsv/csv), not drawn."""
+    return table_format() in ("tsv", "csv")
 
 
 def from_ansi(text: str) -> Any:
@@ -88,6 +179,13 @@ def from_ansi(text: str) -> Any:
 
 
 def show(renderable: Any) -> None:
+    if isinstance(renderable, Tabular):
+        if tabular():
+            if renderable.title:
+                info(renderable.title)
+            write_rows(renderable.columns, renderable.rows)
+            return
+        renderable = renderable.rich()
     console().print(renderable)
 
 

@@ -1,4 +1,4 @@
-"""Render `nerve status` as Rich tables."""
+"""Render the `status` document as tables."""
 
 from __future__ import annotations
 
@@ -8,51 +8,37 @@ from typing import Any
 from nerve_cli.cli import output
 
 
-def _ago(ts: float | None, now: float) -> str:
-    if ts is None:
-        return "never"
-    delta = now - ts
-    return f"{_span(delta)} ago" if delta >= 0 else f"in {_span(-delta)}"
+def render_status(doc: dict[str, Any]) -> None:
+    from nerve_cli.contract.times import ago, span
 
-
-def _span(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def render_status(data: dict[str, Any]) -> None:
-    now = time.time()
-    output.info(f"engine pid {data['pid']} on {data['home']}, up {_span(data['uptime_s'])}", style="bold")
+    now = time.time_ns() // 1_000_000
+    engine = doc["engine"]
+    output.info(f"engine pid {engine['pid']} on {engine['home']}, up {span(engine['uptime_s'])} "
+                f"(since {output.when(engine['started_ms'])})", style="bold")
     workers = []
-    for w in data["workers"]:
+    for w in doc["workers"]:
         state = w["state"]
-        if state == "backoff" and w.get("next_retry"):
-            state = f"backoff (retry {_ago(w['next_retry'], now)}; last: {w.get('last_exit')})"
-        failed = "; ".join(f"{k}: {v}" for k, v in w["failed"].items())
+        if state == "backoff" and w.get("next_retry_ms"):
+            state = f"backoff (retry {ago(w['next_retry_ms'], now)}; last: {w.get('last_exit')})"
+        failed = "; ".join(f"{f['sense']}: {f['message']}" for f in w["failed"])
         workers.append((w["group"], w["pid"] or "-", state, w["restarts"], ", ".join(w["senses"]), failed))
     output.show(output.table("Workers", ["group", "pid", "state", "restarts", "senses", "failed to load"], workers))
     rows = []
-    for name, s in data["senses"].items():
+    for s in doc["senses"]:
         state = s.get("state") or ("running" if s["running"] else ("pending" if s["pending"] else "idle"))
-        if s.get("blocked_until"):
-            state = f"{state} until {time.strftime('%H:%M:%S', time.localtime(s['blocked_until']))}: {s['blocked_why']}"
-        due = "now" if s["pending"] and not s["running"] else (_ago(s["next_due"], now) if s["next_due"] else "-")
-        rows.append((name, s["group"], state, s["runs"], _ago(s["last_run"], now), due,
+        if s.get("blocked_until_ms"):
+            state = f"{state} until {output.when(s['blocked_until_ms'])}: {s['blocked_why']}"
+        due = "now" if s["pending"] and not s["running"] else (ago(s["next_due_ms"], now) if s["next_due_ms"] else "-")
+        rows.append((s["name"], s["group"], state, s["runs"], ago(s["last_run_ms"], now), due,
                      s["errors"] or "", s["last_error"] or ""))
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
-    if data.get("channels"):
-        output.info(f"external channels: {', '.join(data['channels'])}")
-    workflows = data.get("workflows") or {}
-    if workflows:
+    if doc.get("channels"):
+        output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
+    if doc.get("workflows"):
         rows = []
-        for name, w in workflows.items():
-            worker = w.get("worker") or {}
-            shown = f"{worker.get('state')} (pid {worker['pid']})" if worker.get("pid") else (worker.get("state") or "-")
-            rows.append((name, "yes" if w.get("enabled", True) else "no", shown, len(w.get("running") or []),
-                         len(w.get("queued") or []), ", ".join(f"{k} {v}" for k, v in (w.get("counts") or {}).items())))
+        for w in doc["workflows"]:
+            worker = w["worker"]
+            shown = f"{worker['state']} (pid {worker['pid']})" if worker.get("pid") else (worker.get("state") or "-")
+            rows.append((w["name"], "yes" if w["enabled"] else "no", shown, len(w["running"]), len(w["queued"]),
+                         ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
         output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "threads"], rows))

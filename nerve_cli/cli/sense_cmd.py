@@ -1,17 +1,20 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
 from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_reset
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer(help="Create, run and inspect senses.", no_args_is_help=True)
+app = typer.Typer(
+    cls=HelpGroup, no_args_is_help=True,
+    help="Create, run and inspect senses.\n\nExample: nerve sense new open-prs && nerve sense compute open-prs",
+)
 app.command("migrate")(sense_migrate.migrate)
 app.command("reset")(sense_reset.reset)
 
-Name = Annotated[str, typer.Argument(help="Sense name.")]
+Name = Annotated[str, typer.Argument(help="Name of the new sense.")]
 
 
 @app.command("new")
@@ -32,59 +35,67 @@ def new(
 
 
 @app.command("list")
-def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
-    """List senses with their group, triggers and last signal.
+def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOption = None,
+          _utc: UtcOption = False) -> None:
+    """List senses with their group, triggers, last signal and signal count (archived signals included).
 
     Example: nerve sense list
     """
     from nerve_cli.home import require_instance
     from nerve_cli.senses.inspect import list_senses
 
+    from nerve_cli.cli.output import use_format
+
+    json_ = use_format(format_, json_) == "json"
     senses = list_senses(require_instance(home))
     if json_:
         from nerve_cli.cli.output import print_json
+        from nerve_cli.contract.senses import sense_list
 
-        print_json([s.to_json() for s in senses])
+        print_json(sense_list(senses))
         return
     _render_list(senses)
 
 
 @app.command("show")
 def show(
-    name: Name,
-    last: Annotated[int, typer.Option("--last", "-n", min=0, help="How many recent signals to show.")] = 10,
+    name: SenseName,
+    last: Annotated[int, typer.Option("--last", "-n", min=0, help="How many recent signals to show (archived ones too).")] = 10,
     chart: Annotated[bool, typer.Option("--chart", help="Plot the signal (or --column) against time, "
                                         "archived days included.")] = False,
     column: Annotated[Optional[str], typer.Option("--column", help="With --chart: a key of object signals, "
                                                   "or TABLE.COLUMN of one of the sense's tables.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="With --chart: from this long ago (2h, 7d) "
-                                                 "or this UTC date/time (2026-08-01).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="With --chart: up to this long ago or "
-                                                 "this UTC date/time.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help=f"With --chart: from this time: {WHEN_HELP}.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help=f"With --chart: up to this time: {WHEN_HELP}.")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
+    format_: FormatOption = None,
+    _utc: UtcOption = False,
 ) -> None:
-    """Show a sense: config, tables, recent signals; or, with --chart, its values over time.
+    """Show a sense: config, tables, recent signals (archived ones too); or, with --chart, its values over time.
 
     Example: nerve sense show cpu-usage --chart --since 2d
     """
+    from nerve_cli.cli.output import use_format
     from nerve_cli.home import require_instance
     from nerve_cli.senses.inspect import show_sense
 
+    json_ = use_format(format_, json_) == "json"
     if chart or column or since or until:
         _chart(require_instance(home), name, column, since, until, json_)
         return
     detail = show_sense(require_instance(home), name, last)
     if json_:
         from nerve_cli.cli.output import print_json
+        from nerve_cli.contract.senses import sense_show
 
-        print_json(detail.to_json())
+        print_json(sense_show(detail))
         return
     _render_show(detail)
 
 
 @app.command("compute")
-def compute(name: Name, home: HomeOption = None, json_: JsonOption = False) -> None:
+def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False) -> None:
     """Run one compute now (through the running engine, or in a fresh worker).
 
     Exit code 0 for a signal or silence, 1 for an error.
@@ -97,8 +108,9 @@ def compute(name: Name, home: HomeOption = None, json_: JsonOption = False) -> N
     result = compute_sense(require_instance(home), name)
     if json_:
         from nerve_cli.cli.output import print_json
+        from nerve_cli.contract.engine import compute as compute_document
 
-        print_json(result.to_json())
+        print_json(compute_document(result))
     else:
         _render_compute(result)
     if result.outcome == "error":
@@ -110,17 +122,18 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
     import sys
 
     from nerve_cli.cli import output
+    from nerve_cli.cli.common import instant
     from nerve_cli.senses import chart_view
     from nerve_cli.senses.chart import sense_series
     from nerve_cli.senses.inspect import require_sense
-    from nerve_cli.store.history import parse_since
 
     require_sense(home, name)
-    since_ms = parse_since(since) if since else None
-    until_ms = _parse_until(until) if until else None
+    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
     series = sense_series(home, name, column, since_ms, until_ms)
     if json_:
-        output.print_json(series.to_json())
+        from nerve_cli.contract.senses import sense_chart
+
+        output.print_json(sense_chart(series))
         return
     if not series.points:
         window = " in that window" if since or until else " yet"
@@ -132,17 +145,6 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
     output.console().print(output.from_ansi(text) if tty else text, markup=False, highlight=False, soft_wrap=True)
     for line in chart_view.summary(series):
         output.info(line, style="yellow" if line.startswith("gap:") else "")
-
-
-def _parse_until(text: str) -> int:
-    from nerve_cli.errors import NerveError
-    from nerve_cli.store.history import parse_since
-
-    try:
-        return parse_since(text)
-    except NerveError:
-        raise NerveError(f"--until {text!r}: expected a duration like 90s, 10m, 2h, 7d (that long ago) "
-                         "or a UTC date like 2026-08-01") from None
 
 
 # --- rendering -------------------------------------------------------------------
@@ -182,8 +184,8 @@ def _render_list(senses) -> None:
 def _render_show(detail) -> None:
     import time
 
-    from nerve_cli.cli.output import info, show, table
-    from nerve_cli.senses.inspect import ago, local_time, sparkline
+    from nerve_cli.cli.output import info, show, table, when
+    from nerve_cli.senses.inspect import ago, sparkline
 
     s, now = detail.summary, time.time_ns() // 1_000_000
     info(f"{s.name}", style="bold")
@@ -192,18 +194,19 @@ def _render_show(detail) -> None:
     if detail.readers:
         info(f"  read as a peer by: {', '.join(detail.readers)}")
     if detail.blocked:
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(detail.blocked["until"]))
+        until = when(detail.blocked["until"] * 1000)
         info(f"  {detail.blocked['state']} until {until}: {detail.blocked['why']} "
              f"(lift it with `nerve sense reset {s.name}`)", style="bold red")
-    info(f"  {s.signal_count} signals in its database, last {ago(s.last_signal_ts, now)}")
+    info(f"  {s.signal_count} signals (archived ones included), last {ago(s.last_signal_ts, now)}")
     if detail.tables:
-        show(table("Tables", ["table", "rows"], [(t["name"], t["rows"]) for t in detail.tables]))
+        show(table("Tables", ["table", "rows", "archived rows"],
+                   [(t["name"], t["rows"], t["archived_rows"]) for t in detail.tables]))
     else:
         info("  no database yet: it has not run (try `nerve sense compute " + s.name + "`)")
     if not detail.signals:
         return
     show(table(f"Last {len(detail.signals)} signals", ["time", "payload"],
-               [(local_time(x["ts"]), _short_json(x["payload"])) for x in reversed(detail.signals)]))
+               [(when(x["ts"]), _short_json(x["payload"])) for x in reversed(detail.signals)]))
     spark = sparkline([x["payload"] for x in detail.signals])
     if spark:
         values = [x["payload"] for x in detail.signals]

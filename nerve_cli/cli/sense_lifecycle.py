@@ -1,17 +1,16 @@
 """`nerve sense disable|enable`: soft delete with the cascade (the logic is in nerve_cli.config.lifecycle)."""
 
-from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.common import HomeOption, JsonOption, SenseName
 
 if TYPE_CHECKING:
     from nerve_cli.config.lifecycle import Item, Outcome
 
-Name = Annotated[str, typer.Argument(help="Sense name.")]
+Name = SenseName
 
 
 def disable(
@@ -65,15 +64,9 @@ def enable(
 
 def _json(outcome: "Outcome") -> None:
     from nerve_cli.cli import output
+    from nerve_cli.contract.senses import lifecycle
 
-    plan = outcome.plan
-    output.print_json({
-        "kind": plan.kind, "name": plan.name, "enabled": plan.enabled, "changed": plan.change_target,
-        "items": [i.to_dict() for i in plan.items],
-        "kept_off": [{**i.to_dict(), "until": root} for i, root in plan.kept_off],
-        "still_off": [{**i.to_dict(), "disabled_with": root, "command": bring_back(i)} for i, root in plan.still_off],
-        "warnings": plan.warnings, "dry_run": outcome.dry_run, "written": outcome.written, "commit": outcome.sha,
-    })
+    output.print_json(lifecycle(outcome, bring_back))
 
 
 def bring_back(item: "Item") -> str:
@@ -137,12 +130,9 @@ def _render_still_off(items: "list[tuple[Item, str]]") -> None:
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    from rich.markup import escape
-
     from nerve_cli.cli import output
 
-    # `reflexes[1] (b on [a])` must not be read as Rich markup
-    output.show(output.table(escape(title), columns, rows))
+    output.show(output.table(title, columns, rows))  # titles and cells are text, never Rich markup
 
 
 def _written(outcome: "Outcome", what: str) -> None:

@@ -1,14 +1,14 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import complete
 from nerve_cli.cli.common import HomeOption
 
 
 def migrate(
-    name: Annotated[Optional[str], typer.Argument(help="Sense name (or use --all).")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="Sense name (or use --all).", autocompletion=complete.senses)] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every sense in the instance.")] = False,
     allow_data_loss: Annotated[bool, typer.Option("--allow-data-loss", help="Write a migration that drops tables or columns.")] = False,
     slug: Annotated[Optional[str], typer.Option("--name", help="File name part for the new migration (default: made from the change).")] = None,

@@ -1,13 +1,8 @@
-from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from nerve_cli.cli.common import HomeOption
+from nerve_cli.cli.common import HomeOption, SenseName
 
 
-def reset(name: Annotated[str, typer.Argument(help="Sense name.")], home: HomeOption = None) -> None:
+def reset(name: SenseName, home: HomeOption = None) -> None:
     """Lift a sense's failure back-off or quarantine (through the running engine, or on disk).
 
     Example: nerve sense reset flaky-api

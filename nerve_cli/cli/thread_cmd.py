@@ -1,61 +1,81 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli import complete
+from nerve_cli.cli.choices import ThreadStatus, value
+from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, instant
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer(help="Inspect workflow threads.", no_args_is_help=True)
+app = typer.Typer(
+    cls=HelpGroup, no_args_is_help=True,
+    help="Inspect workflow threads.\n\nExample: nerve thread list --status failed && nerve thread show run-7",
+)
 
 
 @app.command("list")
 def list_(
-    status: Annotated[Optional[str], typer.Option("--status", help="queued, started, completed, failed, crashed or dropped.")] = None,
-    workflow: Annotated[Optional[str], typer.Option("--workflow", help="Only this workflow's threads.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many threads (newest).")] = 50,
+    status: Annotated[Optional[ThreadStatus], typer.Option("--status", help="Only threads in this status.", case_sensitive=False)] = None,
+    workflow: Annotated[Optional[str], typer.Option("--workflow", help="Only this workflow's threads.", autocompletion=complete.workflows)] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many threads (newest).")] = 50,
+    since: SinceOption = None,
+    until: UntilOption = None,
     home: HomeOption = None,
     json_: JsonOption = False,
+    format_: FormatOption = None,
+    _utc: UtcOption = False,
 ) -> None:
-    """List threads, newest first.
+    """List threads, newest first (threads whose rows were archived included).
 
-    Example: nerve thread list --status started
+    --since/--until bound the time of each thread's last status change.
+
+    Example: nerve thread list --status started --since 1d
     """
     from nerve_cli.cli import output, thread_view
+    from nerve_cli.contract.threads import thread_list
     from nerve_cli.home import Layout, require_instance
     from nerve_cli.workflows.threads import list_threads
 
-    runs = list_threads(Layout(require_instance(home)).logs_db, status=status, workflow=workflow, limit=limit)
+    json_ = output.use_format(format_, json_) == "json"
+    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
+    runs = list_threads(Layout(require_instance(home)).logs_db, status=value(status), workflow=workflow, limit=limit,
+                        since_ms=since_ms, until_ms=until_ms)
+    doc = thread_list(runs)
     if json_:
-        output.print_json(runs)
+        output.print_json(doc)
     elif not runs:
-        output.info("no threads" + (" match" if status or workflow else " yet"))
+        output.info("no threads" + (" match" if status or workflow or since or until else " yet"))
     else:
-        output.show(thread_view.threads_table(runs))
+        output.show(thread_view.threads_table(doc["threads"]))
 
 
 @app.command("show")
 def show(
-    run_id: Annotated[str, typer.Argument(help="Thread id, e.g. run-7 (or just 7).")],
+    run_id: Annotated[str, typer.Argument(help="Thread id, e.g. run-7 (or just 7).", autocompletion=complete.threads)],
     transcript: Annotated[bool, typer.Option("--transcript", help="Print the rounds as a conversation "
                                              "(role, time, content, meta folded) instead of a table.")] = False,
     home: HomeOption = None,
     json_: JsonOption = False,
+    format_: FormatOption = None,
+    _utc: UtcOption = False,
 ) -> None:
     """Show one thread: header, then one row per round (the start message is not a round).
 
     Example: nerve thread show run-7 --transcript | less
     """
     from nerve_cli.cli import output, thread_view
+    from nerve_cli.contract.threads import thread_show
     from nerve_cli.home import Layout, require_instance
     from nerve_cli.workflows.threads import thread_detail
 
-    detail = thread_detail(Layout(require_instance(home)).logs_db, run_id)
+    json_ = output.use_format(format_, json_) == "json"
+    doc = thread_show(thread_detail(Layout(require_instance(home)).logs_db, run_id))
     if json_:
-        output.print_json(detail)
+        output.print_json(doc)
         return
     if transcript:
-        thread_view.transcript(detail)
+        thread_view.transcript(doc)
         return
-    thread_view.thread_header(detail)
-    thread_view.thread_rounds(detail)
+    thread_view.thread_header(doc)
+    thread_view.thread_rounds(doc)

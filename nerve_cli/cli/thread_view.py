@@ -45,42 +45,33 @@ def styled_status(status: str) -> Any:
 
 
 def thread_header(d: dict) -> None:
-    from rich.table import Table
-
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    duration = f"{d['duration_ms'] / 1000:.1f}s" if d["duration_ms"] is not None else ""
+    """The `thread show` document's header fields, one per line."""
+    duration = f"{d['duration_s']:.1f}s" if d["duration_s"] is not None else ""
     rows = [
         ("thread", d["run_id"]), ("workflow", d["workflow"]), ("status", styled_status(d["status"])),
-        ("prompt", d["prompt"]), ("rounds", f"{d['rounds_used']} / {d['max_rounds']}"),
-        ("origin", compact(d["origin"])), ("queued", d["queued_at"]), ("started", d["started_at"]),
-        ("ended", d["ended_at"]), ("duration", duration + ("" if d["ended_at"] else " (so far)")),
-        ("reason", d["reason"]),
+        ("prompt", d["prompt"]), ("rounds", f"{d['rounds']} / {d['max_rounds']}"),
+        ("origin", compact(d["origin"])), ("queued", output.when(d["queued_ms"])),
+        ("started", output.when(d["started_ms"])), ("ended", output.when(d["ended_ms"])),
+        ("duration", duration + ("" if d["ended_ms"] else " (so far)")), ("reason", d["reason"]),
     ]
-    for key, value in rows:
-        if value not in (None, "", " (so far)"):
-            grid.add_row(key, value)
-    output.show(grid)
+    shown = [(key, value) for key, value in rows if value not in (None, "", " (so far)")]
+    output.show(output.table(None, [("field", {"style": "bold"}), "value"], shown, box=None, show_header=False,
+                             pad_edge=False, padding=(0, 2)))
     error = d.get("error") or {}
     if error.get("traceback"):
         output.info(error["traceback"].rstrip(), style="dim")
 
 
 def thread_rounds(d: dict) -> None:
-    from rich.table import Table
-
     rounds = [m for m in d["messages"] if m["role"] != START]
     if not rounds:
         output.info("no rounds yet", style="dim")
         return
-    table = Table(header_style="bold", show_lines=True)
-    for name, kwargs in (("#", {"justify": "right"}), ("role", {}), ("content", {"overflow": "fold", "ratio": 3}),
-                         ("meta", {"overflow": "fold", "ratio": 1}), ("time", {"no_wrap": True})):
-        table.add_column(name, **kwargs)
-    for m in rounds:
-        table.add_row(str(m["round"]), m["role"], m["content"], compact(m["meta"]), m["time"][11:23])
-    output.show(table)
+    columns = [("#", {"justify": "right"}), "role", ("content", {"overflow": "fold", "ratio": 3}),
+               ("meta", {"overflow": "fold", "ratio": 1}), ("time", {"no_wrap": True})]
+    rows = [(m["round"], m["role"], m["content"], compact(m["meta"]),
+             output.when(m["time_ms"], date=not output.tabular(), millis=True)) for m in rounds]
+    output.show(output.table(None, columns, rows, show_lines=True))
 
 
 def transcript(d: dict) -> None:
@@ -91,11 +82,11 @@ def transcript(d: dict) -> None:
     """
     ended = f" ({d['reason']})" if d.get("reason") else ""
     lines = [f"# {d['run_id']} · {d['workflow']} · {d['status']}{ended} · "
-             f"{d['rounds_used']}/{d['max_rounds']} rounds", ""]
+             f"{d['rounds']}/{d['max_rounds']} rounds", ""]
     for m in d["messages"]:
-        when = _clock(m["time"])
+        when = output.when(m["time_ms"], date=False, millis=True)
         if m["role"] == START:
-            lines.append(f"## prompt · {m['time'][:10]} {when}")
+            lines.append(f"## prompt · {output.when(m['time_ms'], millis=True)}")
         else:
             lines.append(f"## #{m['round']} {m['role']} · {when}")
         lines += ["", str(m["content"]).rstrip(), ""]
@@ -110,19 +101,14 @@ def transcript(d: dict) -> None:
     output.console().print("\n".join(lines).rstrip(), markup=False, highlight=False, soft_wrap=True)
 
 
-def _clock(iso: str) -> str:
-    """`2026-09-01T12:00:00.123Z` → `12:00:00.123` (UTC, as every stored time is)."""
-    return iso[11:23]
-
-
-def threads_table(runs: list[dict]) -> Any:
-    from rich.table import Table
-
-    table = Table(header_style="bold")
-    for name in ("thread", "workflow", "status", "rounds", "updated", "prompt", "reason"):
-        table.add_column(name, overflow="ellipsis", max_width=48 if name in ("prompt", "reason") else None)
-    for r in runs:
+def threads_table(threads: list[dict]) -> Any:
+    """The `thread list` document's threads."""
+    columns = [(name, {"overflow": "ellipsis", "max_width": 48 if name in ("prompt", "reason") else None})
+               for name in ("thread", "workflow", "status", "rounds", "updated", "prompt", "reason")]
+    rows = []
+    for r in threads:
         rounds = f"{r['rounds']}/{r['max_rounds']}" if r.get("max_rounds") else str(r["rounds"])
-        table.add_row(r["run_id"], r["workflow"], styled_status(r["status"]), rounds, r["time"][5:19].replace("T", " "),
-                      (r.get("prompt") or "").replace("\n", " "), r.get("reason") or "")
-    return table
+        prompt = r.get("prompt") or ""
+        rows.append((r["run_id"], r["workflow"], styled_status(r["status"]), rounds, output.when(r["updated_ms"]),
+                     prompt if output.tabular() else prompt.replace("\n", " "), r.get("reason") or ""))
+    return output.table(None, columns, rows)

@@ -1,5 +1,3 @@
-from __future__ import annotations
-
 from nerve_cli.cli.common import HomeOption
 
 

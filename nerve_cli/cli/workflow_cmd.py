@@ -1,21 +1,24 @@
-from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
 from nerve_cli.cli import workflow_lifecycle
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, WorkflowName
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer(help="Create, run and manage workflows.", no_args_is_help=True)
-Name = Annotated[str, typer.Argument(help="Workflow name.")]
+app = typer.Typer(
+    cls=HelpGroup, no_args_is_help=True,
+    help="Create, run and manage workflows.\n\nExample: nerve workflow new triage && nerve workflow run triage --prompt \"disk full\"",
+)
+Name = WorkflowName
 
 # `nerve workflow run` exit codes
 EXIT_FAILED, EXIT_DROPPED, EXIT_INTERRUPTED = 1, 4, 130
 
 
 @app.command("new")
-def new(name: Name, home: HomeOption = None) -> None:
+def new(name: Annotated[str, typer.Argument(help="Name of the new workflow.")], home: HomeOption = None) -> None:
     """Scaffold a workflow with two roles and a moderator, register and commit it.
 
     Writes workflows/NAME.py (an author and a reviewer taking turns until the
@@ -36,32 +39,35 @@ def new(name: Name, home: HomeOption = None) -> None:
 
 
 @app.command("list")
-def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
+def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOption = None) -> None:
     """List workflows with their config and thread counts by status.
 
     Example: nerve workflow list
     """
     from nerve_cli.cli import output
+    from nerve_cli.contract.threads import workflow_list
     from nerve_cli.home import require_instance
     from nerve_cli.workflows.threads import workflows_overview
 
-    rows = workflows_overview(require_instance(home))
+    json_ = output.use_format(format_, json_) == "json"
+    doc = workflow_list(workflows_overview(require_instance(home)))
     if json_:
-        output.print_json(rows)
+        output.print_json(doc)
         return
-    if not rows:
+    if not doc["workflows"]:
         output.info("no workflows yet; create one with `nerve workflow new NAME`")
         return
     table_rows = []
-    for r in rows:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(r["threads"].items())) or "none"
-        if r.get("removed"):
-            table_rows.append([r["name"], "(removed from nerve.yaml)", "", "", "", counts])
+    for w in doc["workflows"]:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(w["threads"].items())) or "none"
+        if w["removed"]:
+            table_rows.append([w["name"], "(removed from nerve.yaml)", "", "", "", counts])
             continue
-        name = r["name"] if r["file_exists"] else f"{r['name']} ({r['file']} missing)"
-        overflow = f"queue (max {r['max_queue']})" if r["overflow"] == "queue" else "drop"
-        table_rows.append([name, "yes" if r["enabled"] else "no", r["concurrency"], overflow,
-                           "yes" if r["idempotent"] else "no", counts])
+        c = w["config"]
+        name = w["name"] if w["file_exists"] else f"{w['name']} ({w['file']} missing)"
+        overflow = f"queue (max {c['max_queue']})" if c["overflow"] == "queue" else "drop"
+        table_rows.append([name, "yes" if c["enabled"] else "no", c["concurrency"], overflow,
+                           "yes" if c["idempotent"] else "no", counts])
     output.show(output.table(None, ["workflow", "enabled", "concurrency", "overflow", "idempotent", "threads"],
                              table_rows))
 
@@ -70,8 +76,9 @@ def list_(home: HomeOption = None, json_: JsonOption = False) -> None:
 def run(
     name: Name,
     prompt: Annotated[str, typer.Option("--prompt", help="The start message's content.")],
-    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Round limit (capped by engine.max_rounds).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", min=1, help="Round limit (capped by engine.max_rounds).")] = None,
     home: HomeOption = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON line per round, then one for the outcome.")] = False,
 ) -> None:
     """Start a thread now and print its rounds as they happen.
 
@@ -93,10 +100,27 @@ def run(
         elif level == "warn":
             output.warn(line)
 
-    result = run_workflow(require_instance(home), name, prompt, max_rounds, thread_view.live_event, report)
+    rounds: list[int] = []
+
+    def on_event(run_id: str, type_: str, payload: dict) -> None:
+        if type_ == "message" and payload.get("role") != thread_view.START:
+            rounds.append(payload.get("round") or len(rounds) + 1)
+            if json_:
+                from nerve_cli.contract.threads import round_line
+
+                output.print_json_line(round_line(run_id, payload))
+        if not json_:
+            thread_view.live_event(run_id, type_, payload)
+
+    result = run_workflow(require_instance(home), name, prompt, max_rounds, on_event, report)
     status = result["status"]
+    if json_:
+        from nerve_cli.contract.threads import outcome_line
+
+        output.print_json_line(outcome_line(result, len(rounds)))
     if status == "interrupted":
-        output.warn(f"{result['run_id']} interrupted; see `nerve thread show {result['run_id']}`")
+        if not json_:
+            output.warn(f"{result['run_id']} interrupted; see `nerve thread show {result['run_id']}`")
         raise typer.Exit(EXIT_INTERRUPTED)
     if status != "completed":
         raise typer.Exit(EXIT_DROPPED if status == "dropped" else EXIT_FAILED)

@@ -1,14 +1,9 @@
 """`nerve workflow disable|enable`: no cascade; a disabled workflow's directives are refused by the engine."""
 
-from __future__ import annotations
 
-from typing import Annotated
+from nerve_cli.cli.common import HomeOption, JsonOption, WorkflowName
 
-import typer
-
-from nerve_cli.cli.common import HomeOption, JsonOption
-
-Name = Annotated[str, typer.Argument(help="Workflow name.")]
+Name = WorkflowName
 
 
 def disable(name: Name, home: HomeOption = None, json_: JsonOption = False) -> None:
@@ -39,8 +34,10 @@ def _set(name: str, home, enabled: bool, json_: bool) -> None:
     outcome = set_workflow(root, name, enabled)
     word = "enabled" if enabled else "disabled"
     if json_:
-        output.print_json({"kind": "workflow", "name": name, "enabled": enabled,
-                           "changed": outcome.written, "commit": outcome.sha})
+        from nerve_cli.cli.sense_lifecycle import bring_back
+        from nerve_cli.contract.senses import lifecycle
+
+        output.print_json(lifecycle(outcome, bring_back))
         return
     if not outcome.written:
         output.info(f"workflow {name} is already {word}; nothing changed")

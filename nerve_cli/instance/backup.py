@@ -29,9 +29,6 @@ class BackupReport:
     files: int = 0
     bytes: int = 0
 
-    def to_json(self) -> dict:
-        return {"dest": str(self.dest), "databases": self.databases, "files": self.files, "bytes": self.bytes}
-
 
 def backup(home: Path, dest: Path) -> BackupReport:
     """Copy instance `home` to `dest` (which must not exist, or be an empty folder)."""

@@ -43,11 +43,6 @@ class Series:
             out[-1].append(point)
         return [s for s in out if s]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sense": self.sense, "column": self.column, "archived": self.archived, "live": self.live,
-                "skipped": self.skipped, "gaps": [{"from": a, "to": b} for a, b in self.gaps],
-                "points": [{"ts": t, "value": v} for t, v in self.points]}
-
 
 def sense_series(home: Path, name: str, column: str | None = None,
                  since_ms: int | None = None, until_ms: int | None = None) -> Series:

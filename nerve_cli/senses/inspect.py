@@ -28,10 +28,7 @@ class SenseSummary:
     enabled: bool
     triggers: list[str]
     last_signal_ts: int | None
-    signal_count: int
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    signal_count: int  # archived signals included
 
 
 @dataclass(frozen=True)
@@ -39,14 +36,10 @@ class SenseDetail:
     summary: SenseSummary
     config: dict[str, Any]
     peers: list[str]
-    tables: list[dict[str, Any]]  # {"name", "rows"}: user tables, then engine tables
+    tables: list[dict[str, Any]]  # {"name", "rows", "archived_rows", "engine"}: user tables, then engine tables
     signals: list[dict[str, Any]]  # {"id", "ts", "payload"}, oldest first
     readers: list[str] = field(default_factory=list)  # senses that list this one as a peer
     blocked: dict[str, Any] | None = None  # {"state": penalised|quarantined, "until": epoch s, "why"}
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.summary.to_json(), "config": self.config, "peers": self.peers, "readers": self.readers,
-                "tables": self.tables, "signals": self.signals, "blocked": self.blocked}
 
 
 def describe_trigger(reflex: ReflexConfig) -> list[str]:
@@ -87,13 +80,16 @@ def require_sense(home: Path, name: str) -> NerveConfig:
 
 def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
     config = require_sense(home, name)
+    from nerve_cli.store.history import archived_counts
+
     layout = Layout(home)
     settings = config.senses[name]
+    archived = archived_counts(home, name)
     return SenseDetail(
-        summary=_summary(layout, config, name),
+        summary=_summary(layout, config, name, archived),
         config=settings.model_dump(mode="json", exclude_defaults=False),
         peers=list(settings.peers),
-        tables=_tables(layout.sense_db(name)),
+        tables=_tables(layout.sense_db(name), archived),
         signals=recent_signals(home, name, last),
         readers=[n for n, s in config.senses.items() if name in s.peers],
         blocked=blocked_state(home, name),
@@ -145,21 +141,31 @@ def sparkline(values: list[Any]) -> str | None:
 # --- reading sense databases ---------------------------------------------------
 
 
-def _summary(layout: Layout, config: NerveConfig, name: str) -> SenseSummary:
+def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str, int] | None = None) -> SenseSummary:
+    """Signals counted in the database *and* its archive files, so `sense list` and `sense show` agree."""
+    from nerve_cli.store.history import archived_counts, last_archived_signal
+
     settings = config.senses[name]
     stats = _read(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
     count, last = stats[0] if stats else (0, None)
+    if archived is None:
+        archived = archived_counts(layout.home, name)
+    count += archived.get("_signals", 0)
+    if last is None and archived.get("_signals"):
+        last = last_archived_signal(layout.home, name)
     return SenseSummary(name, settings.group, settings.enabled, triggers_of(config, name), last, count)
 
 
-def _tables(path: Path) -> list[dict[str, Any]]:
+def _tables(path: Path, archived: dict[str, int]) -> list[dict[str, Any]]:
+    """Each table's rows in the database file, and how many more are in the archive files."""
     names = _read(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
                         "ORDER BY name LIKE '\\_%' ESCAPE '\\', name")
     out = []
     for (table,) in names or []:
         quoted = '"' + table.replace('"', '""') + '"'
         rows = _read(path, f"SELECT count(*) FROM {quoted}")
-        out.append({"name": table, "rows": rows[0][0] if rows else None, "engine": table.startswith("_")})
+        out.append({"name": table, "rows": rows[0][0] if rows else None, "archived_rows": archived.get(table, 0),
+                    "engine": table.startswith("_")})
     return out
 
 
@@ -191,8 +197,3 @@ def ago(ts_ms: int | None, now_ms: int) -> str:
             return f"{seconds // size}{unit} ago"
     return f"{seconds}s ago"
 
-
-def local_time(ts_ms: int) -> str:
-    from datetime import datetime
-
-    return datetime.fromtimestamp(ts_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")

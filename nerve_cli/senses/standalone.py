@@ -32,14 +32,6 @@ class ComputeResult:
     workflow: str | None = None
     via: str = "worker"  # worker | engine
 
-    def to_json(self) -> dict[str, Any]:
-        error = None
-        if self.error is not None:
-            error = {"type": self.error.type, "message": self.error.message, "file": self.error.file,
-                     "line": self.error.line, "traceback": self.error.traceback}
-        return {"sense": self.sense, "outcome": self.outcome, "payload": self.payload,
-                "duration_ms": self.duration_ms, "error": error}
-
 
 def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
     """Through the engine when one runs for `home`, else in a one-off worker."""

@@ -19,7 +19,7 @@ from typing import Iterator
 import orjson
 
 from nerve_cli.store.jsonl import encode
-from nerve_cli.store.logs import BUSY_TIMEOUT_MS, LIVE_STATUSES, log_row
+from nerve_cli.store.logs import BUSY_TIMEOUT_MS, LIVE_STATUSES, log_row, parse_payload
 
 DAY_MS = 86_400_000
 WATERMARK = "archived_up_to"
@@ -147,6 +147,13 @@ class ArchiveDb:
             if self.is_logs:
                 for row in cur:
                     yield encode(log_row(row))
+            elif table == "_signals":
+                # payloads decoded as `sense show` and `logs --json` show them; the marker tells readers so
+                names = [d[0] for d in cur.description]
+                for row in cur:
+                    data = dict(zip(names, row))
+                    data["payload"] = parse_payload(data.get("payload"))
+                    yield encode({"table": table, "row": data, "decoded": ["payload"]})
             else:
                 names = [d[0] for d in cur.description]
                 for row in cur:

@@ -9,19 +9,15 @@ same id in the database and in its archive file) and returned newest last.
 from __future__ import annotations
 
 import heapq
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from nerve_cli.config.model import check_name, parse_duration
-from nerve_cli.errors import NerveError
+from nerve_cli.config.model import check_name
 from nerve_cli.home import Layout
 from nerve_cli.store.jsonl import iter_lines, list_files
-from nerve_cli.store.logs import iso_ms, now_ms, open_readonly, parse_payload, query_logs
-
-DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?Z?$")
+from nerve_cli.store.logs import iso_ms, open_readonly, parse_payload, query_logs
 
 
 @dataclass
@@ -34,23 +30,6 @@ class LogHistory:
 
 def day_of(ts_ms: int) -> str:
     return iso_ms(ts_ms)[:10]
-
-
-def parse_since(text: str, now: int | None = None) -> int:
-    """`90d`, `1h`, `500ms` (ago) or a UTC date/time `2026-08-01[T12:00[:00]]` → unix ms."""
-    from datetime import datetime, timezone
-
-    text = text.strip()
-    if DATE_RE.match(text):
-        dt = datetime.fromisoformat(text.rstrip("Z").replace(" ", "T")).replace(tzinfo=timezone.utc)
-        return int(dt.timestamp() * 1000)
-    try:
-        seconds = parse_duration(text)
-    except ValueError:
-        raise NerveError(
-            f"--since {text!r}: expected a duration like 90s, 10m, 2h, 7d or a UTC date like 2026-08-01"
-        ) from None
-    return (now_ms() if now is None else now) - int(seconds * 1000)
 
 
 def follow_logs(
@@ -102,21 +81,26 @@ def read_logs(
     ref: str | None = None,
     since_ms: int | None = None,
     limit: int | None = None,
+    until_ms: int | None = None,
 ) -> LogHistory:
-    """Log rows like `query_logs`, plus archived days from `since_ms` on (when given)."""
+    """Log rows like `query_logs`, plus archived days from `since_ms` (to `until_ms`) when `since_ms` is given."""
     layout = Layout(Path(home))
-    hot = query_logs(layout.logs_db, source=source, type=type, ref=ref, since_ms=since_ms, limit=limit)
+    hot = query_logs(layout.logs_db, source=source, type=type, ref=ref, since_ms=since_ms, limit=limit,
+                     until_ms=until_ms)
     folder = layout.archive / "logs"
     files = list_files(folder, day_of(since_ms)) if since_ms is not None else []
+    if until_ms is not None:
+        files = [f for f in files if f.day <= day_of(until_ms)]
     if not files:
         return LogHistory(hot)
     history = LogHistory([], sorted({f.day for f in files}), folder)
     wanted = {"source": source, "type": type, "ref_id": ref}
+    end = until_ms if until_ms is not None else float("inf")
 
     def archived() -> Iterator[dict]:
         for f in files:
             for row in iter_lines(f.path, history.problems):
-                if row["ts"] >= since_ms and all(v is None or row.get(k) == v for k, v in wanted.items()):
+                if since_ms <= row["ts"] < end and all(v is None or row.get(k) == v for k, v in wanted.items()):
                     yield row
 
     history.rows = newest(_chain(hot, archived()), limit)
@@ -154,6 +138,42 @@ def _signal(id_: int, ts: int, payload: str | None) -> dict:
     return {"id": id_, "ts": ts, "time": iso_ms(ts), "payload": parse_payload(payload)}
 
 
+def _archived_signal(line: dict) -> dict:
+    """An archived `_signals` line: newer files hold the payload decoded (`"decoded": ["payload"]`), older ones as JSON text."""
+    row = line["row"]
+    if "payload" in (line.get("decoded") or ()):
+        return {"id": row["id"], "ts": row["ts"], "time": iso_ms(row["ts"]), "payload": row.get("payload")}
+    return _signal(row["id"], row["ts"], row.get("payload"))
+
+
+SIGNAL_LINE = b'{"table":"_signals",'
+
+
+def archived_counts(home: Path, name: str) -> dict[str, int]:
+    """table → rows of that table in a sense's archive files (lines are counted, not parsed)."""
+    counts: dict[str, int] = {}
+    for f in list_files(Layout(Path(home)).archive / "senses" / check_name(name)):
+        with open(f.path, "rb") as lines:
+            for line in lines:
+                if line.startswith(SIGNAL_LINE):
+                    counts["_signals"] = counts.get("_signals", 0) + 1
+                elif line.startswith(b'{"table":"'):
+                    table = line[10:line.index(b'"', 10)].decode()
+                    counts[table] = counts.get(table, 0) + 1
+    return counts
+
+
+def last_archived_signal(home: Path, name: str) -> int | None:
+    """The ts of the newest archived signal of a sense (None when it has no archived signal)."""
+    files = list_files(Layout(Path(home)).archive / "senses" / check_name(name))
+    for day in sorted({f.day for f in files}, reverse=True):
+        stamps = [line["row"]["ts"] for f in files if f.day == day for line in iter_lines(f.path)
+                  if isinstance(line, dict) and line.get("table") == "_signals" and line.get("row")]
+        if stamps:
+            return max(stamps)
+    return None
+
+
 def sense_history(home: Path, name: str, since_ms: int | None = None, limit: int | None = None) -> list[dict]:
     """A sense's signals `{"id", "ts", "time", "payload"}`, newest last: hot `_signals` rows, plus
     archived days when `since_ms` reaches them or fewer than `limit` rows are hot.
@@ -174,7 +194,7 @@ def sense_history(home: Path, name: str, since_ms: int | None = None, limit: int
             for line in iter_lines(f.path):
                 row = line.get("row") if isinstance(line, dict) else None
                 if line.get("table") == "_signals" and row and (since_ms is None or row["ts"] >= since_ms):
-                    older.append(_signal(row["id"], row["ts"], row.get("payload")))
+                    older.append(_archived_signal(line))
         if limit is not None and len(older) + len(hot) >= limit:
             break
     return newest(_chain(older, hot), limit)

@@ -279,11 +279,12 @@ def query_logs(
     since_ms: int | None = None,
     after_id: int | None = None,
     limit: int | None = None,
+    until_ms: int | None = None,
 ) -> list[dict]:
     """Log rows matching every given filter, newest last; `limit` keeps the newest. No db → []."""
     if not Path(path).exists():
         return []
-    where, params = _where(source, type, ref, since_ms, after_id)
+    where, params = _where(source, type, ref, since_ms, after_id, until_ms)
     sql = f"SELECT id, source, type, ref_id, payload, ts FROM logs{where} ORDER BY id DESC"
     if limit is not None:
         sql += " LIMIT ?"

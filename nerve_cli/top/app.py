@@ -197,15 +197,17 @@ class ThreadScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        from nerve_cli.contract.threads import thread_show
+        from nerve_cli.contract.times import display
         from nerve_cli.home import Layout
         from nerve_cli.workflows.threads import thread_detail
 
-        d = thread_detail(Layout(self.home).logs_db, self.run_id)
+        d = thread_show(thread_detail(Layout(self.home).logs_db, self.run_id))
         text = Text(f"{d['run_id']} · {d['workflow']} · ", style="bold") + styled(d["status"])
-        text += Text(f" · {d['rounds_used']}/{d['max_rounds']} rounds\n")
+        text += Text(f" · {d['rounds']}/{d['max_rounds']} rounds\n")
         for m in d["messages"]:
             who = "prompt" if m["round"] is None else f"#{m['round']} {m['role']}"
-            text += Text(f"\n{who} · {m['time'][11:19]}\n", style="bold cyan")
+            text += Text(f"\n{who} · {display(m['time_ms'], date=False)}\n", style="bold cyan")
             text += Text(str(m["content"]).rstrip() + "\n")
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.errors import NerveError
-from nerve_cli.store.logs import iso_ms, now_ms, open_readonly, query_logs, workflow_runs
+from nerve_cli.store.logs import now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
 from nerve_cli.workflow.model import START
 
@@ -48,17 +48,48 @@ def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]
 
 
 def list_threads(logs_path: Path, status: str | None = None, workflow: str | None = None,
-                 limit: int | None = None) -> list[dict[str, Any]]:
-    """Threads newest first, with prompt, rounds used/max and the end reason."""
-    runs = list(reversed(workflow_runs(logs_path, status=status, workflow=workflow)))
+                 limit: int | None = None, since_ms: int | None = None,
+                 until_ms: int | None = None) -> list[dict[str, Any]]:
+    """Threads newest first, with prompt, rounds used/max and the end reason (archived threads too).
+
+    `since_ms`/`until_ms` bound the time of each thread's last status change.
+    """
+    runs = [r for r in reversed(workflow_runs(logs_path, status=status, workflow=workflow))
+            if (since_ms is None or r["ts"] >= since_ms) and (until_ms is None or r["ts"] < until_ms)]
     if limit is not None:
         runs = runs[:limit]
     extra = _summaries(logs_path, [r["run_id"] for r in runs])
+    archived = [run_id for run_id, info in extra.items() if "prompt" not in info]
+    if archived:  # their rows were moved by `nerve archive`: read them back, as `thread show` does
+        extra.update(_archived_summaries(logs_path, archived))
     for run in runs:
         info = extra.get(run["run_id"], {})
         run.update(prompt=info.get("prompt"), max_rounds=info.get("max_rounds"),
                    rounds=info.get("rounds", 0), reason=info.get("reason"))
     return runs
+
+
+def _archived_summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Like `_summaries`, for threads whose `queued` row is only in the archive."""
+    from nerve_cli.store.history import read_logs
+
+    wanted = set(run_ids)
+    out: dict[str, dict[str, Any]] = {}
+    rounds: dict[str, set] = {}
+    for row in read_logs(logs_path.parent.parent, source="workflow", since_ms=0).rows:
+        run_id, payload = row["ref_id"], row["payload"] or {}
+        if run_id not in wanted:
+            continue
+        info = out.setdefault(run_id, {})
+        if row["type"] == "queued":
+            info.update(prompt=payload.get("prompt"), max_rounds=payload.get("max_rounds"))
+        elif row["type"] in END_TYPES:
+            info["reason"] = payload.get("reason")
+        elif row["type"] == "message" and payload.get("role") != START:
+            rounds.setdefault(run_id, set()).add(payload.get("seq"))
+    for run_id, seqs in rounds.items():
+        out[run_id]["rounds"] = len(seqs)
+    return out
 
 
 def normalise_run_id(text: str) -> str:
@@ -102,15 +133,15 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "status": status_row["type"] if status_row else "unknown",
         "prompt": queued.get("prompt"),
         "max_rounds": queued.get("max_rounds"),
-        "rounds_used": sum(1 for m in chain if m["role"] != START),
+        "rounds": sum(1 for m in chain if m["role"] != START),
         "origin": queued.get("origin"),
-        "queued_at": events[0]["time"] if events else None,
-        "started_at": started["time"] if started else None,
-        "ended_at": ended["time"] if ended else None,
+        "queued_ts": events[0]["ts"] if events else None,
+        "started_ts": started["ts"] if started else None,
+        "ended_ts": ended["ts"] if ended else None,
         "duration_ms": ((ended["ts"] if ended else now) - started["ts"]) if started else None,
         "reason": end_payload.get("reason"),
         "error": end_payload.get("error"),
-        "events": [{"type": r["type"], "time": r["time"], **(r["payload"] or {})} for r in events],
+        "events": [{"type": r["type"], "ts": r["ts"], "payload": r["payload"] or {}} for r in events],
         "messages": chain,
     }
 
@@ -132,8 +163,7 @@ def _chain(rows: list[dict]) -> list[dict[str, Any]]:
         if row["type"] == "message" and isinstance(seq, int) and seq not in by_seq:
             message = {k: payload.get(k) for k in MESSAGE_FIELDS}
             stamp = message["timestamp"] if isinstance(message["timestamp"], int) else row["ts"]
-            by_seq[seq] = {"seq": seq, "round": None if message["role"] == START else seq,
-                           **message, "time": iso_ms(stamp)}
+            by_seq[seq] = {"seq": seq, "round": None if message["role"] == START else seq, **message, "ts": stamp}
     return [by_seq[s] for s in sorted(by_seq)]
 
 

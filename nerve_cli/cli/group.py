@@ -1,0 +1,103 @@
+"""The Click groups behind `nerve` and its sub-commands: whole summaries in --help, errors translated once."""
+
+from __future__ import annotations
+
+import errno
+from typing import Any, Sequence
+
+import typer
+from typer.core import TyperGroup
+
+SUMMARY_LIMIT = 1000  # Click cuts a summary to the terminal width with "..."; we let the help formatter wrap it
+
+
+class HelpGroup(TyperGroup):
+    """A group whose command list shows each command's first sentence whole."""
+
+    def format_commands(self, ctx, formatter) -> None:  # type: ignore[no-untyped-def, override]
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(SUMMARY_LIMIT)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (`--json`, `--format json`): then errors are JSON too."""
+    args = list(args)
+    if "--json" in args or "--format=json" in args:
+        return True
+    return any(a == "--format" and b.lower() == "json" for a, b in zip(args, args[1:]))
+
+
+REFUSED_WRITES = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+class NerveGroup(HelpGroup):
+    """The root: turns a NerveError (or, with --json, a usage error) anywhere below into its output and exit code.
+
+    So is a write the filesystem refused (read-only, full, not ours): the
+    user's to fix, named by its file, never a traceback. Without --json: one
+    red line on stderr (and each problem of an invalid nerve.yaml). With
+    --json: the error document on stdout. Same exit codes.
+    """
+
+    _argv: list[str] = []
+
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+        import sys
+
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().main(args, *a, **kw)
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def, override]
+        from nerve_cli.errors import NerveError
+
+        try:
+            return super().invoke(ctx)
+        except NerveError as exc:
+            self._fail(exc)
+        except OSError as exc:
+            if exc.errno not in REFUSED_WRITES or not exc.filename:
+                raise
+            from nerve_cli.store.sqlitefile import storage_error
+
+            self._fail(storage_error(exc.filename, exc))  # a read-only or full disk: the user's to fix
+        except typer.BadParameter as exc:  # what a command body raises for a bad value it parsed itself
+            self._usage(exc)
+            raise
+        except Exception as exc:
+            from typer._click.exceptions import UsageError
+
+            if isinstance(exc, UsageError):
+                self._usage(exc)
+            raise
+
+    def _fail(self, exc: Any) -> None:
+        if wants_json(self._argv):
+            from nerve_cli.cli import output
+            from nerve_cli.contract.errors import from_nerve_error
+
+            output.print_json(from_nerve_error(exc))
+        else:
+            _print_error(exc)
+        raise typer.Exit(exc.exit_code) from None
+
+    def _usage(self, exc: Any) -> None:
+        if wants_json(self._argv):
+            from nerve_cli.cli import output
+            from nerve_cli.contract.errors import from_usage_error
+
+            output.print_json(from_usage_error(exc))
+            raise typer.Exit(exc.exit_code) from None
+
+
+def _print_error(exc: Any) -> None:
+    from nerve_cli.cli import output
+
+    output.error(str(exc))
+    for problem in getattr(exc, "problems", None) or []:
+        output.err_console().print(f"  {problem}", highlight=False, markup=False)

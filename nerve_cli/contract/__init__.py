@@ -1,0 +1,18 @@
+"""The documents Nerve hands to scripts and agents: one shape per answer, built here, outside the CLI.
+
+Every document is a plain dict with `version` at its top level; `nerve ... --json`,
+`nerve mcp` and `nerve top` all return these shapes. The rules (README,
+"JSON output"):
+- time: `<name>_ms` (integer unix ms) beside `<name>` (ISO 8601 UTC string);
+  durations `<name>_s` (seconds);
+- collections are arrays of objects, each carrying its own key (`name`,
+  `run_id`, `id`), in a stated order;
+- errors: `{"version": 1, "error": {"type", "message", "exit_code", ...}}`.
+
+A change that renames or retypes a field bumps VERSION and the schema files
+in `schemas/` (the contract test validates every document against them).
+"""
+
+from __future__ import annotations
+
+VERSION = 1

@@ -1,0 +1,75 @@
+"""Documents from the running engine's answers: `status`, `sense compute`, `emit`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nerve_cli.contract import VERSION
+from nerve_cli.contract.times import seconds_to_ms, stamp
+
+
+def status(answer: dict[str, Any]) -> dict[str, Any]:
+    """The control socket's `status` answer (epoch seconds, senses keyed by name) → the `status` document."""
+    return {
+        "version": VERSION,
+        "engine": {"pid": answer["pid"], "home": answer["home"],
+                   **stamp("started", seconds_to_ms(answer.get("started_at"))),
+                   "uptime_s": answer.get("uptime_s")},
+        "workers": [_worker(w) for w in answer.get("workers") or []],
+        "senses": [_sense(name, s) for name, s in sorted((answer.get("senses") or {}).items())],
+        "channels": [{"name": c} for c in answer.get("channels") or []],
+        "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
+    }
+
+
+def _worker(w: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group": w["group"], "state": w["state"], "pid": w.get("pid"), "restarts": w.get("restarts", 0),
+        "senses": list(w.get("senses") or []), "loaded": list(w.get("loaded") or []),
+        "failed": [{"sense": k, "message": v} for k, v in sorted((w.get("failed") or {}).items())],
+        "computing": list(w.get("computing") or []),
+        **stamp("next_retry", seconds_to_ms(w.get("next_retry"))), "last_exit": w.get("last_exit"),
+    }
+
+
+def _sense(name: str, s: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name, "group": s["group"], "state": s.get("state"),
+        "running": bool(s.get("running")), "pending": bool(s.get("pending")),
+        "runs": s.get("runs", 0), "errors": s.get("errors", 0), "last_error": s.get("last_error"),
+        **stamp("last_run", seconds_to_ms(s.get("last_run"))),
+        **stamp("next_due", seconds_to_ms(s.get("next_due"))),
+        "interval_s": s.get("interval"),
+        "coalesced": s.get("coalesced", 0), "deferred": s.get("deferred", 0),
+        "debounced": s.get("debounced", 0), "skipped": s.get("skipped", 0),
+        **stamp("blocked_until", seconds_to_ms(s.get("blocked_until"))), "blocked_why": s.get("blocked_why"),
+    }
+
+
+def _workflow(name: str, w: dict[str, Any]) -> dict[str, Any]:
+    worker = w.get("worker") or {}
+    return {
+        "name": name, "enabled": w.get("enabled", True), "concurrency": w.get("concurrency"),
+        "overflow": w.get("overflow"), "max_queue": w.get("max_queue"), "idempotent": w.get("idempotent"),
+        "worker": {"pid": worker.get("pid"), "state": worker.get("state")},
+        "running": list(w.get("running") or []), "queued": list(w.get("queued") or []),
+        "threads": dict(w.get("counts") or {}),
+    }
+
+
+def compute(result: Any) -> dict[str, Any]:
+    """A `senses.standalone.ComputeResult` → the `sense compute` document."""
+    error = None
+    if result.error is not None:
+        e = result.error
+        error = {"type": e.type, "message": e.message, "file": e.file, "line": e.line, "traceback": e.traceback}
+    return {
+        "version": VERSION, "sense": result.sense, "outcome": result.outcome, "via": result.via,
+        "payload": result.payload, "workflow": result.workflow, **stamp("time", result.ts),
+        "duration_s": None if result.duration_ms is None else result.duration_ms / 1000,
+        "error": error,
+    }
+
+
+def emit(channel: str, triggered: list[str]) -> dict[str, Any]:
+    return {"version": VERSION, "channel": channel, "triggered": list(triggered)}

@@ -1,0 +1,66 @@
+"""Documents about senses: `sense list`, `sense show`, and `sense|workflow disable|enable` outcomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nerve_cli.contract import VERSION
+from nerve_cli.contract.settings import settings
+from nerve_cli.contract.times import seconds_to_ms, stamp
+
+
+def summary(s: Any) -> dict[str, Any]:
+    """One `senses.inspect.SenseSummary`; `signal_count` includes archived signals."""
+    return {"name": s.name, "group": s.group, "enabled": s.enabled, "triggers": list(s.triggers),
+            "signal_count": s.signal_count, **stamp("last_signal", s.last_signal_ts)}
+
+
+def sense_list(summaries: list[Any]) -> dict[str, Any]:
+    return {"version": VERSION, "senses": [summary(s) for s in summaries]}
+
+
+def signal(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored signal `{"id", "ts", "payload"}` (live or archived) → `{"id", "time_ms", "time", "payload"}`."""
+    return {"id": row["id"], **stamp("time", row["ts"]), "payload": row["payload"]}
+
+
+def sense_show(detail: Any) -> dict[str, Any]:
+    from nerve_cli.config.model import SenseConfig
+
+    blocked = None
+    if detail.blocked:
+        b = detail.blocked
+        blocked = {"state": b["state"], **stamp("until", seconds_to_ms(b.get("until"))), "why": b.get("why")}
+    return {
+        "version": VERSION, **summary(detail.summary),
+        "config": settings(SenseConfig, detail.config),
+        "peers": list(detail.peers), "readers": list(detail.readers),
+        "tables": [{"name": t["name"], "rows": t["rows"], "archived_rows": t.get("archived_rows", 0),
+                    "engine": t["engine"]} for t in detail.tables],
+        "signals": [signal(x) for x in detail.signals],
+        "blocked": blocked,
+    }
+
+
+def sense_chart(series: Any) -> dict[str, Any]:
+    """`senses.chart.Series`: a sense's numbers against time (archived days included) and the gaps between them."""
+    return {
+        "version": VERSION, "sense": series.sense, "column": series.column, "archived": series.archived,
+        "live": series.live, "skipped": series.skipped,
+        "gaps": [{**stamp("from", a), **stamp("to", b)} for a, b in series.gaps],
+        "points": [{**stamp("time", t), "value": v} for t, v in series.points],
+    }
+
+
+def lifecycle(outcome: Any, bring_back: Any) -> dict[str, Any]:
+    """A `config.lifecycle.Outcome` of `sense|workflow disable|enable`; `bring_back(item)` is the command that undoes one item."""
+    plan = outcome.plan
+    return {
+        "version": VERSION, "kind": plan.kind, "name": plan.name, "enabled": plan.enabled,
+        "changed": plan.change_target, "items": [i.to_dict() for i in plan.items],
+        "kept_off": [{**i.to_dict(), "disabled_with": root} for i, root in plan.kept_off],
+        "still_off": [{**i.to_dict(), "disabled_with": root, "command": bring_back(i)} for i, root in plan.still_off],
+        "warnings": list(plan.warnings), "dry_run": outcome.dry_run, "written": outcome.written,
+        "commit": outcome.sha,
+    }
+

@@ -1,0 +1,118 @@
+"""Time, one way everywhere: how documents name it, how people see it, how they type it.
+
+- In documents (the `--json` contract) a point in time is two fields:
+  `<name>_ms`, integer unix milliseconds, and `<name>`, the same instant as an
+  ISO 8601 UTC string with milliseconds (`2026-08-01T12:00:00.123Z`). Either
+  both are null or neither is. A duration is `<name>_s`, seconds (a number).
+- On screen a time is local with its zone shown (`2026-08-01 14:00:00 CEST`),
+  or UTC labelled as such (`2026-08-01 12:00:00 UTC`) with `--utc`.
+- Typed times (`--since`, `--until`) are durations ago (`90s`, `1h30m`, `1w`),
+  dates or ISO times (read in the zone times are shown in unless they carry
+  one), or epoch seconds.
+
+Only the standard library: the CLI's start-up and shell completion may import this.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+EPOCH_RE = re.compile(r"^\d{9,11}(\.\d+)?$")  # epoch seconds: 1973 … 5138; more digits are milliseconds
+ACCEPTED = ("a duration ago like 90s, 10m, 1h30m, 2d or 1w; a date 2026-08-01; an ISO time "
+            "2026-08-01T12:00[:00][Z|+02:00]; or epoch seconds like 1785600000")
+
+
+def iso(ms: int) -> str:
+    """Unix ms → `2026-08-01T12:00:00.123Z`."""
+    seconds, millis = divmod(int(ms), 1000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+
+
+def stamp(name: str, ms: int | float | None) -> dict[str, Any]:
+    """`{"<name>_ms": 1785600000000, "<name>": "2026-08-01T16:00:00.000Z"}`; both null for None."""
+    if ms is None:
+        return {f"{name}_ms": None, name: None}
+    value = int(round(ms))
+    return {f"{name}_ms": value, name: iso(value)}
+
+
+def seconds_to_ms(seconds: float | None) -> int | None:
+    """Epoch seconds (the engine's clock) → unix ms."""
+    return None if seconds is None else int(round(seconds * 1000))
+
+
+def parse_span(text: str) -> float:
+    """`1h30m` → 5400.0 seconds. Parts are numbers with a unit (ms s m h d w), largest first or not."""
+    compact = text.strip().replace(" ", "")
+    parts = SPAN_PART.findall(compact)
+    if not parts or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(f"expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got {text!r}")
+    return sum(float(number) * UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def parse_instant(text: str, *, now_ms: int, utc: bool = False) -> int:
+    """What a person means by `--since TEXT` / `--until TEXT`, as unix ms.
+
+    Raises ValueError naming the accepted forms.
+    """
+    raw = text.strip()
+    if not raw:
+        raise ValueError(f"empty time: expected {ACCEPTED}")
+    if raw == "now":
+        return now_ms
+    if raw.replace(".", "", 1).isdigit():
+        if not EPOCH_RE.match(raw):
+            hint = " (that looks like milliseconds: divide by 1000)" if len(raw.split(".")[0]) > 11 else ""
+            raise ValueError(f"{raw!r} is not epoch seconds{hint}; expected {ACCEPTED}")
+        return int(round(float(raw) * 1000))
+    if raw[0].isdigit() and "-" not in raw and ":" not in raw:
+        try:
+            return now_ms - int(round(parse_span(raw) * 1000))
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a time: expected {ACCEPTED}") from None
+    try:
+        when = datetime.fromisoformat(raw.replace(" ", "T", 1) if len(raw) > 10 else raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a time: expected {ACCEPTED}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc) if utc else when.astimezone()  # naive: the zone times are shown in
+    return int(round(when.timestamp() * 1000))
+
+
+def display(ms: int | None, *, utc: bool = False, date: bool = True, millis: bool = False) -> str:
+    """The display rule: `2026-08-01 14:00:00 CEST` (local, zone shown) or `2026-08-01 12:00:00 UTC`."""
+    if ms is None:
+        return ""
+    seconds, rest = divmod(int(ms), 1000)
+    when = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    if not utc:
+        when = when.astimezone()
+    text = when.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
+    if millis:
+        text += f".{rest:03d}"
+    return f"{text} {'UTC' if utc else when.tzname() or when.strftime('%z')}"
+
+
+def ago(ms: int | None, now_ms: int) -> str:
+    """`never`, `12s ago`, `5m ago`, `3h ago`, `2d ago`, or `in 5m` for the future."""
+    if ms is None:
+        return "never"
+    delta = (now_ms - ms) / 1000
+    return f"{span(delta)} ago" if delta >= 0 else f"in {span(-delta)}"
+
+
+def span(seconds: float) -> str:
+    """A short human duration: `850ms`, `42s`, `12m`, `3.5h`, `2d`."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.0f}d"

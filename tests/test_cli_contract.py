@@ -1,0 +1,201 @@
+"""The --json contract: every document of every command validates against its shipped JSON Schema.
+
+One populated instance (signals and threads both live and archived), read with
+the engine stopped and then running. A field renamed or retyped fails here
+(the schemas forbid unknown fields and require every known one); the naming
+rule for time is checked on every document besides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from enginekit import RunningEngine, write_instance
+from nerve_cli.cli import output
+from nerve_cli.cli.app import app
+from nerve_cli.contract import VERSION
+from nerve_cli.contract.schema import KINDS, schema
+from nerve_cli.store.archive import archive
+from workflow_support import PINGPONG
+
+CONFIG = """
+senses:
+  a: {group: one}
+  b: {group: two}
+reflexes:
+  - {sense: a, interval: 1h}
+  - {sense: b, on: [a, task.created]}
+workflows:
+  x: {}
+"""
+SENSES = {
+    "a": "def compute(db, peers):\n    return {'n': len(db.query('select * from _signals')) + 1}\n",
+    "b": "def compute(db, peers):\n    return 'text'\n",
+}
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+OPAQUE = {"payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config"}  # user data, not ours
+
+
+def naming_problems(doc: Any, where: str = "") -> list[str]:
+    """Points in time are `<x>_ms` (int) beside `<x>` (ISO UTC), durations `<x>_s`; no other time names."""
+    found: list[str] = []
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            found += naming_problems(item, f"{where}[{i}]")
+    elif isinstance(doc, dict):
+        for key, value in doc.items():
+            path = f"{where}.{key}"
+            if key in ("ts", "timestamp") or key.endswith("_at") or key.endswith("_ts"):
+                found.append(f"{path}: a time must be named <x>_ms and <x>")
+            if key.endswith("_ms"):
+                partner = key[:-3]
+                if partner not in doc:
+                    found.append(f"{path}: no `{partner}` beside it")
+                elif value is None:
+                    if doc[partner] is not None:
+                        found.append(f"{path} is null but {partner} is not")
+                elif not (isinstance(value, int) and isinstance(doc[partner], str) and ISO.match(doc[partner])):
+                    found.append(f"{path}={value!r} / {partner}={doc[partner]!r}: not int ms + ISO UTC")
+            if key not in OPAQUE:
+                found += naming_problems(value, path)
+    return found
+
+
+class Checked:
+    """Validates documents as they come; remembers what was seen to show nothing was skipped."""
+
+    def __init__(self) -> None:
+        self.kinds: set[str] = set()
+
+    def doc(self, kind: str, doc: Any, what: str) -> Any:
+        try:
+            jsonschema.Draft202012Validator(schema(kind)).validate(doc)
+        except jsonschema.ValidationError as exc:
+            raise AssertionError(f"`{what}` does not match schemas/{kind}.json: {exc.message} at "
+                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}")
+        assert doc["version"] == VERSION
+        problems = naming_problems(doc)
+        assert not problems, f"`{what}`: {problems}"
+        self.kinds.add(kind)
+        return doc
+
+    def cli(self, kind: str, *args: str, code: int = 0) -> Any:
+        output.reset()
+        result = CliRunner().invoke(app, [*args])
+        assert result.exit_code == code, (args, result.exit_code, result.output)
+        if kind in ("log", "workflow-run"):
+            return [self.doc(kind, json.loads(line), " ".join(args)) for line in result.stdout.splitlines()]
+        return self.doc(kind, json.loads(result.stdout), " ".join(args))
+
+    def proc(self, kind: str, home: Path, *args: str, code: int = 0) -> Any:
+        env = {**os.environ, "NERVE_HOME": str(home), "NO_COLOR": "1"}
+        done = subprocess.run([sys.executable, "-m", "nerve_cli", *args], capture_output=True, text=True,
+                              env=env, timeout=60)
+        assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
+        if kind in ("log", "workflow-run"):
+            return [self.doc(kind, json.loads(line), " ".join(args)) for line in done.stdout.splitlines()]
+        return self.doc(kind, json.loads(done.stdout), " ".join(args))
+
+
+@pytest.fixture
+def populated(home: Path) -> Path:
+    """Senses and a thread archived (as if two days had passed), then more of both, live."""
+    write_instance(home, CONFIG, SENSES)
+    (home / "workflows").mkdir()
+    (home / "workflows" / "x.py").write_text(PINGPONG)
+    check = Checked()
+    for sense in ("a", "a", "b"):
+        check.proc("sense-compute", home, "sense", "compute", sense, "--json")
+    lines = check.proc("workflow-run", home, "workflow", "run", "x", "--prompt", "id=old rounds=2", "--json")
+    assert [line["event"] for line in lines] == ["round", "round", "outcome"]
+    assert lines[-1]["status"] == "completed" and lines[-1]["rounds"] == 2
+    _age(home, days=40)
+    report = archive(home, older_than_s=30 * 86400)
+    assert report.ok and report.rows > 0
+    check.proc("sense-compute", home, "sense", "compute", "a", "--json")
+    check.proc("workflow-run", home, "workflow", "run", "x", "--prompt", "id=new rounds=1", "--json")
+    return home
+
+
+def _age(home: Path, days: int) -> None:
+    """Move every stored time back by `days`, as if these rows had been written then."""
+    shift = days * 86_400_000
+    with sqlite3.connect(home / "data" / "logs.db") as conn:
+        conn.execute("UPDATE logs SET ts = ts - ?", (shift,))
+        conn.execute("UPDATE workflow_runs SET ts = ts - ?", (shift,))
+    for db in (home / "data" / "senses").glob("*.db"):
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE _signals SET ts = ts - ?", (shift,))
+
+
+def test_every_document_matches_its_schema_engine_stopped_and_running(populated: Path) -> None:
+    home, check = populated, Checked()
+    # engine stopped
+    assert check.cli("error", "status", "--json", code=1)["error"]["type"] == "engine_not_running"
+    listed = {s["name"]: s for s in check.cli("sense-list", "sense", "list", "--json")["senses"]}
+    shown = check.cli("sense-show", "sense", "show", "a", "--json")
+    assert listed["a"]["signal_count"] == shown["signal_count"] == len(shown["signals"]) == 3  # 2 archived + 1 live
+    assert [s["payload"] for s in shown["signals"]] == [{"n": 1}, {"n": 2}, {"n": 1}]  # archived ones decoded too
+    assert next(t for t in shown["tables"] if t["name"] == "_signals") == {
+        "name": "_signals", "rows": 1, "archived_rows": 2, "engine": True}
+    check.cli("sense-show", "sense", "show", "b", "-n", "0", "--json")
+    chart = check.cli("sense-chart", "sense", "show", "a", "--chart", "--column", "n", "--json")
+    assert (chart["archived"], chart["live"]) == (2, 1)
+    check.cli("lifecycle", "sense", "disable", "a", "--dry-run", "--json")
+    check.cli("lifecycle", "sense", "enable", "a", "--dry-run", "--json")
+    check.cli("lifecycle", "workflow", "disable", "x", "--json")
+    check.cli("lifecycle", "workflow", "enable", "x", "--json")
+    assert check.cli("workflow-list", "workflow", "list", "--json")["workflows"][0]["threads"] == {"completed": 2}
+    threads = {t["run_id"]: t for t in check.cli("thread-list", "thread", "list", "--json")["threads"]}
+    old = check.cli("thread-show", "thread", "show", "run-1", "--json")  # archived
+    check.cli("thread-show", "thread", "show", "run-2", "--json")  # live
+    assert threads["run-1"]["rounds"] == old["rounds"] == 2 and threads["run-1"]["prompt"] == old["prompt"]
+    assert len(check.cli("log", "logs", "--json", "-n", "1000")) > 0
+    everything = check.cli("log", "logs", "--json", "--since", "60d", "--until", "now", "-n", "1000")
+    assert len(everything) > len(check.cli("log", "logs", "--json", "-n", "1000"))  # archived days too
+    assert check.cli("config-check", "config", "check", "--json")["valid"] is True
+    check.cli("doctor", "doctor", "--json")
+    check.cli("mesh", "mesh", "--json")
+    check.cli("mesh", "mesh", "--format", "json")
+    check.cli("archive", "archive", "--dry-run", "--json")
+    copy = check.cli("backup", "backup", str(home.parent / "copy"), "--json")
+    assert {d["path"] for d in copy["databases"]} == {"data/logs.db", "data/senses/a.db", "data/senses/b.db"}
+    check.cli("error", "emit", "task.created", "--json", code=1)
+    assert check.cli("error", "sense", "show", "nope", "--json", code=1)["error"]["type"] == "sense_error"
+    assert check.cli("error", "logs", "--since", "yesterday", "--json", code=2)["error"]["type"] == "usage"
+    # engine running
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        status = check.cli("status", "status", "--json")
+        assert {s["name"] for s in status["senses"]} >= {"a", "b", "nerve-health"}
+        assert status["channels"] == [{"name": "task.created"}]
+        assert check.cli("emit", "emit", "task.created", "--json")["triggered"] == ["b"]
+        assert check.proc("sense-compute", home, "sense", "compute", "a", "--json")["via"] == "engine"
+        lines = check.proc("workflow-run", home, "workflow", "run", "x", "--prompt", "rounds=1", "--json")
+        assert lines[-1]["via"] == "engine" and lines[-1]["status"] == "completed"
+        check.cli("sense-list", "sense", "list", "--json")
+        check.cli("sense-show", "sense", "show", "a", "--json")
+        check.cli("thread-list", "thread", "list", "--json")
+        check.cli("log", "logs", "--json")
+        code, _ = engine.stop()
+        assert code == 0
+    assert check.kinds >= set(KINDS) - {"sense-compute", "workflow-run"}, set(KINDS) - check.kinds
+
+
+def test_naming_rule_check_catches_the_old_shapes() -> None:
+    assert naming_problems({"ts": 1, "time": "2026-01-01T00:00:00.000Z"})
+    assert naming_problems({"started_at": 1.5})
+    assert naming_problems({"last_signal_ms": 5})
+    assert naming_problems({"x_ms": 5, "x": "yesterday"})
+    assert not naming_problems({"x_ms": None, "x": None, "payload": {"ts": 1}})

@@ -1,0 +1,156 @@
+"""What scripts and shells rely on: JSON errors, completion, choices, --version, time input and display."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import nerve_cli
+from enginekit import write_instance
+from nerve_cli.cli import output
+from nerve_cli.cli.app import app
+from nerve_cli.cli.choices import LogSource, ThreadStatus
+from nerve_cli.store.logs import STATUSES, LogStore
+
+NERVE = Path(sys.executable).with_name("nerve")
+CONFIG = """
+senses:
+  cpu-usage: {}
+  cpu-temp: {}
+  disk: {}
+reflexes:
+  - {sense: disk, on: [task.created, cpu-usage]}
+workflows:
+  review: {}
+"""
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    output.reset()
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(NERVE), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
+
+
+@pytest.fixture
+def inst(home: Path) -> Path:
+    return write_instance(home, CONFIG, {"cpu-usage": "def compute(db, peers):\n    return 1\n"})
+
+
+def test_json_errors_go_to_stdout_with_the_same_exit_codes(inst: Path) -> None:
+    plain = run("status")
+    assert plain.returncode == 1 and plain.stdout == "" and "nerve run" in plain.stderr
+    data = json.loads(run("status", "--json").stdout)
+    assert data["version"] == 1 and data["error"]["type"] == "engine_not_running"
+    assert data["error"]["exit_code"] == 1 and "nerve run" in data["error"]["message"]
+    missing = cli("sense", "show", "cpu-usag", "--json")
+    assert missing.exit_code == 1 and "did you mean" in json.loads(missing.stdout)["error"]["message"]
+    usage = cli("thread", "list", "--status", "broken", "--json")
+    assert usage.exit_code == 2 and json.loads(usage.stdout)["error"]["type"] == "usage"
+    nowhere = cli("sense", "list", "--json", "--home", str(inst / "nope"))
+    assert nowhere.exit_code == 1 and json.loads(nowhere.stdout)["error"]["type"] == "instance_not_found"
+
+
+def test_bad_config_with_json_lists_every_problem(inst: Path) -> None:
+    (inst / "nerve.yaml").write_text("senses:\n  a: {throttle: 5}\n  b: {timeout: x}\n")
+    result = cli("sense", "list", "--json")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["type"] == "config_error" and len(error["problems"]) == 2
+    assert {p["path"] for p in error["problems"]} == {"senses.a.throttle", "senses.b.timeout"}
+
+
+def test_a_bad_choice_exits_2_listing_the_valid_values(inst: Path) -> None:
+    for args, values in ((["thread", "list", "--status", "broken"], "'queued', 'started'"),
+                         (["logs", "--source", "bogus"], "'reflex', 'workflow', 'system', 'signal'"),
+                         (["mesh", "--format", "yaml"], "'tree', 'mermaid', 'dot', 'json'")):
+        result = cli(*args)
+        assert result.exit_code == 2 and values in result.output, (args, result.output)
+    assert {s.value for s in ThreadStatus} == set(STATUSES)
+    assert {s.value for s in LogSource} >= {"reflex", "workflow", "system", "signal"}
+
+
+def test_limits_and_times_are_checked_by_click(inst: Path) -> None:
+    for args in (["logs", "-n", "-1"], ["thread", "list", "-n", "-1"], ["sense", "show", "disk", "-n", "-1"]):
+        result = cli(*args)
+        assert result.exit_code == 2 and "greater than or equal to 0" in result.output, (args, result.output)
+    for since in ("1h30m", "1w", "2026-08-01", "2026-08-01T12:00:00+02:00", "1785600000"):
+        assert cli("logs", "--since", since).exit_code == 0, since
+    bad = cli("logs", "--since", "1w2x")
+    assert bad.exit_code == 2 and "1h30m" in bad.output
+
+
+def test_version(inst: Path) -> None:
+    result = cli("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"nerve {nerve_cli.__version__}"
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    assert f'version = "{nerve_cli.__version__}"' in pyproject
+
+
+@pytest.mark.parametrize("shell, marker", [("bash", "complete -o default -F"), ("zsh", "#compdef nerve"),
+                                           ("fish", "complete --command nerve")])
+def test_completion_scripts(shell: str, marker: str) -> None:
+    script = run(env={"_NERVE_COMPLETE": f"source_{shell}"})
+    assert script.returncode == 0 and marker in script.stdout and "_NERVE_COMPLETE" in script.stdout
+
+
+def _complete(words: str, home: Path, **env: str) -> list[str]:
+    line = run(env={"_NERVE_COMPLETE": "complete_bash", "COMP_WORDS": words,
+                    "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+                    "NERVE_HOME": str(home), **env})
+    assert line.returncode == 0, line.stderr
+    return line.stdout.split()
+
+
+def test_dynamic_completion_of_names(inst: Path) -> None:
+    assert _complete("nerve sense show cpu", inst) == ["cpu-temp", "cpu-usage"]
+    assert _complete("nerve sense disable d", inst) == ["disk"]
+    assert _complete("nerve workflow run ", inst) == ["review"]
+    assert _complete("nerve emit ", inst) == ["task.created"]
+    (inst / "data").mkdir(exist_ok=True)
+    store = LogStore(inst / "data" / "logs.db")
+    for _ in range(3):
+        store.workflow_event(store.allocate_run_id(), "review", "queued", {"workflow": "review"})
+    store.close()
+    assert _complete("nerve thread show ", inst) == ["run-3", "run-2", "run-1"]
+    elsewhere = write_instance(inst.parent / "other", "senses:\n  other-sense: {}\n", {})
+    assert _complete(f"nerve sense show --home {elsewhere} o", inst) == ["other-sense"]
+
+
+def test_completion_reads_files_without_importing_the_engine(inst: Path) -> None:
+    env = {**os.environ, "_NERVE_COMPLETE": "complete_bash", "COMP_WORDS": "nerve sense show c", "COMP_CWORD": "3",
+           "NERVE_HOME": str(inst)}
+    done = subprocess.run([sys.executable, "-X", "importtime", str(NERVE)], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["cpu-temp", "cpu-usage"]
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {m for m in loaded if m.startswith(("nerve_cli.kernel", "nerve_cli.config", "nerve_cli.store",
+                                                "sqlite_utils", "asyncio", "git"))}
+    assert not heavy, heavy
+
+
+def test_time_display_rule_under_berlin(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    (home / "data").mkdir()
+    store = LogStore(home / "data" / "logs.db")
+    store.append("system", "summer", None, {"n": 1}, ts=1785585600000)  # 2026-08-01T12:00:00Z
+    store.append("system", "winter", None, {"n": 2}, ts=1796126400000)  # 2026-12-01T12:00:00Z
+    store.close()
+    env = {"TZ": "Europe/Berlin", "NERVE_HOME": str(home), "COLUMNS": "200"}
+    local = run("logs", "--format", "tsv", env=env).stdout
+    assert "2026-08-01 14:00:00 CEST\tsystem\tsummer" in local and "2026-12-01 13:00:00 CET\tsystem\twinter" in local
+    utc = run("logs", "--utc", "--format", "tsv", env=env).stdout
+    assert "2026-08-01 12:00:00 UTC\tsystem\tsummer" in utc
+    assert "2026-08-01 12:00:00 UTC" in run("logs", "--format", "tsv", env={**env, "NERVE_UTC": "1"}).stdout
+    # a date typed without a zone is read in the zone times are shown in
+    since = run("logs", "--json", "--since", "2026-12-01T13:00", env=env).stdout
+    assert [json.loads(line)["type"] for line in since.splitlines()] == ["winter"]
+    assert run("logs", "--json", "--since", "2026-12-01T13:00", "--utc", env=env).stdout == ""
