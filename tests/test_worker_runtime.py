@@ -170,6 +170,24 @@ def test_cancel_interrupts_long_sql_and_rolls_back(home) -> None:
     assert db_rows(home, "s", "select count(*) from _signals") == [(1,)]
 
 
+RUNAWAY = """
+def compute(db, peers):
+    db.query("with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c")
+    return "done"
+"""
+
+
+def test_a_cancel_is_heard_while_every_sync_sense_of_the_group_computes(home) -> None:
+    write_instance(home, {name: {"group": "g", "code": RUNAWAY} for name in "abc"})
+    with worker(home, "g") as w:
+        w.send(Compute(1, "a"), Compute(2, "b"), Compute(3, "c"))
+        time.sleep(0.3)  # all three are deep in SQL: no compute thread is free
+        for i in (2, 1, 3):
+            w.send(Cancel(i))
+            answer = w.answer(i, timeout=10)
+            assert isinstance(answer, Error) and answer.error.type == "TimeoutError", answer
+
+
 def test_cancel_async_compute_rolls_back_and_sends_nothing_more(home) -> None:
     code = """
     import asyncio, time

@@ -76,6 +76,7 @@ class Job:
         self.state = "queued"  # queued | running | cancelled | settled
         self.task: asyncio.Future[Any] | None = None
         self.answered = False  # exactly one answer per compute, whatever path sends it
+        self.waiting = False  # queued behind another compute of the same sense
         self._lock = threading.Lock()
 
     @property
@@ -186,7 +187,8 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
         sense.db.conn.execute("COMMIT")
     except BaseException as exc:
         return _fail(sense, job, exc)
-    return Outcome("signal", payload=orjson.loads(encoded), ts=ts, workflow=wf)
+    # the Signal line embeds the JSON already stored: no decode and re-encode on the hop
+    return Outcome("signal", payload=orjson.Fragment(encoded), ts=ts, workflow=wf)
 
 
 def _fail(sense: LoadedSense, job: Job, exc: BaseException) -> Outcome:

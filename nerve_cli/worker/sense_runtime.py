@@ -18,24 +18,33 @@ interrupted: no answer comes, and the kernel kills the worker at `grace_period`.
 `Shutdown`, stdin EOF or SIGTERM: stop reading, answer queued computes with an
 error, let running ones finish up to `engine.shutdown_timeout`, close, exit 0.
 SIGINT is ignored: a terminal's Ctrl-C must not kill a worker mid-compute.
+
+Threads, leader/follower: the compute threads themselves read the kernel's
+messages (the protocol input fd; see `worker.stdio`). One of
+them (the leader) blocks in `read`; when a line arrives it hands the lead to
+the next idle thread and, for a sync compute, runs it at once in the thread
+that read it — no hop through the event loop and no executor queue between
+the kernel's line and `BEGIN`. There is one thread per sync sense plus one,
+started as needed, so someone is always reading (a `Cancel` is never stuck
+behind a compute). Async computes, cancels and shutdown go to the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import signal
-import threading
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.wire.protocol import (Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown, Signal,
-                                       Silent, decode)
+from nerve_cli.wire.protocol import (MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown,
+                                     Signal, Silent, decode)
 from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
-from nerve_cli.worker.stdio import ProtocolWriter, protocol_reader, take_protocol_fds
+from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
 
 log = logging.getLogger("nerve.worker")
 LOG_PREFIX = "worker group="  # the worker's own stderr lines start with this; user output does not
@@ -57,77 +66,164 @@ class SenseRuntime:
         self.input_fd = input_fd  # the kernel's messages (never fd 0 in a real worker: see worker.stdio)
         self.jobs: dict[int, Job] = {}
         self.tasks: set[asyncio.Task[None]] = set()
-        self.pool = ThreadPoolExecutor(max_workers=max(2, len(senses) + 1), thread_name_prefix="compute")
         self.stopping: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._send_lock = threading.Lock()
+        self._lock = threading.Lock()  # jobs, busy senses, thread counts, closed
+        self._lead = threading.Lock()  # held by the one thread reading the kernel's messages
+        self._reader: LineReader | None = None
+        self._busy: dict[str, collections.deque[Job]] = {}  # sync sense computing → its waiting jobs
+        self._max_threads = max(2, sum(1 for s in senses.values() if not s.is_async) + 1)
+        self._threads = 0
+        self._followers = 0  # threads waiting for (or holding) the lead
+        self._closed = False
+        self._idle: asyncio.Event | None = None
 
     async def serve(self) -> bool:
         """Run until shutdown; True when every compute ended cleanly."""
         self.stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        self._idle = asyncio.Event()
+        self.loop = loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
-        reader = await protocol_reader(self.input_fd)
-        reading = asyncio.ensure_future(self._read(reader))
+        self._reader = LineReader(self.input_fd, MAX_LINE)
+        with self._lock:
+            self._threads += 1
+        self._start_thread()
         await self.stopping.wait()
-        reading.cancel()
         return await self._drain()
 
-    async def _read(self, reader: Any) -> None:
-        assert self.stopping is not None
-        try:
-            while not self.stopping.is_set():
+    # the threads ---------------------------------------------------------------
+    def _start_thread(self) -> None:
+        threading.Thread(target=self._follow, name="compute", daemon=True).start()
+
+    def _follow(self) -> None:
+        """Wait for the lead, read one message, pass the lead on, handle the message; repeat."""
+        while True:
+            with self._lock:
+                self._followers += 1
+            with self._lead:
+                with self._lock:
+                    self._followers -= 1
+                    if self._closed:
+                        self._threads -= 1
+                        return
                 try:
-                    line = await reader.readline()
+                    assert self._reader is not None
+                    line = self._reader.readline()
                 except ValueError as exc:  # a line over the protocol limit
                     log.error("dropped an oversized line from the kernel: %s", exc)
                     continue
-                if not line:
-                    break  # EOF: the kernel is gone or closed our stdin
+                if line is None:  # EOF: the kernel is gone or closed our input
+                    self._close()
+                    continue
+            if line.strip():
                 self._dispatch(decode(line))
-        finally:
-            self.stopping.set()
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._on_loop(self._stop)
+
+    def _stop(self) -> None:
+        assert self.stopping is not None
+        self.stopping.set()
+
+    def _on_loop(self, fn: Any, *args: Any) -> None:
+        assert self.loop is not None
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass  # the loop has closed: the worker is exiting anyway
 
     def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, Compute):
             self._start(msg)
         elif isinstance(msg, Cancel):
-            self._cancel(msg.id)
+            self._on_loop(self._cancel, msg.id)
         elif isinstance(msg, Shutdown):
-            assert self.stopping is not None
-            self.stopping.set()
+            self._close()
         elif isinstance(msg, Malformed):
             log.error("malformed line from the kernel (%s): %r", msg.problem, msg.line)
         else:
             log.error("unexpected message for a sense worker: %s", type(msg).__name__)
 
     def _start(self, msg: Compute) -> None:
-        if msg.id in self.jobs:
-            log.error("compute id %s is already in progress; ignoring the duplicate", msg.id)
-            return
         job = Job(msg.id, msg.sense, msg.reason)
-        self.jobs[job.id] = job
-        task = asyncio.ensure_future(self._run(job))
+        sense = self.senses.get(job.sense)
+        with self._lock:
+            if job.id in self.jobs:
+                log.error("compute id %s is already in progress; ignoring the duplicate", job.id)
+                return
+            if self._closed:
+                refused = "the worker is shutting down; this compute was not started"
+            else:
+                refused = None
+                self.jobs[job.id] = job
+                if sense is not None and not sense.is_async:
+                    waiting = self._busy.get(job.sense)
+                    if waiting is not None:
+                        job.waiting = True
+                        waiting.append(job)  # one compute per sense at a time, in arrival order
+                        return
+                    self._busy[job.sense] = collections.deque()
+                    grow = self._followers == 0 and self._threads < self._max_threads
+                    if grow:
+                        self._threads += 1
+        if refused is not None:
+            if job.start() and job.settle():
+                self._answer(job, Outcome("error", error=ErrorInfo("SenseError", refused)))
+        elif sense is None:
+            if job.start() and job.settle():
+                self._answer(job, Outcome("error", error=self._not_loaded(job.sense)))
+            self._done(job)
+        elif sense.is_async:
+            self._on_loop(self._start_async, sense, job)
+        else:
+            if grow:  # nobody else would read the kernel's messages while this compute runs
+                self._start_thread()
+            self._run_sync(sense, job)
+
+    def _run_sync(self, sense: LoadedSense, job: Job | None) -> None:
+        """Run `job`, then the jobs that queued up for the same sense meanwhile, in this thread."""
+        while job is not None:
+            try:
+                # answered from this thread: no hop back through the loop before the kernel hears
+                self._answer(job, run_sync(sense, job))
+            finally:
+                self._done(job)
+                with self._lock:
+                    waiting = self._busy[sense.name]
+                    job = waiting.popleft() if waiting else None
+                    if job is not None:
+                        job.waiting = False
+                    else:
+                        del self._busy[sense.name]
+
+    def _done(self, job: Job) -> None:
+        with self._lock:
+            self.jobs.pop(job.id, None)
+            idle = self._closed and not self.jobs
+        if idle and self._idle is not None:
+            self._on_loop(self._idle.set)
+
+    # the loop ------------------------------------------------------------------
+    def _start_async(self, sense: LoadedSense, job: Job) -> None:
+        task = asyncio.ensure_future(self._run_async(sense, job))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, job: Job) -> None:
+    async def _run_async(self, sense: LoadedSense, job: Job) -> None:
         try:
-            sense = self.senses.get(job.sense)
-            if sense is None:
-                if job.start() and job.settle():
-                    self._answer(job, Outcome("error", error=self._not_loaded(job.sense)))
-                return
+            job.waiting = sense.lock.locked()
             async with sense.lock:  # one compute per sense at a time, in arrival order
-                if sense.is_async:
-                    self._answer(job, await run_async(sense, job))
-                else:
-                    # answered from the compute thread: no hop back through the loop before the kernel hears
-                    await asyncio.get_running_loop().run_in_executor(self.pool, self._run_sync, sense, job)
+                job.waiting = False
+                self._answer(job, await run_async(sense, job))
         finally:
-            self.jobs.pop(job.id, None)
+            self._done(job)
 
     def _cancel(self, job_id: int) -> None:
-        job = self.jobs.get(job_id)
+        with self._lock:
+            job = self.jobs.get(job_id)
         was = job.cancel() if job is not None else None
         if job is None or was is None:
             return  # unknown, or already settled: its own answer is (or was) sent
@@ -139,9 +235,6 @@ class SenseRuntime:
     def _answer_cancelled(self, job: Job, what: str) -> None:
         self._send(job, Error(job.id, job.sense, ErrorInfo(
             "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms()))
-
-    def _run_sync(self, sense: LoadedSense, job: Job) -> None:
-        self._answer(job, run_sync(sense, job))
 
     def _send(self, job: Job, message: Signal | Silent | Error) -> None:
         with self._send_lock:  # a compute thread and the loop (a cancel) may both try: one answer only
@@ -173,13 +266,23 @@ class SenseRuntime:
         return ErrorInfo("SenseError", f"sense `{name}` is not loaded in worker group `{self.group}` (loaded: {loaded})")
 
     async def _drain(self) -> bool:
-        for job in list(self.jobs.values()):
-            if job.state == "queued" and job.cancel():
+        assert self._idle is not None
+        with self._lock:
+            self._closed = True  # no thread reads another line; a compute arriving now is refused
+            waiting = [job for job in self.jobs.values() if job.waiting]
+        for job in waiting:  # behind another compute of their sense: they never start
+            if job.cancel():
                 self._send(job, Error(job.id, job.sense, ErrorInfo(
                     "SenseError", "the worker is shutting down; this compute was not started"), 0.0))
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=self.shutdown_timeout)
-        stuck = [job for job in self.jobs.values() if job.state in ("running", "cancelled")]
+        with self._lock:
+            busy = bool(self.jobs)
+        if busy:
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.shutdown_timeout)
+            except asyncio.TimeoutError:
+                pass
+        with self._lock:
+            stuck = [job for job in self.jobs.values() if job.state in ("running", "cancelled")]
         for job in stuck:
             job.cancel()
             self._send(job, Error(job.id, job.sense, ErrorInfo(
@@ -188,7 +291,6 @@ class SenseRuntime:
         return not stuck
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False)
         for sense in self.senses.values():
             try:
                 sense.close()

@@ -114,3 +114,50 @@ async def protocol_reader(fd: int) -> asyncio.StreamReader | _ThreadLineReader:
     reader = asyncio.StreamReader(limit=MAX_LINE)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
     return reader
+
+
+class LineReader:
+    """Blocking line reads from a file descriptor, for one reader at a time (the sense worker's leader thread).
+
+    Works for any input (pipe, socket, regular file, /dev/null). A line longer
+    than `limit` raises ValueError once and is skipped up to its newline.
+    """
+
+    def __init__(self, fd: int, limit: int = MAX_LINE) -> None:
+        self.fd = fd
+        self.limit = limit
+        self._buf = bytearray()
+        self._skipping = False
+        self._eof = False
+
+    def readline(self) -> bytes | None:
+        """The next line (with its newline, if it had one), or None at end of input."""
+        buf = self._buf
+        scanned = 0
+        while True:
+            end = buf.find(b"\n", scanned)
+            if end >= 0:
+                line = bytes(buf[: end + 1])
+                del buf[: end + 1]
+                if self._skipping:
+                    self._skipping, scanned = False, 0
+                    continue
+                return line
+            if len(buf) > self.limit or (self._skipping and buf):
+                buf.clear()
+                scanned = 0
+                if not self._skipping:
+                    self._skipping = True
+                    raise ValueError(f"a line longer than {self.limit} bytes")
+            scanned = len(buf)
+            if self._eof:
+                return None
+            chunk = os.read(self.fd, 64 * 1024)
+            if not chunk:
+                self._eof = True
+                if buf and not self._skipping:  # a last line without its newline
+                    line = bytes(buf)
+                    buf.clear()
+                    return line
+                return None
+            buf += chunk
