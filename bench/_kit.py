@@ -133,12 +133,12 @@ def source() -> str:
 class Engine:
     """`nerve run` as a child process (no -v: the console costs nothing)."""
 
-    def __init__(self, home: Path, *args: str) -> None:
+    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.out_path = home.parent / "engine.out"
         self._out = open(self.out_path, "w")
         self.proc = subprocess.Popen([sys.executable, "-m", "nerve_cli", "run", "--home", str(home), *args],
-                                     stdout=self._out, stderr=subprocess.STDOUT, env=engine_env(),
+                                     stdout=self._out, stderr=subprocess.STDOUT, env={**engine_env(), **(env or {})},
                                      cwd=home.parent)  # not the checkout: `-m` puts the cwd first on sys.path
 
     @property

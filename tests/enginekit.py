@@ -117,13 +117,13 @@ def _limit_fds(count: int) -> None:
 class RunningEngine:
     """`nerve run` as a child process; stop() sends SIGTERM and returns (code, output)."""
 
-    def __init__(self, home: Path, *args: str, nofile: int | None = None) -> None:
+    def __init__(self, home: Path, *args: str, nofile: int | None = None, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.log_path = home.parent / f"engine-{time.monotonic_ns()}.out"
         self._out = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nerve_cli", "run", "--home", str(home), "-vv", *args],
-            stdout=self._out, stderr=subprocess.STDOUT, env=_env(),
+            stdout=self._out, stderr=subprocess.STDOUT, env={**_env(), **(env or {})},
             preexec_fn=None if nofile is None else lambda: _limit_fds(nofile),
         )
 

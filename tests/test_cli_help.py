@@ -39,10 +39,10 @@ def test_python_dash_m_runs() -> None:
 
 
 def test_help_imports_no_viewing_library() -> None:
-    """textual, plotext, prometheus_client and datasette load only in the commands that use them."""
+    """textual, plotext, prometheus_client, datasette and uvloop load only in the commands that use them."""
     probe = ("import sys\nfrom nerve_cli.cli.app import main\nsys.argv = ['nerve', '--help']\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "heavy = ('textual', 'plotext', 'prometheus_client', 'datasette')\n"
+             "heavy = ('textual', 'plotext', 'prometheus_client', 'datasette', 'uvloop')\n"
              "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr

@@ -23,8 +23,7 @@ def run(
 
     Example: nerve run -v --metrics 127.0.0.1:9464
     """
-    import asyncio
-
+    from nerve_cli import eventloop
     from nerve_cli.config.model import parse_duration
     from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
@@ -44,5 +43,5 @@ def run(
 
         address = parse_address(metrics)
     engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch, metrics=address)
-    code = asyncio.run(engine.run())
+    code = eventloop.run(engine.run())
     raise typer.Exit(130 if engine.forced else code)

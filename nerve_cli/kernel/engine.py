@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
+from nerve_cli import eventloop
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
@@ -109,7 +110,8 @@ class Engine:
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
         self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report)
         self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
-                                                    "groups": sorted(self.config.sense_groups())})
+                                                    "groups": sorted(self.config.sense_groups()),
+                                                    "loop": eventloop.name()})
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
