@@ -65,6 +65,30 @@ def test_a_stuck_compute_times_out_then_its_worker_is_killed_at_grace(home: Path
     assert outcome in ("lost", "timeout")
 
 
+def test_each_compute_times_out_at_its_own_deadline_while_others_of_its_group_run(home: Path) -> None:
+    sleepy = "import asyncio\n\nasync def compute(db, peers):\n    await asyncio.sleep({secs})\n    return 1\n"
+    write_instance(home, """
+        senses:
+          patient: {group: g, timeout: 20s}
+          short: {group: g, timeout: 400ms}
+          later: {group: g, timeout: 1s}
+        reflexes:
+          - {sense: patient, on: [go]}
+          - {sense: short, on: [go]}
+          - {sense: later, on: [go]}
+    """, {"patient": sleepy.format(secs=3), "short": sleepy.format(secs=10), "later": sleepy.format(secs=10)})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="go")
+        wait_for(lambda: all(completes(home, s) for s in ("patient", "short", "later")), 15, what="three outcomes")
+        engine.stop()
+    outcome = {s: completes(home, s)[0] for s in ("patient", "short", "later")}
+    assert outcome["patient"]["payload"]["outcome"] == "signal"
+    for sense, limit in (("short", 400), ("later", 1000)):
+        took = outcome[sense]["ts"] - starts(home, sense)[0]["ts"]
+        assert outcome[sense]["payload"]["outcome"] == "timeout" and limit - 50 <= took < limit + 1500, (sense, took)
+
+
 def test_a_worker_that_crashes_at_start_is_backed_off_not_spun(home: Path) -> None:
     write_instance(home, """
         senses:

@@ -32,6 +32,8 @@ class Inflight:
     sense: str
     reason: str
     started: float
+    deadline: float = float("inf")  # loop time of the soft timeout
+    timeout: float = 0.0
     cancelled: bool = False
     handles: list[asyncio.TimerHandle] = field(default_factory=list)
 
@@ -72,6 +74,10 @@ class GroupSupervisor:
         self._stopping = False
         self._respawn: asyncio.TimerHandle | None = None
         self._spawning: asyncio.Task | None = None
+        # one timer for the earliest soft timeout of the group, not one per compute: a compute that
+        # ends in time costs no timer at all, and a late timer just finds nothing due and re-arms
+        self._deadlines: asyncio.TimerHandle | None = None
+        self._deadlines_at = float("inf")
 
     # lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -206,8 +212,10 @@ class GroupSupervisor:
         settings = self.config.senses.get(sense)
         if settings is not None:
             loop = asyncio.get_running_loop()
-            # one timer per compute; the grace timer is armed only if the soft timeout fires
-            inflight.handles.append(loop.call_later(settings.timeout, self._soft_timeout, inflight, settings.timeout))
+            inflight.timeout = settings.timeout
+            inflight.deadline = loop.time() + settings.timeout
+            if inflight.deadline < self._deadlines_at:
+                self._arm_deadlines(loop, inflight.deadline)
         self.inflight[compute_id] = inflight
         if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason)):
             self.inflight.pop(compute_id, None)
@@ -224,6 +232,23 @@ class GroupSupervisor:
             "pid": worker.pid, "sense": sense, "why": "its protocol input pipe is closed, so it can receive nothing",
         })
         self.kill_worker()
+
+    def _arm_deadlines(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._deadlines is not None:
+            self._deadlines.cancel()
+        self._deadlines_at = when
+        self._deadlines = loop.call_at(when, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        """The earliest soft timeout is due: time out every compute past its own, re-arm for the next."""
+        loop = asyncio.get_running_loop()
+        self._deadlines, self._deadlines_at = None, float("inf")
+        now = loop.time() + 0.002  # timers may fire a hair early (uvloop counts in ms): never spin on one
+        for inflight in [i for i in self.inflight.values() if not i.cancelled and i.deadline <= now]:
+            self._soft_timeout(inflight, inflight.timeout)
+        later = [i.deadline for i in self.inflight.values() if not i.cancelled]
+        if later:
+            self._arm_deadlines(loop, min(later))
 
     def _soft_timeout(self, inflight: Inflight, timeout: float) -> None:
         if self.inflight.get(inflight.id) is not inflight:
