@@ -139,3 +139,15 @@ def test_editing_a_sense_while_it_computes_keeps_that_computes_result(home: Path
         request(home, "emit", channel="go")
         wait_for(lambda: last_signal(home, "s") == "v2", 15, what="the new code")
         engine.stop()
+
+
+def test_a_workflows_folder_created_after_start_is_watched(home: Path) -> None:
+    config = CONFIG + "    workflows:\n      late: {}\n"
+    write_instance(home, config, {"edited": returns("v1"), "buddy": returns("b"), "steady": returns("s")})
+    assert not (home / "workflows").exists()
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        (home / "workflows").mkdir()
+        (home / "workflows" / "late.py").write_text("workflow = None\n")
+        wait_for(lambda: read_logs(home, "system", "workflow_reloaded", "late"), 10, what="the new workflow file")
+        engine.stop()

@@ -119,8 +119,8 @@ async def watch(home: Path, on_change: Callable[[Changes], Awaitable[None]], sto
             changes = classify(home, {path for _change, path in batch})
             now = watched_dirs(home)
             if now != folders:  # a folder came or went: files in a new one were not watched yet
-                for folder in now - folders:
-                    changes = _merge(changes, classify(home, {str(folder / "sense.py")}))
+                for folder in now - folders:  # its files may have been saved before its watch began
+                    changes = _merge(changes, classify(home, {str(folder / "sense.py"), *_files(folder)}))
                 rebuilt = now
             if changes:
                 await on_change(changes)
@@ -129,6 +129,13 @@ async def watch(home: Path, on_change: Callable[[Changes], Awaitable[None]], sto
         if rebuilt is None:
             return  # stopped
         folders = rebuilt
+
+
+def _files(folder: Path) -> set[str]:
+    try:
+        return {entry.path for entry in os.scandir(folder) if entry.is_file()}
+    except OSError:
+        return set()
 
 
 def _merge(a: Changes, b: Changes) -> Changes:
