@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from datetime import datetime
 from pathlib import Path
@@ -80,6 +81,10 @@ def test_chart_spans_archived_and_live_rows_with_the_gap_blank(inst: Layout) -> 
     drawn = [n for flag, n in shape if flag]
     blank_inside = [n for flag, n in shape[1:-1] if not flag]
     assert len(drawn) == 2 and max(blank_inside) >= 10, shape
+    # times follow the display rule: local with the zone named, or UTC with --utc
+    utc = nerve("sense", "show", "cpu", "--chart", "--column", "value", "--utc").output
+    assert "time in UTC" in utc and "10-04 00:00" in utc
+    assert re.search(r"UTC \(3d \d+h\)$", next(line for line in utc.splitlines() if line.startswith("gap: ")))
 
 
 def test_chart_json_window_and_table_columns(inst: Layout) -> None:

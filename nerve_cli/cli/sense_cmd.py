@@ -141,9 +141,10 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
         return
     size = shutil.get_terminal_size((100, 24))
     tty = sys.stdout.isatty()
-    text = chart_view.draw(series, min(size.columns, 160), max(12, min(size.lines - 4, 30)), color=tty)
+    text = chart_view.draw(series, min(size.columns, 160), max(12, min(size.lines - 4, 30)), color=tty,
+                           utc=output.utc())
     output.console().print(output.from_ansi(text) if tty else text, markup=False, highlight=False, soft_wrap=True)
-    for line in chart_view.summary(series):
+    for line in chart_view.summary(series, utc=output.utc()):
         output.info(line, style="yellow" if line.startswith("gap:") else "")
 
 

@@ -1,7 +1,7 @@
-from nerve_cli.cli.common import HomeOption
+from nerve_cli.cli.common import HomeOption, UtcOption
 
 
-def top(home: HomeOption = None) -> None:
+def top(home: HomeOption = None, _utc: UtcOption = False) -> None:
     """A live dashboard: senses, workers, threads, signals and errors as they happen.
 
     Reads the running engine through its control socket; when the engine is
@@ -11,7 +11,8 @@ def top(home: HomeOption = None) -> None:
 
     Example: nerve top
     """
+    from nerve_cli.cli import output
     from nerve_cli.home import require_instance
     from nerve_cli.top.app import NerveTop
 
-    NerveTop(require_instance(home)).run()
+    NerveTop(require_instance(home), utc=output.utc()).run()

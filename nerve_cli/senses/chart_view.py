@@ -8,16 +8,17 @@ by `nerve top`'s sense screen alike.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 
+from nerve_cli.contract.times import display
 from nerve_cli.senses.chart import Series
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TICKS = 5
 
 
-def draw(series: Series, width: int, height: int, color: bool = False) -> str:
-    """The chart as text, `width` × `height` characters."""
+def draw(series: Series, width: int, height: int, color: bool = False, utc: bool = False) -> str:
+    """The chart as text, `width` × `height` characters; the time axis in local time (its zone in the title) or UTC."""
     import plotext as plt
 
     plt.clf()
@@ -31,32 +32,38 @@ def draw(series: Series, width: int, height: int, color: bool = False) -> str:
         draw_one = plt.plot if len(segment) > 1 else plt.scatter
         draw_one(xs, ys, marker="braille" if len(segment) > 1 else "•", color="cyan" if color else None)
     ticks = [(end - start) / 1000 * i / (TICKS - 1) for i in range(TICKS)]
-    plt.xticks(ticks, [tick_label(start + int(s * 1000), end - start) for s in ticks])
-    plt.title(f"{series.sense} · {series.column}")
+    plt.xticks(ticks, [tick_label(start + int(s * 1000), end - start, utc) for s in ticks])
+    plt.title(f"{series.sense} · {series.column} · time in {zone(start, utc)}")
     text = plt.build()
     return text if color else ANSI.sub("", text)
 
 
-def tick_label(ts_ms: int, span_ms: int) -> str:
+def _at(ts_ms: int, utc: bool) -> datetime:
+    when = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc)
+    return when if utc else when.astimezone()
+
+
+def zone(ts_ms: int, utc: bool) -> str:
+    return "UTC" if utc else _at(ts_ms, utc).tzname() or _at(ts_ms, utc).strftime("%z")
+
+
+def tick_label(ts_ms: int, span_ms: int, utc: bool = False) -> str:
     fmt = "%m-%d %H:%M" if span_ms > 86_400_000 else "%H:%M:%S" if span_ms < 3_600_000 else "%H:%M"
-    return datetime.fromtimestamp(ts_ms / 1000).strftime(fmt)
+    return _at(ts_ms, utc).strftime(fmt)
 
 
-def summary(series: Series) -> list[str]:
+def summary(series: Series, utc: bool = False) -> list[str]:
     """The lines under the chart: where the points came from, the range of values, every gap."""
     values = [v for _, v in series.points]
     out = [f"{len(values)} points ({series.archived} archived, {series.live} live) from "
-           f"{_when(series.points[0][0])} to {_when(series.points[-1][0])} · min {min(values):g} · "
+           f"{display(series.points[0][0], utc=utc)} to {display(series.points[-1][0], utc=utc)} · min {min(values):g} · "
            f"max {max(values):g} · last {values[-1]:g}"]
     if series.skipped:
         out.append(f"{series.skipped} rows were not numbers and are left out")
     for before, after in series.gaps:
-        out.append(f"gap: no data from {_when(before)} to {_when(after)} ({_span(after - before)})")
+        out.append(f"gap: no data from {display(before, utc=utc)} to {display(after, utc=utc)} "
+                   f"({_span(after - before)})")
     return out
-
-
-def _when(ts_ms: int) -> str:
-    return datetime.fromtimestamp(ts_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _span(ms: int) -> str:

@@ -20,7 +20,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
-from nerve_cli.top.source import Snapshot, Source, ago, due_in
+from nerve_cli.contract.times import ago, display, span
+from nerve_cli.top.source import Snapshot, Source
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
 STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
@@ -65,17 +66,18 @@ class Dashboard(Screen):
         self.query_one("#senses", DataTable).focus()
 
     def show(self, snap: Snapshot) -> None:
-        now = time.time()
+        now = time.time_ns() // 1_000_000
+        utc = self.app.utc  # type: ignore[attr-defined]
         headline = self.query_one("#headline", Static)
         if snap.live:
-            headline.update(Text(f" engine pid {snap.engine['pid']} · up {int(snap.engine['uptime_s'])}s · "
+            headline.update(Text(f" engine pid {snap.engine['pid']} · up {span(snap.engine['uptime_s'] or 0)} · "
                                  f"{len(snap.senses)} senses · {len(snap.workers)} workers", style="bold"))
         else:
             headline.update(Text(" engine stopped: read-only, from the files (start it with `nerve run`)",
                                  style="bold yellow"))
         _fill(self.query_one("#senses", DataTable), [
             (s["name"], (s["name"], styled(s["state"]) if not s["blocked"] else Text(s["state"], style="bold red"),
-                         short(s["last_value"]), ago(s["last_run"], now), due_in(s["next_due"], now),
+                         short(s["last_value"]), ago(s["last_run_ms"], now), _due(s["next_due_ms"], now),
                          str(s["errors"]) if s["errors"] else ""))
             for s in snap.senses])
         _fill(self.query_one("#workers", DataTable), [
@@ -89,7 +91,7 @@ class Dashboard(Screen):
             for t in snap.threads])
         log = self.query_one("#events", RichLog)
         for e in snap.events:
-            clock = time.strftime("%H:%M:%S", time.localtime(e["ts"] / 1000))
+            clock = display(e["ts"], utc=utc, date=False)
             if e["kind"] == "error":
                 log.write(Text(f"{clock} error  {e['sense']}: {e['value']}", style="red"))
             else:
@@ -117,6 +119,10 @@ class Dashboard(Screen):
             return
         sense = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         await self.app.compute(sense)  # type: ignore[attr-defined]
+
+
+def _due(ms: int | None, now: int) -> str:
+    return "-" if ms is None else "now" if ms <= now else ago(ms, now)
 
 
 def _fill(table: DataTable, rows: list[tuple[str, tuple]]) -> None:
@@ -169,13 +175,15 @@ class SenseScreen(Screen):
 
             width = max(40, self.app.size.width - 2)
             height = max(8, min(20, self.app.size.height - 10))
-            chart.update(Text.from_ansi(draw(series, width, height, color=True) + "\n" + "\n".join(summary(series))))
+            utc = self.app.utc  # type: ignore[attr-defined]
+            text = draw(series, width, height, color=True, utc=utc) + "\n" + "\n".join(summary(series, utc=utc))
+            chart.update(Text.from_ansi(text))
         elif series is not None:
             chart.update(Text(f"{self.sense}: no numeric signals yet", style="dim"))
         table = self.query_one("#recent", DataTable)
         table.clear()
         for row in reversed(sense_history(self.home, self.sense, limit=50)):
-            table.add_row(row["time"][:19].replace("T", " "), short(row["payload"], 100))
+            table.add_row(display(row["ts"], utc=self.app.utc), short(row["payload"], 100))  # type: ignore[attr-defined]
 
     async def action_compute(self) -> None:
         await self.app.compute(self.sense)  # type: ignore[attr-defined]
@@ -198,7 +206,6 @@ class ThreadScreen(Screen):
 
     def on_mount(self) -> None:
         from nerve_cli.contract.threads import thread_show
-        from nerve_cli.contract.times import display
         from nerve_cli.home import Layout
         from nerve_cli.workflows.threads import thread_detail
 
@@ -207,7 +214,8 @@ class ThreadScreen(Screen):
         text += Text(f" · {d['rounds']}/{d['max_rounds']} rounds\n")
         for m in d["messages"]:
             who = "prompt" if m["round"] is None else f"#{m['round']} {m['role']}"
-            text += Text(f"\n{who} · {display(m['time_ms'], date=False)}\n", style="bold cyan")
+            text += Text(f"\n{who} · {display(m['time_ms'], date=False, utc=self.app.utc)}\n",  # type: ignore[attr-defined]
+                         style="bold cyan")
             text += Text(str(m["content"]).rstrip() + "\n")
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
@@ -224,9 +232,10 @@ class NerveTop(App):
     #events { height: 6; border-top: solid $primary; }
     """
 
-    def __init__(self, home: Path, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, home: Path, refresh_s: float = REFRESH_S, utc: bool = False) -> None:
         super().__init__()
         self.home = Path(home)
+        self.utc = utc  # the display rule: local time with its zone, or UTC (--utc)
         self.source = Source(self.home)
         self.refresh_s = refresh_s
         self.last: Snapshot | None = None

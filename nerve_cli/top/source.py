@@ -9,7 +9,6 @@ so every call costs a few indexed queries whatever the history's size.
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,10 @@ ACTIVE = ("started", "waiting", "queued")
 @dataclass
 class Snapshot:
     live: bool                      # False: the engine is stopped and this was read from the files
-    engine: dict[str, Any]          # pid, uptime_s (live only)
-    senses: list[dict[str, Any]]    # name, state, last_value, last_ts, next_due, errors, blocked
+    engine: dict[str, Any]          # the status document's `engine` (pid, started_ms, uptime_s); {} when stopped
+    senses: list[dict[str, Any]]    # name, group, state, last_value, last_run_ms, next_due_ms, errors, blocked
     workers: list[dict[str, Any]]   # group, pid, state, rss, cpu, restarts
-    threads: list[dict[str, Any]]   # run_id, workflow, status, rounds, time
+    threads: list[dict[str, Any]]   # the `thread list` document's threads: run_id, workflow, status, rounds, …
     events: list[dict[str, Any]] = field(default_factory=list)  # new since the last snapshot: kind, sense, ts, text
 
 
@@ -46,15 +45,18 @@ class Source:
 
     # -- the picture -----------------------------------------------------------
     def snapshot(self) -> Snapshot:
+        from nerve_cli.contract.engine import status as status_document
+
         config = self._config()
         names = [*config.senses, "nerve-health"]
         events = self._new_signals(names) + self._new_errors()
         events.sort(key=lambda e: e["ts"])
-        status = self._status()
-        if status is None:
+        answer = self._status()
+        if answer is None:
             return Snapshot(False, {}, self._senses_from_files(config), [], self._threads(), events)
-        return Snapshot(True, {"pid": status["pid"], "uptime_s": status["uptime_s"]},
-                        self._senses_live(status), self._workers(status["workers"]), self._threads(), events)
+        doc = status_document(answer)  # the same `status` document `nerve status --json` prints
+        return Snapshot(True, doc["engine"], self._senses_live(doc["senses"]), self._workers(doc["workers"]),
+                        self._threads(), events)
 
     def _config(self):
         """nerve.yaml, parsed again only when the file changed (twice a second adds up)."""
@@ -75,14 +77,14 @@ class Source:
         except NerveError:
             return None
 
-    def _senses_live(self, status: dict[str, Any]) -> list[dict[str, Any]]:
+    def _senses_live(self, senses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
-        for name, s in sorted(status["senses"].items()):
-            last = self._last_value.get(name)
-            out.append({"name": name, "group": s["group"], "state": s["state"], "last_value": last[1] if last else None,
-                        "last_ts": last[0] if last else None,
-                        "last_run": s["last_run"], "next_due": s["next_due"], "errors": s["errors"],
-                        "blocked": s["blocked_why"] if s["blocked_until"] else None})
+        for sense in senses:
+            last = self._last_value.get(sense["name"])
+            out.append({"name": sense["name"], "group": sense["group"], "state": sense["state"],
+                        "last_value": last[1] if last else None, "last_run_ms": sense["last_run_ms"],
+                        "next_due_ms": sense["next_due_ms"], "errors": sense["errors"],
+                        "blocked": sense["blocked_why"] if sense["blocked_until_ms"] else None})
         return out
 
     def _senses_from_files(self, config) -> list[dict[str, Any]]:
@@ -90,18 +92,20 @@ class Source:
 
         quarantined = load_quarantines(self.layout.logs_db) if self.layout.logs_db.exists() else {}
         errors = self._error_counts()
+        last_runs = dict(_read(self.layout.logs_db, "SELECT ref_id, MAX(ts) FROM logs WHERE source = 'reflex' "
+                                                    "AND type = 'run_complete' GROUP BY ref_id"))
         out = []
         for name, settings in sorted(config.senses.items()):
             last = self._last_value.get(name)
             state = "quarantined" if name in quarantined else ("idle" if settings.enabled else "disabled")
             out.append({"name": name, "group": settings.group, "state": state,
-                        "last_value": last[1] if last else None, "last_ts": last[0] if last else None,
-                        "last_run": last[0] / 1000 if last else None, "next_due": None,
-                        "errors": errors.get(name, 0),
+                        "last_value": last[1] if last else None, "last_run_ms": last_runs.get(name),
+                        "next_due_ms": None, "errors": errors.get(name, 0),
                         "blocked": quarantined[name].get("why") if name in quarantined else None})
         return out
 
     def _workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The status document's workers, with resident memory and CPU% read here (the engine does not say)."""
         import psutil
 
         out = []
@@ -115,15 +119,18 @@ class Source:
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     self._procs.pop(pid, None)
             out.append({"group": w["group"], "pid": pid, "state": w["state"], "rss": rss, "cpu": cpu,
-                        "restarts": w["restarts"], "computing": w.get("computing", [])})
+                        "restarts": w["restarts"], "computing": w["computing"]})
         return out
 
     def _threads(self) -> list[dict[str, Any]]:
+        """Active threads first (running, waiting for a person, queued), then the five latest ended,
+        as in the `thread list` document."""
+        from nerve_cli.contract.threads import thread_list
         from nerve_cli.workflows.threads import list_threads
 
         if not self.layout.logs_db.exists():
             return []
-        runs = list_threads(self.layout.logs_db, limit=30)
+        runs = thread_list(list_threads(self.layout.logs_db, limit=30))["threads"]
         active = [r for r in runs if r["status"] in ACTIVE]
         ended = [r for r in runs if r["status"] not in ACTIVE][:5]
         return active + ended
@@ -180,19 +187,3 @@ def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
     finally:
         conn.close()
 
-
-def ago(ts_s: float | None, now: float | None = None) -> str:
-    if ts_s is None:
-        return "never"
-    seconds = max(0, int((now or time.time()) - ts_s))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
-
-
-def due_in(ts_s: float | None, now: float | None = None) -> str:
-    if ts_s is None:
-        return "-"
-    seconds = int(ts_s - (now or time.time()))
-    return "now" if seconds <= 0 else f"in {seconds}s" if seconds < 120 else f"in {seconds // 60}m"
