@@ -73,6 +73,8 @@ def test_chart_spans_archived_and_live_rows_with_the_gap_blank(inst: Layout) -> 
     assert "24 points" not in text and "29 points (24 archived, 5 live)" in text
     gap = next(line for line in text.splitlines() if line.startswith("gap: "))
     assert "(3d " in gap
+    utc = nerve("sense", "show", "cpu", "--chart", "--column", "value", "--utc").output
+    assert " UTC to " in next(line for line in utc.splitlines() if line.startswith("gap: "))  # the display rule
     # both ends of the time axis are labelled with their real dates
     first, last = (datetime.fromtimestamp(day_ms(d) / 1000).strftime("%m-%d") for d in (FIRST, LIVE_DAY))
     assert first in text and last in text

@@ -101,4 +101,5 @@ def reset_offline(logs_db: Path, sense: str) -> bool:
 
 
 def _local(epoch: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    """Local time with its zone shown (the CLI's display rule)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(epoch))

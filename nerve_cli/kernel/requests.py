@@ -85,7 +85,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
     """Refuse at once what would otherwise wait: a quarantined sense, one that failed to load, a worker that is down."""
     state = engine.scheduler.states[sense]
     if state.quarantined:
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.blocked_until or 0))
+        until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.blocked_until or 0))  # zone shown
         raise NerveError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
                          f"lift it with `nerve sense reset {sense}`")
     if state.blocked_until:
