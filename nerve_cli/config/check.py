@@ -13,6 +13,8 @@ from typing import Any
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.problems import Problem, count_words
 from nerve_cli.config.rules import Channel
+from nerve_cli.config.source import line_of
+from nerve_cli.home import Layout
 
 
 @dataclass
@@ -79,9 +81,6 @@ def _counts(result: Validation) -> dict[str, int]:
 
 def folder_problems(home: Path, result: Validation) -> list[Problem]:
     """Files the config needs that are missing, and files the config does not know about."""
-    from nerve_cli.config.source import line_of
-    from nerve_cli.home import Layout
-
     layout, config = Layout(home), result.config
     assert config is not None
     found: list[tuple[tuple, str, str]] = []

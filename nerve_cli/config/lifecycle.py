@@ -27,8 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from nerve_cli.config.edit import edit_config
+from nerve_cli.config.lifecycle_marks import disable, enable, locate, marks
+from nerve_cli.config.load import config_path, read_config, validate
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, ReflexConfig, format_duration
+from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.errors import ConfigError, NerveError
+from nerve_cli.instance.git import commit
 
 Kind = Literal["sense", "reflex", "workflow"]
 Ref = tuple[str, "str | int"]  # ("sense", "d") or ("reflex", 3)
@@ -252,10 +257,6 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
 
 
 def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
-    from nerve_cli.config.load import config_path, read_config, validate
-    from nerve_cli.config.problems import count_words, errors_of
-    from nerve_cli.config.lifecycle_marks import marks
-
     path = config_path(home)
     text = read_config(path)
     result = validate(text, path)
@@ -292,10 +293,6 @@ def _hint(name: str, names: Iterable[str]) -> str:
 
 
 def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Outcome:
-    from nerve_cli.config.edit import edit_config
-    from nerve_cli.config.load import config_path, read_config
-    from nerve_cli.instance.git import commit
-
     outcome = Outcome(plan, dry_run, home=home)
     if not outcome.written:
         return outcome
@@ -314,8 +311,6 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Ou
 
 
 def _turn(doc: Any, kind: str, key: str | int, on: bool, mark: str | None) -> None:
-    from nerve_cli.config.lifecycle_marks import disable, enable, locate
-
     parent, key = locate(doc, kind, key)
     if on:
         enable(parent, key)

@@ -10,9 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from nerve_cli.config import rules
+from nerve_cli.config.messages import message_for
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
 from nerve_cli.config.rules import Channel
+from nerve_cli.config.source import TooLarge, line_of, parse, read_text, to_plain
 from nerve_cli.errors import ConfigError, InstanceNotFound
 
 SECTIONS = tuple(NerveConfig.model_fields)  # engine, groups, senses, reflexes, workflows (the model decides)
@@ -41,8 +46,6 @@ def validate_text(text: str, path: str | Path = "nerve.yaml") -> tuple[NerveConf
 
 def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
     """Full validation: syntax, shape (pydantic), references between sections, channels."""
-    from nerve_cli.config.source import TooLarge, parse, to_plain
-
     file = Path(path).name
     doc, problems = parse(text, file)
     if problems:
@@ -61,12 +64,6 @@ def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
 
 
 def _validate_mapping(data: dict, doc: Any, file: str) -> Validation:
-    from pydantic import ValidationError
-
-    from nerve_cli.config import rules
-    from nerve_cli.config.messages import message_for
-    from nerve_cli.config.source import line_of
-
     findings, channels = rules.check_all(data)
     skip = rules.workflow_kind_reflexes(data)  # one clear PR #81 error each, nothing more
     config = None
@@ -115,8 +112,6 @@ def _deduplicated(problems: list[Problem]) -> list[Problem]:
 
 def validate_file(path: Path) -> Validation:
     """Validate a nerve.yaml on disk (it must exist); a file too large or not UTF-8 is one problem."""
-    from nerve_cli.config.source import read_text
-
     text, problems = read_text(path)
     if text is None:
         return Validation(None, problems)
@@ -125,8 +120,6 @@ def validate_file(path: Path) -> Validation:
 
 def read_config(path: Path) -> str:
     """nerve.yaml's text for an edit; ConfigError when it is too large or not UTF-8."""
-    from nerve_cli.config.source import read_text
-
     text, problems = read_text(path)
     if text is None:
         raise ConfigError(f"{path} cannot be read as a config; fix it first (`nerve config check`)", problems)

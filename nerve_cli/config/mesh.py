@@ -14,6 +14,7 @@ render it as text. The terminal tree lives in `nerve_cli/cli/mesh_cmd.py`.
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -124,8 +125,6 @@ def observed_launches(logs_db: Path) -> Launches | None:
     None when there is no logs.db yet or it cannot be read (the mesh is then drawn
     from nerve.yaml alone). Only the kernel writes logs.db; this reads it read-only.
     """
-    import sqlite3
-
     if not Path(logs_db).is_file():
         return None
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nerve_cli.errors import NerveError
+from nerve_cli.instance import git
 
 FIRST_COMMIT = "nerve init: new instance"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "data", ".venv")
@@ -73,8 +74,6 @@ def create_instance(home: Path, *, template: Path | None = None) -> InitResult:
 
 
 def _build(build: Path, home: Path, template: Path | None) -> InitResult:
-    from nerve_cli.instance import git
-
     shutil.copytree(template or templates_dir(), build, ignore=_IGNORED, dirs_exist_ok=True)
     files = tuple(sorted(p.relative_to(build).as_posix() for p in build.rglob("*") if p.is_file()))
     git.init_repo(build)

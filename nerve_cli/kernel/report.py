@@ -20,7 +20,7 @@ LEVELS = {"error": (0, "bold red"), "warn": (0, "yellow"), "info": (0, "cyan"),
 
 class Reporter:
     def __init__(self, verbosity: int = 0, stream=None) -> None:
-        from rich.console import Console
+        from rich.console import Console  # ~25 ms: paid by the engine's console, not by importers of Report/Log
 
         self.verbosity = verbosity
         self.console = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
@@ -29,7 +29,7 @@ class Reporter:
         needed, style = LEVELS.get(level, (0, ""))
         if needed > self.verbosity:
             return
-        from rich.text import Text
+        from rich.text import Text  # (loaded with the Console above)
 
         stamp = time.strftime("%H:%M:%S")
         line = Text(f"{stamp} ", style="dim") + Text(f"{level:<6} ", style=style) + Text(message)

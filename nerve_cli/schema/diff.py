@@ -16,9 +16,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nerve_cli.errors import MigrationError, NerveError
+from nerve_cli.errors import MigrationError, NerveError, SenseError
 from nerve_cli.schema.apply import apply_migrations, migration_files, split_statements
 from nerve_cli.schema.declare import Column, TableSpec, tables_of
+from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.state import (
     IndexState,
     TableState,
@@ -56,9 +57,6 @@ def _slug_rank(slug: str) -> int:
 
 def load_specs(sense_dir: Path) -> list[TableSpec]:
     """Import the sense's schema.py fresh and collect its tables; user errors become SenseErrors with file:line."""
-    from nerve_cli.errors import SenseError
-    from nerve_cli.schema.load import import_sense_module
-
     path = sense_dir / "schema.py"
     if not path.is_file():
         raise SenseError(f"{path} does not exist; every sense declares its tables there (it may declare none)")
@@ -170,7 +168,7 @@ class _Planner:
     """Diffs the working database against schema.py, table by table, running each step on the working copy."""
 
     def __init__(self, conn: sqlite3.Connection, specs: dict[str, TableSpec], plan: MigrationPlan, number: int) -> None:
-        import sqlite_utils
+        import sqlite_utils  # ~60 ms: only generating a migration needs it (see schema.migrate)
 
         self.conn, self.specs, self.plan = conn, specs, plan
         self.db = sqlite_utils.Database(conn)

@@ -5,8 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.config.model import check_name
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
+from nerve_cli.instance.git import commit
+from nerve_cli.schema.apply import split_statements
+from nerve_cli.schema.diff import generate
 
 
 @dataclass
@@ -36,9 +40,6 @@ def migrate_senses(
     With one name, a problem raises; with several, each sense's problem is reported in
     its result and the others still proceed. Returns the results and the commit sha (or None).
     """
-    from nerve_cli.schema.apply import split_statements
-    from nerve_cli.schema.diff import generate
-
     layout = Layout(home)
     single = names is not None and len(names) == 1
     results = []
@@ -60,8 +61,6 @@ def migrate_senses(
 
 
 def _sense_dir(layout: Layout, sense: str) -> Path:
-    from nerve_cli.config.model import check_name
-
     try:
         check_name(sense)
     except ValueError as exc:
@@ -75,7 +74,6 @@ def _sense_dir(layout: Layout, sense: str) -> Path:
 def _commit(home: Path, written: list[SenseMigration]) -> str | None:
     if not written:
         return None
-    from nerve_cli.instance.git import commit
 
     what = ", ".join(f"{r.sense} {r.path.name}" for r in written if r.path)
     return commit(home, [r.path for r in written if r.path], f"Migrate {what}")

@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.store.history import day_of, sense_history
+from nerve_cli.store.jsonl import iter_lines, list_files
 
 GAP_FACTOR = 5          # a gap is this many times the median spacing between points ...
 MIN_GAP_MS = 60_000     # ... and at least a minute, so a jittery fast sense shows no false gaps
@@ -85,8 +87,6 @@ def find_gaps(stamps: list[int]) -> list[tuple[int, int]]:
 
 def _signal_rows(home: Path, name: str, key: str | None, since_ms: int | None,
                  until_ms: int | None) -> Iterator[tuple[int, Any, int]]:
-    from nerve_cli.store.history import sense_history
-
     hot = _hot_ids(Layout(Path(home)).sense_db(name), since_ms)
     for row in sense_history(home, name, since_ms):
         if until_ms is not None and row["ts"] > until_ms:
@@ -129,9 +129,6 @@ def _time_column(path: Path, table: str) -> str:
 
 def _table_rows(layout: Layout, name: str, table: str, col: str, since_ms: int | None,
                 until_ms: int | None) -> list[tuple[int, Any, int]]:
-    from nerve_cli.store.history import day_of
-    from nerve_cli.store.jsonl import iter_lines, list_files
-
     path = layout.sense_db(name)
     tcol = _time_column(path, table)
     low, high = since_ms if since_ms is not None else -(2**62), until_ms if until_ms is not None else 2**62

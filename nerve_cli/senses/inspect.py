@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from nerve_cli.config.load import load_config
 from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
-from nerve_cli.errors import SenseError
+from nerve_cli.config.rules import hint
+from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.client import request
+from nerve_cli.kernel.guards import load_quarantines
+from nerve_cli.store.history import sense_history
 from nerve_cli.store.sqlitefile import open_reader
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -59,8 +62,6 @@ def triggers_of(config: NerveConfig, name: str) -> list[str]:
 
 
 def list_senses(home: Path) -> list[SenseSummary]:
-    from nerve_cli.config.load import load_config
-
     config = load_config(home)
     layout = Layout(home)
     return [_summary(layout, config, name) for name in config.senses]
@@ -68,12 +69,8 @@ def list_senses(home: Path) -> list[SenseSummary]:
 
 def require_sense(home: Path, name: str) -> NerveConfig:
     """The instance's config, once `name` is known to be one of its senses (else a 'did you mean' error)."""
-    from nerve_cli.config.load import load_config
-
     config = load_config(home)
     if name not in config.senses:
-        from nerve_cli.config.rules import hint
-
         raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, list(config.senses))}")
     return config
 
@@ -98,10 +95,6 @@ def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
 
 def blocked_state(home: Path, name: str) -> dict[str, Any] | None:
     """Why and until when the sense is not computed: the running engine knows penalties too; on disk, quarantines."""
-    from nerve_cli.errors import NerveError
-    from nerve_cli.kernel.client import request
-    from nerve_cli.kernel.guards import load_quarantines
-
     try:
         state = request(home, "status", timeout=2.0)["senses"].get(name) or {}
     except NerveError:
@@ -116,15 +109,7 @@ def recent_signals(home: Path, name: str, limit: int) -> list[dict[str, Any]]:
     """The last `limit` signals, oldest first; archived days too when the history module is there."""
     if limit <= 0:
         return []
-    try:
-        from nerve_cli.store.history import sense_history
-    except ImportError:
-        sense_history = None  # type: ignore[assignment]
-    if sense_history is not None:
-        return [{"id": s["id"], "ts": s["ts"], "payload": s["payload"]} for s in sense_history(home, name, None, limit)]
-    rows = _read(Layout(home).sense_db(name),
-                 "SELECT id, ts, payload FROM _signals ORDER BY id DESC LIMIT ?", (limit,)) or []
-    return [{"id": i, "ts": t, "payload": orjson.loads(p)} for i, t, p in reversed(rows)]
+    return [{"id": s["id"], "ts": s["ts"], "payload": s["payload"]} for s in sense_history(home, name, None, limit)]
 
 
 def sparkline(values: list[Any]) -> str | None:

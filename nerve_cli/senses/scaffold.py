@@ -10,9 +10,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from nerve_cli.config.edit import add_sense
+from nerve_cli.config.load import load_config
 from nerve_cli.config.model import HEALTH_SENSE, check_name
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.instance.git import commit
+from nerve_cli.instance.scaffold import templates_dir
+from nerve_cli.schema.migrate import generate_migration
 
 TEMPLATE_FILES = ("schema.py", "sense.py")
 DEFAULT_INTERVAL = "1m"
@@ -29,8 +34,6 @@ class NewSense:
 
 
 def sense_template_dir() -> Path:
-    from nerve_cli.instance.scaffold import templates_dir
-
     return templates_dir("sense")
 
 
@@ -43,7 +46,6 @@ def check_new_sense(home: Path, name: str, group: str) -> None:
             raise SenseError(f"invalid {what} name: {exc}") from None
     if name == HEALTH_SENSE:
         raise SenseError(f"`{HEALTH_SENSE}` is the engine's built-in sense; pick another name")
-    from nerve_cli.config.load import load_config
 
     if name in load_config(home).senses:
         raise SenseError(f"sense `{name}` already exists in nerve.yaml (senses.{name}); pick another name")
@@ -61,10 +63,6 @@ def render(template: str, name: str) -> str:
 
 def new_sense(home: Path, name: str, group: str = "default") -> NewSense:
     """Scaffold, migrate, register (reflex: every 1m) and commit a new sense."""
-    from nerve_cli.config.edit import add_sense
-    from nerve_cli.instance.git import commit
-    from nerve_cli.schema.migrate import generate_migration
-
     home = Path(home)
     check_new_sense(home, name, group)
     layout = Layout(home)

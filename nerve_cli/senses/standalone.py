@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from nerve_cli.config.load import load_config
 from nerve_cli.errors import SenseError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.client import engine_running, request
 from nerve_cli.senses.worker_client import SenseWorkerClient, WorkerGone
-from nerve_cli.wire.protocol import Cancel, Compute, Error, ErrorInfo, Signal
+from nerve_cli.store.logs import LogStore
+from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
 
@@ -35,16 +39,12 @@ class ComputeResult:
 
 def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
     """Through the engine when one runs for `home`, else in a one-off worker."""
-    from nerve_cli.kernel.client import engine_running
-
     if engine_running(home):
         return compute_via_engine(home, name)
     return compute_standalone(home, name, stderr=stderr)
 
 
 def compute_via_engine(home: Path, name: str) -> ComputeResult:
-    from nerve_cli.kernel.client import request
-
     answer = request(home, "compute", sense=name)
     error = answer.get("error")
     info = None
@@ -57,8 +57,6 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
                        log: bool = True) -> ComputeResult:
     """Spawn a worker for `name` alone, run one compute, stop the worker."""
-    from nerve_cli.config.load import load_config
-
     settings = load_config(home).senses.get(name)
     if settings is None:
         raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
@@ -108,8 +106,6 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
 
 
 def _user_output(line: str) -> None:
-    from nerve_cli.worker.sense_runtime import LOG_PREFIX
-
     if not line.startswith(LOG_PREFIX):
         sys.stderr.write(line)
         sys.stderr.flush()
@@ -119,8 +115,6 @@ class _Recorder:
     """Writes the run to logs.db as the engine would (only used when no engine runs)."""
 
     def __init__(self, home: Path, name: str) -> None:
-        from nerve_cli.home import Layout
-
         self.path = Layout(home).logs_db
         self.name = name
 
@@ -139,8 +133,6 @@ class _Recorder:
         self._write(entries)
 
     def _write(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
-        from nerve_cli.store.logs import LogStore
-
         with LogStore(self.path) as store:
             for kind, payload in entries:
                 store.append("system" if kind == "error" else "reflex", kind, self.name, payload)

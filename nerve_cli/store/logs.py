@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import orjson
 
 from nerve_cli.schema import views
-from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader
+from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
@@ -74,8 +74,6 @@ def iso_ms(ts: int) -> str:
 
 def open_db(path: Path) -> sqlite3.Connection:
     """A writer connection in autocommit mode (we issue BEGIN/COMMIT ourselves); DamagedDatabase if unreadable."""
-    from nerve_cli.store.sqlitefile import open_writer
-
     return open_writer(path, fix=damage_fix(path))
 
 

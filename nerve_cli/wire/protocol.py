@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import orjson
 
 MAX_LINE = 16 * 1024 * 1024  # asyncio stream limit; payloads above this are refused
+LOG_PREFIX = "worker group="  # a sense worker's own stderr lines start with this; user output does not
 # The largest payload (as JSON) a compute may return: its Signal line, with the id,
 # the sense name, a directive and the timings around it, must stay under MAX_LINE.
 # The worker checks it before COMMIT, so a payload too big is an error, never a row.

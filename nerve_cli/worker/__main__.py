@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     wf.add_argument("--name", required=True)
     wf.add_argument("--home", required=True)
     args = parser.parse_args(argv)
+    # a worker imports only its own runtime: a sense worker never loads the workflow automaton, nor the reverse
     if args.kind == "sense":
         from nerve_cli.worker.sense_runtime import main as run
     else:

@@ -41,13 +41,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.wire.protocol import (MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready, Shutdown,
-                                     Signal, Silent, decode)
+from nerve_cli.errors import NerveError
+from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready,
+                                     Shutdown, Signal, Silent, decode)
+from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
+from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
 
 log = logging.getLogger("nerve.worker")
-LOG_PREFIX = "worker group="  # the worker's own stderr lines start with this; user output does not
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 
 
@@ -321,12 +323,10 @@ def _names(option: str | None) -> list[str]:
 
 
 def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_json: str | None) -> SenseRuntime:
-    from nerve_cli.wire.spec import GroupSpec
-
     if spec_json:
         return _build_from(home, group, GroupSpec.from_json(spec_json), out)  # the kernel's validated config
+    # only without the kernel's spec: pydantic and ruamel stay out of every engine-spawned worker (~11 MiB each)
     from nerve_cli.config.load import load_config
-    from nerve_cli.errors import NerveError
 
     try:
         config = load_config(home)
@@ -343,8 +343,6 @@ def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_js
 
 
 def _build_from(home: Path, group: str, spec, out: ProtocolWriter) -> SenseRuntime:
-    from nerve_cli.worker.load import load_senses
-
     loaded = load_senses(home, spec)
     for name, info in loaded.failed.items():
         log.error("sense %s failed to load: %s", name, info.summary())

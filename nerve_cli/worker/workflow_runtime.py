@@ -29,6 +29,7 @@ from typing import Any
 
 from nerve_cli.wire import protocol
 from nerve_cli.worker.stdio import protocol_reader, take_protocol_fds
+from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
 from nerve_cli.workflow.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.workflow.thread import FAILED, ThreadContext, run_thread
 
@@ -133,8 +134,6 @@ class Runtime:
 
 
 async def _main(name: str, home: Path, out: Output, input_fd: int) -> int:
-    from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
-
     try:
         definition = load_workflow(home, name)
     except WorkflowLoadError as exc:

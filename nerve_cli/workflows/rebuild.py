@@ -14,7 +14,12 @@ from typing import Any, Iterator
 
 import orjson
 
+from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.client import engine_running
+from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
+
 
 @dataclass(frozen=True)
 class RunState:
@@ -133,11 +138,6 @@ class DoctorReport:
 
 def doctor(home: Path, fix: bool = False) -> DoctorReport:
     """Compare workflow_runs with the logs; with `fix`, rewrite it (refused while an engine runs)."""
-    from nerve_cli.errors import NerveError
-    from nerve_cli.home import Layout
-    from nerve_cli.kernel.client import engine_running
-    from nerve_cli.kernel.lock import InstanceLock
-
     layout = Layout(Path(home))
     rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")
     differences = compare_runs(current_runs(layout.logs_db), rebuilt)

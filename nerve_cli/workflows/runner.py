@@ -15,8 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.kernel.lock import InstanceLock
+from nerve_cli.store.logs import LogStore, query_logs
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
 OnEvent = Callable[[str, str, dict], None]  # (run_id, type, payload)
@@ -28,8 +32,6 @@ ENGINE_CHECK = 2.0
 def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
                  on_event: OnEvent, report: Report) -> dict[str, Any]:
     """Run one thread to its end; returns {"run_id", "status", "reason", "via"}."""
-    from nerve_cli.kernel.client import engine_running, request
-
     if engine_running(home):
         answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds)
         end = follow_run(home, answer["run_id"], on_event)
@@ -39,9 +41,6 @@ def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
 
 def follow_run(home: Path, run_id: str, on_event: OnEvent, *, poll: float = POLL) -> dict[str, Any]:
     """Print a run's rows as the engine writes them, until its end row."""
-    from nerve_cli.kernel.client import engine_running
-    from nerve_cli.store.logs import query_logs
-
     path, after, checked = Layout(Path(home)).logs_db, 0, time.monotonic()
     while True:
         for row in query_logs(path, source="workflow", ref=run_id, after_id=after):
@@ -60,9 +59,6 @@ def follow_run(home: Path, run_id: str, on_event: OnEvent, *, poll: float = POLL
 
 def run_standalone(home: Path, name: str, prompt: str, max_rounds: int | None,
                    on_event: OnEvent, report: Report) -> dict[str, Any]:
-    from nerve_cli.config.load import load_config
-    from nerve_cli.kernel.lock import InstanceLock
-
     config = load_config(home)
     with InstanceLock(home, f"nerve workflow run {name}"):
         return asyncio.run(_standalone(home, config, name, prompt, max_rounds, on_event, report))
@@ -70,8 +66,8 @@ def run_standalone(home: Path, name: str, prompt: str, max_rounds: int | None,
 
 async def _standalone(home: Path, config: Any, name: str, prompt: str, max_rounds: int | None,
                       on_event: OnEvent, report: Report) -> dict[str, Any]:
+    # only the standalone run needs the manager (and its process handling); a run through the engine does not
     from nerve_cli.kernel.workflows import WorkflowManager
-    from nerve_cli.store.logs import LogStore
 
     loop = asyncio.get_running_loop()
     done: asyncio.Future[dict[str, Any]] = loop.create_future()

@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nerve_cli.config.edit import add_workflow
+from nerve_cli.config.load import load_config
+from nerve_cli.config.model import check_name
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
+from nerve_cli.instance.git import commit
+from nerve_cli.instance.scaffold import templates_dir
 
 TEMPLATE = "workflow.py"
 DEFAULT_SETTINGS = {"concurrency": 1, "overflow": "queue"}
@@ -21,12 +26,6 @@ class NewWorkflow:
 
 def new_workflow(home: Path, name: str) -> NewWorkflow:
     """Scaffold a working two-role workflow and register it in nerve.yaml (comments kept)."""
-    from nerve_cli.config.edit import add_workflow
-    from nerve_cli.config.load import load_config
-    from nerve_cli.config.model import check_name
-    from nerve_cli.instance.git import commit
-    from nerve_cli.instance.scaffold import templates_dir
-
     try:
         check_name(name)
     except ValueError as exc:

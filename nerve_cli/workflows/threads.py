@@ -10,7 +10,10 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
+from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
 from nerve_cli.workflow.model import START
@@ -71,8 +74,6 @@ def list_threads(logs_path: Path, status: str | None = None, workflow: str | Non
 
 def _archived_summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Like `_summaries`, for threads whose `queued` row is only in the archive."""
-    from nerve_cli.store.history import read_logs
-
     wanted = set(run_ids)
     out: dict[str, dict[str, Any]] = {}
     rounds: dict[str, set] = {}
@@ -148,8 +149,6 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
 
 def _with_archive(logs_path: Path, run_id: str) -> list[dict]:
     """All of a thread's rows when its start is no longer in logs.db (`nerve archive` moved those days)."""
-    from nerve_cli.store.history import read_logs
-
     home = logs_path.parent.parent  # data/logs.db
     return read_logs(home, source="workflow", ref=run_id, since_ms=0).rows
 
@@ -169,9 +168,6 @@ def _chain(rows: list[dict]) -> list[dict[str, Any]]:
 
 def workflows_overview(home: Path) -> list[dict[str, Any]]:
     """Each workflow in nerve.yaml with its settings, whether its file exists and thread counts by status."""
-    from nerve_cli.config.load import load_config
-    from nerve_cli.home import Layout
-
     layout = Layout(Path(home))
     config = load_config(layout.home)
     counts = run_counts(layout.logs_db)
