@@ -95,6 +95,7 @@ class Engine:
     async def _run_locked(self) -> int:
         loop = asyncio.get_running_loop()
         if self.metrics_at is not None:
+            # prometheus-client loads only with --metrics (off by default)
             from nerve_cli.kernel.metrics import MetricsServer
 
             self.metrics = MetricsServer(self, *self.metrics_at)

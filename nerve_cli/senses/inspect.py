@@ -18,7 +18,7 @@ from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import request
 from nerve_cli.kernel.guards import load_quarantines
-from nerve_cli.store.history import sense_history
+from nerve_cli.store.history import archived_counts, last_archived_signal, sense_history
 from nerve_cli.store.sqlitefile import open_reader
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -77,8 +77,6 @@ def require_sense(home: Path, name: str) -> NerveConfig:
 
 def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
     config = require_sense(home, name)
-    from nerve_cli.store.history import archived_counts
-
     layout = Layout(home)
     settings = config.senses[name]
     archived = archived_counts(home, name)
@@ -128,8 +126,6 @@ def sparkline(values: list[Any]) -> str | None:
 
 def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str, int] | None = None) -> SenseSummary:
     """Signals counted in the database *and* its archive files, so `sense list` and `sense show` agree."""
-    from nerve_cli.store.history import archived_counts, last_archived_signal
-
     settings = config.senses[name]
     stats = _read(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
     count, last = stats[0] if stats else (0, None)
