@@ -60,6 +60,9 @@ class Engine:
         self.report_computes = getattr(report, "verbosity", 2) >= 2
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
+        self._archiver: asyncio.Task | None = None
+        self.control: ControlServer | None = None
+        self._health_write: asyncio.Future | None = None  # the health row being written, if any
         config, warnings = load_config_and_warnings(home)
         self.config: NerveConfig = config
         for problem in warnings:
@@ -102,7 +105,11 @@ class Engine:
             await self.metrics.start()
             self.report("info", f"metrics on {self.metrics.url}")
         self.logs = LogStore(self.layout.logs_db)
-        self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
+        try:
+            self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
+        except BaseException:
+            self.logs.close()
+            raise
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
                                    now=time.time())
@@ -114,6 +121,15 @@ class Engine:
                                                     "groups": sorted(self.config.sense_groups()),
                                                     "loop": eventloop.name()})
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
+        try:  # from here on, whatever goes wrong, the workers and files are shut down: never a hung engine
+            await self._start_parts(loop)
+            self.pump()
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+        return 0
+
+    async def _start_parts(self, loop: asyncio.AbstractEventLoop) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
         self.control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
@@ -128,10 +144,6 @@ class Engine:
         self._archiver = loop.create_task(self._archive_daily())
         if self.run_for is not None:
             loop.call_later(self.run_for, self._stop.set)
-        self.pump()
-        await self._stop.wait()
-        await self._shutdown()
-        return 0
 
     def start_group(self, group: str, senses: list[str]) -> None:
         supervisor = GroupSupervisor(group, senses, self.home, self.config, self)
@@ -180,13 +192,15 @@ class Engine:
     async def _shutdown(self) -> None:
         self.stopping = True
         self.watchdog.stop()
-        self._archiver.cancel()
+        if self._archiver is not None:
+            self._archiver.cancel()
         self._watch_stop.set()
         if self._watcher is not None:
             self._watcher.cancel()
         if self._timer:
             self._timer.cancel()
-        await self.control.close()
+        if self.control is not None:
+            await self.control.close()
         if self.metrics is not None:
             await self.metrics.close()
         timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
@@ -194,6 +208,8 @@ class Engine:
         if self.workflows is not None:
             await self.workflows.stop(timeout)
         self.log("system", "engine_stopped", None, {"pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 3)})
+        if self._health_write is not None:
+            await asyncio.wait([self._health_write])  # its row and run_complete, before the files close
         if self._flushing is not None:
             await asyncio.wait([self._flushing])
         self.logs.close()
@@ -250,11 +266,15 @@ class Engine:
                     self._dispatch(start, now)
         finally:
             self._pumping = False
-        runnable = self.runnable()
-        wake = self.scheduler.next_wakeup(runnable)
+            self._arm_timer()  # whatever a dispatch did: a lost timer meant no interval sense ever ran again
+
+    def _arm_timer(self) -> None:
         if self._timer:
             self._timer.cancel()
             self._timer = None
+        if self.stopping:
+            return
+        wake = self.scheduler.next_wakeup(self.runnable())
         if wake is not None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self.pump)
@@ -391,11 +411,26 @@ class Engine:
         self.report("error", f"{sense}: {kind}{detail.get('message')}{where}")
 
     def _compute_health(self, compute_id: int, reason: str) -> None:
+        """Build the payload here, write its row in a thread; the compute ends when the row is (or is not) stored."""
         started = time.perf_counter()
         payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors)
-        self.health.record(payload)
-        self._route_signal(HEALTH_SENSE, payload, None)
-        self._finish(HEALTH_SENSE, compute_id, reason, "signal", (time.perf_counter() - started) * 1000)
+        stored = asyncio.get_running_loop().run_in_executor(None, self.health.record, payload)
+        self._health_write = stored
+        stored.add_done_callback(lambda f: self._health_stored(f, compute_id, reason, payload, started))
+
+    def _health_stored(self, stored: asyncio.Future, compute_id: int, reason: str, payload: dict,
+                       started: float) -> None:
+        duration = (time.perf_counter() - started) * 1000
+        self._health_write = None
+        error = stored.exception()
+        if error is None:  # a signal is a committed row, as for any sense
+            self._route_signal(HEALTH_SENSE, payload, None)
+            self._finish(HEALTH_SENSE, compute_id, reason, "signal", duration)
+            return
+        self._record_error(HEALTH_SENSE, {"message": f"could not store its signal in "
+                                          f"{self.layout.sense_db(HEALTH_SENSE)}: {error}",
+                                          "error_type": type(error).__name__, "compute_id": compute_id})
+        self._finish(HEALTH_SENSE, compute_id, reason, "error", duration)
 
     # control socket ------------------------------------------------------------
     def _control_busy(self, event: str, detail: dict) -> None:

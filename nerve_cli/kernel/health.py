@@ -3,6 +3,10 @@
 It is engine code, so the kernel computes it in-process; otherwise it is a
 sense like any other: scheduled by the same rules, its signals stored in
 `data/senses/nerve-health.db` (`_signals`) and routed to reflexes that list it.
+The payload is built on the event loop (figures the kernel holds); the row is
+written by `HealthStore.record` off it, in a thread, because SQLite may wait
+5 s for a lock there, or fail (disk full, a damaged file): a slow or failed
+write is a slow or failed health compute, never a stalled kernel.
 """
 
 from __future__ import annotations
@@ -28,10 +32,14 @@ HEALTH_SENSE = "nerve-health"
 
 
 class HealthStore:
+    """nerve-health.db: checked whole when the engine starts (it is small), written one row per compute."""
+
     def __init__(self, path: Path) -> None:
-        fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only nerve-health's own signals)"
-        self.conn = open_writer(path, fix=fix)
+        self.path = path
+        self.fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only nerve-health's own signals)"
+        self.conn = open_writer(path, fix=self.fix)
         try:
+            self._check()
             self.conn.execute(
                 "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT,"
                 " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
@@ -41,12 +49,27 @@ class HealthStore:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             if is_damage(exc):
-                raise damaged(path, str(exc), fix) from None
+                raise damaged(path, str(exc), self.fix) from None
+            raise
+        except BaseException:
+            self.conn.close()
             raise
 
+    def _check(self) -> None:
+        """A damaged page is found now, with the fix, not at the first signal (once: a hung engine)."""
+        problem = self.conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise damaged(self.path, " ".join(problem.replace("*** in database main ***", "").split()), self.fix)
+
     def record(self, payload: dict[str, Any]) -> int:
+        """Insert one signal row (runs in a thread: SQLite may wait for a lock here)."""
         ts = time.time_ns() // 1_000_000
-        self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
+        try:
+            self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise damaged(self.path, str(exc), self.fix) from None
+            raise
         return ts
 
     def close(self) -> None:
@@ -54,12 +77,16 @@ class HealthStore:
 
 
 def rss_bytes(pids: list[int]) -> dict[int, int]:
-    """Resident memory of each live pid (psutil; missing pids are skipped)."""
+    """Resident memory of each live pid (psutil); a pid whose figure cannot be read is left out.
+
+    That includes /proc being unreadable for want of a file descriptor (EMFILE):
+    a figure missing from one signal, never a failed health compute.
+    """
     out = {}
     for pid in pids:
         try:
             out[pid] = psutil.Process(pid).memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (psutil.Error, OSError):
             pass
     return out
 
