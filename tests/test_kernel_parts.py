@@ -56,8 +56,9 @@ def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_pa
     now = time.time()  # the quarantine's expiry is absolute: read back against the clock
     scheduler, out = Scheduler(cfg, now=now), Recorder()
     guards = Guards(cfg.engine, scheduler, logs, out.log, out.report)
-    guards.after_compute("a", "lost", now)
-    guards.after_compute("a", "lost", now + 1)
+    for at in (now, now + 1):  # its worker died twice while only `a` computed
+        blame = guards.worker_died("g", frozenset({"a"}), None, at)
+        guards.after_compute("a", "lost", at, group="g", blame=blame)
     assert scheduler.states["a"].quarantined
     assert [r[1] for r in out.rows] == ["quarantined"]
     logs.flush()

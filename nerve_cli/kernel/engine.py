@@ -34,6 +34,7 @@ from nerve_cli.kernel.control import ControlServer
 from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.lock import InstanceLock
+from nerve_cli.kernel.penalty import Blame
 from nerve_cli.kernel.scheduler import Scheduler, Start
 from nerve_cli.kernel.stats import EngineStats
 from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
@@ -321,11 +322,22 @@ class Engine:
                                        "compute_id": inflight.id})
             self._finish(sense, inflight.id, inflight.reason, "error", duration)
 
-    def compute_lost(self, group: str, inflight: Inflight, why: str) -> None:
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None:
+        return self.guards.worker_died(group, computing, evidence, time.time())
+
+    def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None:
         if not inflight.cancelled:
-            self._record_error(inflight.sense, {"message": f"compute lost: {why}", "error_type": "WorkerDied",
-                                                "compute_id": inflight.id})
-        self._finish(inflight.sense, inflight.id, inflight.reason, "lost", (time.time() - inflight.started) * 1000)
+            if blame is None:
+                cause = ""
+            elif blame.sense == inflight.sense:
+                cause = f"; this sense is the likely cause: {blame.because}"
+            else:
+                cause = f"; likely caused by {blame.sense} ({blame.because}), not by this sense"
+            self._record_error(inflight.sense, {"message": f"compute lost: {why}{cause}", "error_type": "WorkerDied",
+                                                "compute_id": inflight.id,
+                                                "blamed": None if blame is None else blame.sense})
+        self._finish(inflight.sense, inflight.id, inflight.reason, "lost", (time.time() - inflight.started) * 1000,
+                     group=group, blame=blame)
 
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
         grace = self.config.senses[inflight.sense].grace if inflight.sense in self.config.senses else 0
@@ -350,7 +362,9 @@ class Engine:
             self.report("info", f"worker group={group} pid={detail['pid']} ready: {', '.join(detail['senses']) or 'no senses'}{again}")
         elif event == "worker_exited":
             during = f" while computing {', '.join(detail['computing'])}" if detail["computing"] else ""
-            self.report("warn", f"worker group={group} pid={detail['pid']} {detail['why']}{during}; "
+            blamed = detail.get("blamed")
+            cause = f" (likely caused by {blamed['sense']}: {blamed['because']})" if blamed else ""
+            self.report("warn", f"worker group={group} pid={detail['pid']} {detail['why']}{during}{cause}; "
                                 f"respawning in {detail['respawn_in']:g}s")
         elif event == "worker_killed":
             self.report("error", f"killing worker group={group} pid={detail['pid']}: {detail['why']}")
@@ -371,7 +385,7 @@ class Engine:
 
     # outcomes --------------------------------------------------------------
     def _finish(self, sense: str, compute_id: int, reason: str, outcome: str, duration_ms: float,
-                discarded: bool = False) -> None:
+                discarded: bool = False, group: str | None = None, blame: Blame | None = None) -> None:
         now = time.time()
         payload = {"compute_id": compute_id, "outcome": outcome, "duration_ms": round(duration_ms, 3), "reason": reason}
         if discarded:
@@ -382,7 +396,7 @@ class Engine:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
         if sense != HEALTH_SENSE:
-            self.guards.after_compute(sense, outcome, now)
+            self.guards.after_compute(sense, outcome, now, group=group, blame=blame)
         for after_id, future in self.waiters.pop(sense, []):
             if compute_id >= after_id:
                 if not future.done():

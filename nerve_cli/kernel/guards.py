@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from nerve_cli.config.model import EngineConfig
-from nerve_cli.kernel.penalty import PenaltyBook
+from nerve_cli.kernel.penalty import Blame, PenaltyBook
 from nerve_cli.kernel.report import Log, Report
 from nerve_cli.kernel.scheduler import Scheduler
 from nerve_cli.store.logs import LogStore
@@ -63,8 +63,13 @@ class Guards:
     def update_config(self, settings: EngineConfig) -> None:
         self.book.settings = settings
 
-    def after_compute(self, sense: str, outcome: str, now: float) -> None:
-        verdict = self.book.record(sense, outcome, now)
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float) -> Blame | None:
+        """The likely culprit of a worker's death (None when the senses computing cannot be told apart)."""
+        return self.book.record_death(group, computing, evidence, now)
+
+    def after_compute(self, sense: str, outcome: str, now: float, *, group: str | None = None,
+                      blame: Blame | None = None) -> None:
+        verdict = self.book.record(sense, outcome, now, group=group, blame=blame)
         if verdict is None:
             return
         self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.crash_site import crash_site
+from nerve_cli.kernel.penalty import Blame
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
@@ -44,7 +46,8 @@ class Inflight:
 
 class GroupHooks(Protocol):
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None: ...
-    def compute_lost(self, group: str, inflight: Inflight, why: str) -> None: ...
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None: ...
+    def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None: ...
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
     def group_event(self, group: str, event: str, detail: dict) -> None: ...
     def group_ready(self, group: str) -> None: ...
@@ -78,6 +81,7 @@ class GroupSupervisor:
         # ends in time costs no timer at all, and a late timer just finds nothing due and re-arms
         self._deadlines: asyncio.TimerHandle | None = None
         self._deadlines_at = float("inf")
+        self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
 
     # lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -137,9 +141,13 @@ class GroupSupervisor:
         lost = list(self.inflight.values())
         self.inflight.clear()
         self.loaded = set()
+        evidence, self._kill_evidence = self._evidence(worker), None
+        # a worker we stopped on purpose is nobody's fault
+        computing = frozenset() if self._stopping else frozenset(i.sense for i in lost)
+        blame = self.hooks.worker_died(self.group, computing, evidence) if lost else None
         for inflight in lost:
             inflight.disarm()
-            self.hooks.compute_lost(self.group, inflight, f"worker {why}")
+            self.hooks.compute_lost(self.group, inflight, f"worker {why}", blame)
         if self._stopping:
             self.state = "stopped"
             return
@@ -149,8 +157,16 @@ class GroupSupervisor:
         self.hooks.group_event(self.group, "worker_exited", {
             "pid": worker.pid, "why": why, "code": worker.returncode, "respawn_in": delay,
             "computing": [i.sense for i in lost], "stderr": list(worker.stderr_tail)[-10:],
+            "blamed": None if blame is None else {"sense": blame.sense, "because": blame.because},
         })
         self._spawn_soon(delay)
+
+    def _evidence(self, worker: WorkerProcess) -> Blame | None:
+        """The sense that killed the worker, when it shows: its code on the crashing thread, or our own kill."""
+        site = crash_site(worker.stderr_tail, self.home)
+        if site is not None:
+            return Blame(site.sense, f"its code was on the crashing thread ({site.where})")
+        return self._kill_evidence
 
     async def stop(self, timeout: float) -> None:
         """Let in-flight computes finish up to `timeout`, then shut the worker down."""
@@ -274,6 +290,7 @@ class GroupSupervisor:
             "pid": worker.pid, "sense": inflight.sense,
             "why": f"compute of {inflight.sense} still running past its grace period",
         })
+        self._kill_evidence = Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
         asyncio.get_running_loop().create_task(worker.terminate(1.0))
 
     def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import faulthandler
 import logging
 import os
 import signal
@@ -303,6 +304,9 @@ class SenseRuntime:
 def main(args: Any) -> int:
     fds = take_protocol_fds()
     out = ProtocolWriter(fds.write)
+    # a fatal signal (SIGSEGV, SIGABRT...) prints the crashing thread's stack: the kernel reads
+    # from it which sense's code brought the worker down, and blames only that one
+    faulthandler.enable(file=sys.stderr, all_threads=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format=f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s")
