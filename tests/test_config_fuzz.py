@@ -1,13 +1,17 @@
-"""Fuzz: seeded mutants of the template nerve.yaml through `nerve config check`.
+"""Fuzz: seeded mutants of the template nerve.yaml through `nerve config check` and a running engine's reload.
 
-Every mutant must end in exit 0 or 1 with no traceback, within a per-case
-timeout. `NERVE_FUZZ_SEED` and `NERVE_FUZZ_CASES` replay or widen a run; a
-failure names the seed and index, and `configfuzz.mutant(seed, index)` rebuilds it.
+Every mutant must end in exit 0 or 1 with no traceback within a per-case
+timeout, and, saved into a running engine's nerve.yaml, in one reload outcome
+(reloaded, rejected or unchanged) after which the engine answers `status`.
+`NERVE_FUZZ_SEED`, `NERVE_FUZZ_CASES` and `NERVE_FUZZ_ENGINE_CASES` replay or
+widen a run; a failure names the seed and index, and
+`configfuzz.mutant(seed, index)` rebuilds it.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import time
@@ -17,7 +21,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import configfuzz
+from enginekit import RunningEngine, read_logs, wait_for
 from nerve_cli.cli.app import app
+from nerve_cli.kernel.client import request
 
 SEED = int(os.environ.get("NERVE_FUZZ_SEED", "17"))
 CASES = int(os.environ.get("NERVE_FUZZ_CASES", "600"))
@@ -66,3 +72,46 @@ def test_config_fuzz_check_survives_every_mutant(home: Path) -> None:
           f"slowest {slowest:.2f}s; {dict(outcomes)}")
     assert not failures, "\n".join(failures[:20])
     assert outcomes["valid"] and outcomes["invalid"]  # the mutants reach both sides of the validator
+
+
+# Each reload waits for the file watcher (~0.25 s a case), so the suite saves a seeded sample of the
+# mutants into the engine; NERVE_FUZZ_ENGINE_CASES=600 sends all of them.
+ENGINE_CASES = int(os.environ.get("NERVE_FUZZ_ENGINE_CASES", "150"))
+RELOAD_TIMEOUT = 15.0
+RELOADS = ("config_reloaded", "config_rejected", "config_unchanged")
+
+
+def _reloads(home: Path) -> int:
+    return sum(len(read_logs(home, "system", kind)) for kind in RELOADS)
+
+
+def test_config_fuzz_engine_reload_survives_every_mutant(home: Path) -> None:
+    """Each mutant saved into a running engine's nerve.yaml: one reload outcome each, and `status` answers."""
+    shutil.copytree(TEMPLATE, home)
+    failures: list[str] = []
+    started = time.monotonic()
+    slowest = 0.0
+    cases = sorted(random.Random(SEED).sample(range(CASES), min(ENGINE_CASES, CASES)))
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        for index in cases:
+            kind, data = configfuzz.mutant(SEED, index)
+            seen = _reloads(home)
+            case_started = time.monotonic()
+            (home / "nerve.yaml").write_bytes(data)
+            try:
+                wait_for(lambda: _reloads(home) > seen, RELOAD_TIMEOUT, interval=0.01, what="the reload")
+                status = request(home, "status", timeout=RELOAD_TIMEOUT)
+            except Exception as exc:  # a hang or a dead socket: the case fails, and we say which
+                failures.append(f"seed {SEED} case {index} ({kind}): {exc}")
+                if engine.proc.poll() is not None or len(failures) > 5:
+                    break
+                continue
+            slowest = max(slowest, time.monotonic() - case_started)
+            if status.get("pid") != engine.proc.pid:
+                failures.append(f"seed {SEED} case {index} ({kind}): status answered {status!r:.200}")
+        code, output = engine.stop()
+    took = time.monotonic() - started
+    print(f"\nengine reload fuzz: {len(cases)} of the {CASES} mutants (seed {SEED}) in {took:.1f}s, slowest {slowest:.2f}s")
+    assert not failures, "\n".join(failures)
+    assert code == 0 and "Traceback" not in output, output[-3000:]

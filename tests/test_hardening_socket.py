@@ -149,3 +149,38 @@ def test_socket_input_bounds_a_request_nested_5000_deep_gets_an_answer(home: Pat
         code, output = engine.stop()
     assert code == 0 and "Traceback" not in output, output
     assert read_logs(home, "signal", "emit") == []
+
+
+def test_socket_input_bounds_channel_names_and_compute_timeouts(home: Path) -> None:
+    write_instance(home, "senses:\n  slow: {}\nreflexes:\n  - {sense: slow, interval: 1h}\n",
+                   {"slow": "import time\n\ndef compute(db, peers):\n    time.sleep(1.5)\n    return 1\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        with _connect(home / "data" / "nerve.sock") as sock:
+            huge = _ask(sock, json.dumps({"op": "emit", "channel": "c" * 900_000}).encode() + b"\n")
+        assert huge["ok"] is False and "at most 200 characters, got 900,000" in huge["error"], huge
+        with _connect(home / "data" / "nerve.sock") as sock:
+            control_chars = _ask(sock, json.dumps({"op": "emit", "channel": "a\nb"}).encode() + b"\n")
+        assert control_chars["ok"] is False and "control characters" in control_chars["error"]
+        for bad in (-1, 0, "soon", True, 1e9, None):
+            with _connect(home / "data" / "nerve.sock") as sock:
+                answer = _ask(sock, json.dumps({"op": "compute", "sense": "slow", "timeout": bad}).encode() + b"\n")
+            if bad is None:
+                assert answer["ok"] is True and answer["outcome"] == "signal", answer  # absent: wait for it
+            else:
+                assert answer["ok"] is False and "timeout must be a number of seconds" in answer["error"], answer
+        code, output = engine.stop()
+    assert code == 0, output
+    assert read_logs(home, "signal", "emit") == []
+    assert len(completes(home, "slow")) == 2  # the interval run and the one asked for; no refused one started
+
+
+def test_socket_input_bounds_config_refuses_the_channel_names_emit_refuses(home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from nerve_cli.cli.app import app
+
+    write_instance(home, "senses:\n  a: {}\nreflexes:\n  - {sense: a, on: [fine, '" + "c" * 201 + "']}\n",
+                   {"a": RETURNS_1})
+    result = CliRunner().invoke(app, ["config", "check"])
+    assert result.exit_code == 1 and "reflexes[0].on[1]: a channel name is at most 200 characters" in result.output

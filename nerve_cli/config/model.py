@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
-from nerve_cli.names import NAME_MAX, NAME_RE  # noqa: E402  (re-exported: one naming rule)
+from nerve_cli.names import NAME_MAX, NAME_RE, channel_problem  # noqa: E402  (re-exported: one naming rule)
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 HEALTH_SENSE = "nerve-health"
@@ -81,6 +81,16 @@ Percent = Annotated[float, BeforeValidator(parse_percent)]
 Name = Annotated[str, BeforeValidator(check_name)]
 
 
+def _check_channel(value: str) -> str:
+    problem = channel_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+Channel = Annotated[str, AfterValidator(_check_channel)]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -123,7 +133,7 @@ class SenseConfig(_Model):
 class ReflexConfig(_Model):
     sense: Name
     interval: Duration | None = None
-    on: tuple[str, ...] = ()
+    on: tuple[Channel, ...] = ()
     cron: str | None = None
     timezone: str | None = None
     debounce: Duration | None = None

@@ -8,7 +8,10 @@
 - a sense's files: that group's worker is restarted once its running
   computes have finished; other groups are untouched.
 - a workflow file: the workflow manager drains and restarts that workflow.
-Each reload writes one log row that says what changed.
+Each reload writes one log row that says what changed: every save of nerve.yaml
+ends in exactly one of `config_reloaded`, `config_rejected`, `config_unchanged`.
+nerve.yaml is read and validated in a thread: a large or hostile file (bounded
+by `config.source`, still up to a second of work) never holds the event loop.
 
 Reload drives the running engine through `Target`, the few things it may read
 and ask for; the engine implements it and imports this module, not the reverse.
@@ -16,6 +19,7 @@ and ask for; the engine implements it and imports this module, not the reverse.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -104,7 +108,7 @@ async def apply_changes(engine: Target, changes: "Changes") -> None:
 async def reload_config(engine: Target) -> set[str]:
     """Apply nerve.yaml if valid; return the groups whose workers were (re)started."""
     try:
-        new, warnings = load_config_and_warnings(engine.home)
+        new, warnings = await asyncio.to_thread(load_config_and_warnings, engine.home)
     except ConfigError as exc:
         problems = [str(p) for p in exc.problems] or [str(exc)]
         engine.log("system", "config_rejected", "nerve.yaml", {"problems": problems})
@@ -115,6 +119,7 @@ async def reload_config(engine: Target) -> set[str]:
     old = engine.config
     changes = describe_diff(old, new)
     if not changes:
+        engine.log("system", "config_unchanged", "nerve.yaml", {"warnings": [str(w) for w in warnings]})
         return set()
     engine.use_config(new)
     restarted = await _regroup(engine, old, new)

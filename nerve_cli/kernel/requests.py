@@ -23,6 +23,7 @@ from nerve_cli.kernel.health import HEALTH_SENSE
 from nerve_cli.kernel.scheduler import Scheduler
 from nerve_cli.kernel.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows import WorkflowManager
+from nerve_cli.names import channel_problem
 
 MAX_COMPUTE_WAIT = 600.0
 
@@ -71,14 +72,24 @@ async def _compute(engine: Target, request: dict) -> dict:
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         known = ", ".join(sorted(engine.scheduler.states))
         raise NerveError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    timeout = _timeout(request.get("timeout"))
     _check_can_run(engine, sense)
     future = engine.demand(sense)
-    timeout = float(request.get("timeout") or MAX_COMPUTE_WAIT)
     try:
         result = await asyncio.wait_for(future, timeout)
     except asyncio.TimeoutError:
         raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled)") from None
     return {"sense": sense, **result, **_last_signal(engine, sense, result)}
+
+
+def _timeout(value: Any) -> float:
+    """Seconds to wait for a compute: absent means the most there is; anything else must make sense."""
+    if value is None:
+        return MAX_COMPUTE_WAIT
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_COMPUTE_WAIT:
+        # a negative timeout answered at once while the compute still ran
+        raise NerveError(f"timeout must be a number of seconds above 0 and at most {MAX_COMPUTE_WAIT:g}, got {value!r}")
+    return float(value)
 
 
 def _check_can_run(engine: Target, sense: str) -> None:
@@ -121,8 +132,10 @@ def _last_signal(engine: Target, sense: str, result: dict) -> dict:
 
 async def _emit(engine: Target, request: dict) -> dict:
     channel = request.get("channel")
-    if not isinstance(channel, str) or not channel:
-        raise NerveError("emit needs a channel name")
+    problem = channel_problem(channel)
+    if problem is not None:
+        shown = repr(channel)[:60] + ("…" if len(repr(channel)) > 60 else "")
+        raise NerveError(f"emit needs a channel name: {problem} ({shown})")
     if channel in engine.config.senses or channel == HEALTH_SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
     targets = engine.emit(channel, request.get("payload"))
