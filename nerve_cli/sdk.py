@@ -13,8 +13,9 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.store.blobs import BlobStore as BlobStore
     from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
     from nerve_cli.workflow.model import (
-        END as END, START as START, Moderator as Moderator, Role as Role, RoleResult as RoleResult,
-        WorkflowDefinition as WorkflowDefinition, WorkflowMessage as WorkflowMessage,
+        END as END, PERSON as PERSON, START as START, AskPerson as AskPerson, Moderator as Moderator,
+        Role as Role, RoleResult as RoleResult, RoleSetupError as RoleSetupError,
+        WorkflowDefinition as WorkflowDefinition, WorkflowMessage as WorkflowMessage, ask_person as ask_person,
     )
 
 _EXPORTS = {
@@ -29,6 +30,10 @@ _EXPORTS = {
     "Role": "nerve_cli.workflow.model",
     "Moderator": "nerve_cli.workflow.model",
     "WorkflowDefinition": "nerve_cli.workflow.model",
+    "PERSON": "nerve_cli.workflow.model",
+    "AskPerson": "nerve_cli.workflow.model",
+    "ask_person": "nerve_cli.workflow.model",
+    "RoleSetupError": "nerve_cli.workflow.model",
     "BlobStore": "nerve_cli.store.blobs",
 }
 

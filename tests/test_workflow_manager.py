@@ -276,7 +276,8 @@ def test_cancel_a_running_and_a_queued_thread(home: Path) -> None:
 
 def test_role_timeout_retries_and_thread_timeout_from_nerve_yaml(home: Path) -> None:
     config = make_instance(home, {"x": PINGPONG}, {"workflows": {
-        "x": {"concurrency": 2, "role_timeout": "100ms", "role_retries": 1, "thread_timeout": "400ms"}}})
+        "x": {"concurrency": 2, "role_timeout": "100ms", "role_retries": 1, "role_backoff": "10ms",
+              "thread_timeout": "400ms"}}})
 
     async def main():
         mgr, logs, _ = manager(home, config)

@@ -256,6 +256,7 @@ def test_message_round_trip_and_validation() -> None:
 # -- role_timeout / role_retries ------------------------------------------------------------
 
 def run_with(defn, chain, **settings):
+    settings.setdefault("role_backoff", 0.001)
     ctx = ThreadContext(source=HERE, root=HERE.parent, clock=lambda: 1000, **settings)
     return asyncio.run(run_thread(defn, chain, _noop, ctx))
 
@@ -311,3 +312,83 @@ def test_a_wrong_return_type_is_not_retried() -> None:
 
     outcome = run_with(definition(never_ends, author=wrong), fresh(), role_retries=3)
     assert outcome.status == "failed" and calls == [1]
+
+
+# -- back-off between retries ------------------------------------------------------------------
+
+def test_retry_delays_grow_exponentially_with_jitter_and_a_cap() -> None:
+    import random
+
+    from nerve_cli.workflow.thread import BACKOFF_CAP, retry_delay
+
+    rng = random.Random(7)
+    for _ in range(200):
+        delays = [retry_delay(0.5, n, rng) for n in range(1, 6)]
+        for n, delay in enumerate(delays, 1):
+            nominal = 0.5 * 2 ** (n - 1)
+            assert nominal / 2 <= delay <= nominal  # equal jitter: half fixed, half random
+        assert delays == sorted(delays)  # each pause at least as long as the one before
+    spread = {round(retry_delay(1.0, 3, rng), 6) for _ in range(50)}
+    assert len(spread) > 40  # jittered: threads retrying together spread out
+    assert retry_delay(1.0, 30, rng) <= BACKOFF_CAP
+
+
+def test_a_role_setup_error_fails_at_once_without_retries() -> None:
+    from nerve_cli.workflow.model import RoleSetupError
+
+    calls: list[int] = []
+
+    async def no_key(messages):
+        calls.append(1)
+        raise RoleSetupError("model x needs an API key: `llm keys set x`")
+
+    outcome = run_with(definition(never_ends, author=no_key), fresh(), role_retries=3, role_backoff=5.0)
+    assert calls == [1]
+    assert outcome.status == "failed"
+    assert outcome.reason == "role 'author' cannot run: model x needs an API key: `llm keys set x`"
+
+
+# -- asking a person ------------------------------------------------------------------------------
+
+def test_a_role_asking_a_person_persists_the_question_and_waits() -> None:
+    from nerve_cli.workflow.model import ask_person
+
+    async def critic(messages):
+        return ask_person("Publish this draft?", {"score": 7})
+
+    persisted: list = []
+
+    async def persist(seq, message):
+        persisted.append((seq, message))
+
+    defn = WorkflowDefinition(roles={"critic": critic}, moderator=lambda m: "critic")
+    outcome = asyncio.run(run_thread(defn, fresh(), persist, ThreadContext(clock=lambda: 5)))
+    assert (outcome.status, outcome.reason) == ("waiting", "Publish this draft?")
+    assert [(seq, m.role, m.content, dict(m.meta)) for seq, m in persisted] == [
+        (1, "critic", "Publish this draft?", {"score": 7, "ask_person": True})]
+    # run again from the persisted chain without an answer: still waiting, no role called
+    again = asyncio.run(run_thread(defn, outcome.messages, persist, ThreadContext()))
+    assert (again.status, again.reason, len(persisted)) == ("waiting", "Publish this draft?", 1)
+
+
+def test_the_answer_is_the_next_message_the_moderator_sees_and_is_not_a_round() -> None:
+    from nerve_cli.workflow.model import PERSON, ask_person, person_answer, rounds_used
+
+    seen: list = []
+
+    async def critic(messages):
+        return ask_person("ok?")
+
+    def moderator(messages):
+        seen.append(messages[-1])
+        return END if messages[-1].role == PERSON else "critic"
+
+    defn = WorkflowDefinition(roles={"critic": critic}, moderator=moderator)
+    first = asyncio.run(run_thread(defn, fresh(max_rounds=1), _noop, ThreadContext()))
+    chain = [*first.messages, person_answer("reject", "too long", "test", 9)]
+    outcome = asyncio.run(run_thread(defn, chain, _noop, ThreadContext()))
+    assert (outcome.status, outcome.reason) == ("completed", "end")
+    last = seen[-1]
+    assert (last.role, last.content, last.meta["decision"], last.meta["approved"]) == (PERSON, "too long", "reject",
+                                                                                      False)
+    assert rounds_used(chain) == 1  # max_rounds=1 was enough: the answer is not a round

@@ -30,6 +30,7 @@ class ThreadStatus(str, Enum):
 
     queued = "queued"
     started = "started"
+    waiting = "waiting"
     completed = "completed"
     failed = "failed"
     crashed = "crashed"

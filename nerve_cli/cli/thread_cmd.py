@@ -1,4 +1,5 @@
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,7 +17,7 @@ app = typer.Typer(
 
 @app.command("list")
 def list_(
-    status: Annotated[Optional[ThreadStatus], typer.Option("--status", help="Only threads in this status.", case_sensitive=False)] = None,
+    status: Annotated[Optional[ThreadStatus], typer.Option("--status", help="Only threads in this status; `waiting` is the inbox of threads waiting for a person (their question shows as the reason).", case_sensitive=False)] = None,
     workflow: Annotated[Optional[str], typer.Option("--workflow", help="Only this workflow's threads.", autocompletion=complete.workflows)] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many threads (newest).")] = 50,
     since: SinceOption = None,
@@ -28,9 +29,10 @@ def list_(
 ) -> None:
     """List threads, newest first (threads whose rows were archived included).
 
-    --since/--until bound the time of each thread's last status change.
+    --since/--until bound the time of each thread's last status change. A
+    waiting thread shows its question as the reason.
 
-    Example: nerve thread list --status started --since 1d
+    Example: nerve thread list --status waiting
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.contract.threads import thread_list
@@ -79,3 +81,55 @@ def show(
         return
     thread_view.thread_header(doc)
     thread_view.thread_rounds(doc)
+
+
+Note = Annotated[Optional[str], typer.Option("--note", help="Your answer's text: the moderator sees it as the "
+                                             "next message (default: approved / rejected).")]
+WaitingRun = Annotated[str, typer.Argument(help="A waiting thread, e.g. run-7 (or just 7).",
+                                           autocompletion=complete.threads)]
+
+
+@app.command("approve")
+def approve(run_id: WaitingRun, note: Note = None, home: HomeOption = None, json_: JsonOption = False) -> None:
+    """Approve a thread that waits for a person; it resumes with your answer as its next message.
+
+    The answer is a message from role `__person__` with meta {"decision": "approve",
+    "approved": true, "note": ...}. Through the running engine the thread resumes
+    at once (or queues behind running threads); with no engine it resumes at the
+    next `nerve run`. See the waiting ones with `nerve thread list --status waiting`.
+
+    Example: nerve thread approve run-7 --note "ship it, but fix the typo"
+    """
+    _answer(run_id, "approve", note, home, json_)
+
+
+@app.command("reject")
+def reject(run_id: WaitingRun, note: Note = None, home: HomeOption = None, json_: JsonOption = False) -> None:
+    """Reject a thread that waits for a person; it resumes and its moderator decides what follows.
+
+    Like approve, with meta {"decision": "reject", "approved": false, "note": ...}.
+
+    Example: nerve thread reject run-7 --note "too long; cut it to 3 bullets"
+    """
+    _answer(run_id, "reject", note, home, json_)
+
+
+def _answer(run_id: str, decision: str, note: Optional[str], home: Optional[Path], json_: bool) -> None:
+    from nerve_cli.cli import output
+    from nerve_cli.contract.threads import answer
+    from nerve_cli.home import require_instance
+    from nerve_cli.workflows.gates import answer_thread
+
+    result = answer_thread(require_instance(home), run_id, decision, note, by=f"nerve thread {decision}")
+    if json_:
+        output.print_json(answer(result))
+        return
+    done = "approved" if decision == "approve" else "rejected"
+    if result["via"] == "offline":
+        output.info(f"{result['run_id']} {done}; no engine is running: it resumes at the next `nerve run`",
+                    style="green")
+    elif result["status"] == "started":
+        output.info(f"{result['run_id']} {done}; it resumes now (follow it with "
+                    f"`nerve thread show {result['run_id']}`)", style="green")
+    else:
+        output.info(f"{result['run_id']} {done}; it resumes when a slot of its workflow is free", style="green")

@@ -8,8 +8,16 @@ from typing import Any
 from nerve_cli.cli import output
 
 START = "__start__"
+PERSON = "__person__"
 STATUS_STYLE = {"completed": "green", "failed": "red", "crashed": "red", "dropped": "yellow",
-                "started": "cyan", "queued": "blue"}
+                "started": "cyan", "queued": "blue", "waiting": "magenta"}
+
+
+def who(message: dict) -> str:
+    """How a message's author is shown: a role's name, `person (approve)` for a person's answer."""
+    if message.get("role") == PERSON:
+        return f"person ({(message.get('meta') or {}).get('decision', 'answer')})"
+    return str(message.get("role"))
 
 
 def compact(meta: Any) -> str:
@@ -22,13 +30,21 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
 
     if type_ == "message" and payload.get("role") == START:
         output.info(f"{run_id} started: max {payload.get('meta', {}).get('maxRounds')} rounds", style="bold")
+    elif type_ == "message" and payload.get("role") == PERSON:
+        output.info(f"{who(payload)}: {payload.get('content')}", style="magenta")
     elif type_ == "message":
         head = Text(f"#{payload.get('round')} ", style="bold") + Text(str(payload.get("role")), style="cyan")
         meta = compact(payload.get("meta"))
         output.console().print(head + (Text(f"  {meta}", style="dim") if meta else Text("")))
         output.console().print(Text(str(payload.get("content")), style=""), soft_wrap=True)
+    elif type_ == "queued" and payload.get("answer"):
+        output.info(f"{run_id} {payload['answer']}d by {payload.get('by')}: resumes", style="dim")
     elif type_ == "queued":
         output.info(f"{run_id} queued (workflow {payload.get('workflow')})", style="dim")
+    elif type_ == "waiting":
+        output.info(f"{run_id} waits for a person after {payload.get('rounds')} rounds: {payload.get('question')}\n"
+                    f"answer with `nerve thread approve {run_id} [--note TEXT]` or "
+                    f"`nerve thread reject {run_id} [--note TEXT]`", style="bold magenta")
     elif type_ == "started" and payload.get("resumed"):
         output.info(f"{run_id} resumed after round {payload.get('rounds')}: {payload.get('reason', 'restart')}",
                     style="yellow")
@@ -53,23 +69,27 @@ def thread_header(d: dict) -> None:
         ("origin", compact(d["origin"])), ("queued", output.when(d["queued_ms"])),
         ("started", output.when(d["started_ms"])), ("ended", output.when(d["ended_ms"])),
         ("duration", duration + ("" if d["ended_ms"] else " (so far)")), ("reason", d["reason"]),
+        ("waiting since", output.when(d["waiting_since_ms"])), ("question", d["question"]),
     ]
     shown = [(key, value) for key, value in rows if value not in (None, "", " (so far)")]
     output.show(output.table(None, [("field", {"style": "bold"}), "value"], shown, box=None, show_header=False,
                              pad_edge=False, padding=(0, 2)))
+    if d.get("question"):
+        output.info(f"answer with `nerve thread approve {d['run_id']} [--note TEXT]` or "
+                    f"`nerve thread reject {d['run_id']} [--note TEXT]`", style="magenta")
     error = d.get("error") or {}
     if error.get("traceback"):
         output.info(error["traceback"].rstrip(), style="dim")
 
 
 def thread_rounds(d: dict) -> None:
-    rounds = [m for m in d["messages"] if m["role"] != START]
+    rounds = [m for m in d["messages"] if m["role"] != START]  # rounds and a person's answers
     if not rounds:
         output.info("no rounds yet", style="dim")
         return
     columns = [("#", {"justify": "right"}), "role", ("content", {"overflow": "fold", "ratio": 3}),
                ("meta", {"overflow": "fold", "ratio": 1}), ("time", {"no_wrap": True})]
-    rows = [(m["round"], m["role"], m["content"], compact(m["meta"]),
+    rows = [("" if m["round"] is None else m["round"], who(m), m["content"], compact(m["meta"]),
              output.when(m["time_ms"], date=not output.tabular(), millis=True)) for m in rounds]
     output.show(output.table(None, columns, rows, show_lines=True))
 
@@ -87,6 +107,8 @@ def transcript(d: dict) -> None:
         when = output.when(m["time_ms"], date=False, millis=True)
         if m["role"] == START:
             lines.append(f"## prompt · {output.when(m['time_ms'], millis=True)}")
+        elif m["role"] == PERSON:
+            lines.append(f"## {who(m)} · {when}")
         else:
             lines.append(f"## #{m['round']} {m['role']} · {when}")
         lines += ["", str(m["content"]).rstrip(), ""]
@@ -95,6 +117,9 @@ def transcript(d: dict) -> None:
             lines += [f"> meta: {compact(meta)}", ""]
     if not any(m["role"] != START for m in d["messages"]):
         lines += ["(no rounds yet)", ""]
+    if d.get("question"):
+        lines += [f"(waiting for a person since {output.when(d['waiting_since_ms'])}: "
+                  f"`nerve thread approve|reject {d['run_id']}`)", ""]
     error = d.get("error") or {}
     if error.get("traceback"):
         lines += ["## error", "", error["traceback"].rstrip(), ""]

@@ -14,7 +14,7 @@ app = typer.Typer(
 Name = WorkflowName
 
 # `nerve workflow run` exit codes
-EXIT_FAILED, EXIT_DROPPED, EXIT_INTERRUPTED = 1, 4, 130
+EXIT_FAILED, EXIT_DROPPED, EXIT_WAITING, EXIT_INTERRUPTED = 1, 4, 5, 130
 
 
 @app.command("new")
@@ -83,8 +83,10 @@ def run(
     """Start a thread now and print its rounds as they happen.
 
     Goes through the running engine if there is one, otherwise runs the thread
-    in this process (holding the instance lock). Exit code: 0 completed,
-    1 failed or crashed, 4 dropped (overflow), 130 interrupted.
+    in this process (holding the instance lock). Stops when a role asks a
+    person (the thread waits; answer with `nerve thread approve|reject`).
+    Exit code: 0 completed, 1 failed or crashed, 4 dropped (overflow),
+    5 waiting for a person, 130 interrupted.
 
     Example: nerve workflow run code-review --prompt "review PR 12" --max-rounds 6
     """
@@ -122,6 +124,8 @@ def run(
         if not json_:
             output.warn(f"{result['run_id']} interrupted; see `nerve thread show {result['run_id']}`")
         raise typer.Exit(EXIT_INTERRUPTED)
+    if status == "waiting":
+        raise typer.Exit(EXIT_WAITING)
     if status != "completed":
         raise typer.Exit(EXIT_DROPPED if status == "dropped" else EXIT_FAILED)
 

@@ -75,7 +75,14 @@ def parse_percent(value: object) -> float:
     return number
 
 
+def check_model_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise ValueError(f"expected an llm model id or alias like gpt-4o-mini (see `llm models`), got {value!r}")
+    return value
+
+
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+ModelId = Annotated[str, BeforeValidator(check_model_id)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 Percent = Annotated[float, BeforeValidator(parse_percent)]
 Name = Annotated[str, BeforeValidator(check_name)]
@@ -186,7 +193,11 @@ class WorkflowConfig(_Model):
     drain_timeout: Duration = 30.0
     role_timeout: Duration | None = None
     role_retries: StrictInt = Field(default=0, ge=0, le=5)
+    role_backoff: Duration = 1.0  # first pause before a retry; doubles each time, with jitter
     thread_timeout: Duration | None = None
+    approval_timeout: Duration | None = None  # a thread waiting for a person this long ends `failed`
+    model: ModelId | None = None  # llm model id or alias for model-backed roles (overridden by the role)
+    system: str | None = None  # system prompt for model-backed roles (overridden by the role)
     enabled: StrictBool = True
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 KINDS = (
     "archive", "backup", "config-check", "doctor", "emit", "error", "lifecycle", "log", "mesh", "sense-chart",
-    "sense-compute", "sense-list", "sense-show", "status", "thread-list", "thread-show", "workflow-list",
-    "workflow-run",
+    "sense-compute", "sense-list", "sense-show", "status", "thread-answer", "thread-list", "thread-show",
+    "workflow-list", "workflow-run",
 )
 
 

@@ -39,7 +39,7 @@ def thread_list(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def message(m: dict[str, Any]) -> dict[str, Any]:
-    """One link of a thread's chain; `round` is null for the start message."""
+    """One link of a thread's chain; `round` is null for the start message and a person's answer."""
     return {"seq": m["seq"], "round": m["round"], "role": m["role"], "content": m["content"],
             "meta": m.get("meta") or {}, **stamp("time", m["ts"])}
 
@@ -52,9 +52,17 @@ def thread_show(d: dict[str, Any]) -> dict[str, Any]:
         **stamp("queued", d["queued_ts"]), **stamp("started", d["started_ts"]), **stamp("ended", d["ended_ts"]),
         "duration_s": None if d["duration_ms"] is None else d["duration_ms"] / 1000,
         "reason": d["reason"], "error": d["error"],
+        # a thread waiting for a person: its question and since when (null otherwise)
+        "question": d.get("question"), **stamp("waiting_since", d.get("waiting_since_ts")),
         "events": [{"type": e["type"], **stamp("time", e["ts"]), "detail": e["payload"]} for e in d["events"]],
         "messages": [message(m) for m in d["messages"]],
     }
+
+
+def answer(result: dict[str, Any]) -> dict[str, Any]:
+    """`thread approve|reject`: the answer given, and whether the thread resumed now (engine) or later (offline)."""
+    return {"version": VERSION, "run_id": result["run_id"], "decision": result["decision"],
+            "status": result["status"], "via": result["via"]}
 
 
 def round_line(run_id: str, payload: dict[str, Any]) -> dict[str, Any]:

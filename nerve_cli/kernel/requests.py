@@ -1,4 +1,4 @@
-"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, reset.
+"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, answer_thread, reset.
 
 Requests read and drive the engine through `Target`; the engine implements it
 and imports this module, not the reverse.
@@ -151,6 +151,19 @@ async def _start_thread(engine: Target, request: dict) -> dict:
     return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), {"by": "control socket"})
 
 
+async def _answer_thread(engine: Target, request: dict) -> dict:
+    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?}."""
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    run_id, decision, note = request.get("run_id"), request.get("decision"), request.get("note")
+    if not isinstance(run_id, str) or decision not in ("approve", "reject"):
+        raise NerveError('answer_thread needs a run_id and a decision, "approve" or "reject"')
+    if note is not None and not isinstance(note, str):
+        raise NerveError("answer_thread: note must be a string")
+    by = request.get("by") if isinstance(request.get("by"), str) else "control socket"
+    return engine.workflows.answer(run_id, decision, note, by)
+
+
 def _state(state) -> str:
     if state.running:
         return "running"
@@ -196,4 +209,4 @@ def status(engine: Target) -> dict:
 
 
 _OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
-        "reset": _reset}
+        "answer_thread": _answer_thread, "reset": _reset}

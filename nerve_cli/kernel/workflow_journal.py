@@ -15,7 +15,7 @@ from collections.abc import Callable
 from nerve_cli.kernel.report import Report
 from nerve_cli.kernel.workflow_kind import Thread
 from nerve_cli.store.logs import LogStore
-from nerve_cli.workflow.model import WorkflowMessage
+from nerve_cli.workflow.model import WorkflowMessage, is_round, rounds_used
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ class Journal:
     def message(self, thread: Thread, seq: int, message: dict) -> None:
         WorkflowMessage.from_dict(message)  # only valid messages reach the log
         thread.messages.append(message)
-        extra = {} if seq == 0 else {"round": seq}
+        # the start message and a person's answer are not rounds
+        extra = {"round": rounds_used(thread.messages)} if is_round(message["role"]) else {}
         self.event(thread, "message", {**message, "seq": seq, **extra})
 
     def system(self, type_: str, payload: dict) -> None:

@@ -24,17 +24,21 @@ class Thread:
     dispatched: bool = False  # ThreadStart sent to the current worker
     resumed: bool = False
     started_ms: int | None = None  # first start; thread_timeout counts from here, across resumes
+    waiting_since: int | None = None  # a role asked a person at this time (unix ms); approval_timeout counts from it
+    timer: asyncio.TimerHandle | None = None  # its approval_timeout
 
 
 @dataclass
 class Kind:
-    """One workflow: its worker, its running threads (≤ concurrency) and its queue (oldest first)."""
+    """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first)
+    and the threads waiting for a person (no slot)."""
 
     name: str
     worker: WorkerProcess | None = None
     state: str = "stopped"  # stopped | starting | ready | stopping
     running: dict[str, Thread] = field(default_factory=dict)
     queue: deque[Thread] = field(default_factory=deque)
+    waiting: dict[str, Thread] = field(default_factory=dict)
     crashes: int = 0  # worker deaths since the last acknowledged message
     draining: bool = False
     idle: asyncio.TimerHandle | None = None

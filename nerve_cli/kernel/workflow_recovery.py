@@ -114,7 +114,7 @@ def recover_started(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> 
 
 
 def recover_queued(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> Thread | None:
-    """A thread that was waiting when the engine stopped: the thread to queue again, or None (dropped)."""
+    """A thread that was queued when the engine stopped: the thread to queue again, or None (dropped)."""
     name, run_id = row["workflow"], row["run_id"]
     request = queued_request(journal.logs.path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
@@ -122,4 +122,13 @@ def recover_queued(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> T
     if cfg is None:
         journal.event(thread, "dropped", {"reason": f"workflow {name} is no longer in nerve.yaml"})
         return None
+    try:
+        chain = persisted_chain(journal.logs.path, run_id)
+    except ValueError as exc:
+        journal.event(thread, "crashed", {"reason": f"cannot resume: {exc}"})
+        return None
+    if chain:  # queued again after a person's answer: it goes on from its chain
+        thread.messages = [m.to_dict() for m in chain]
+        thread.max_rounds = int(chain[0].meta.get("maxRounds", thread.max_rounds))
+        thread.resumed = True
     return thread

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig
+from nerve_cli.kernel import workflow_gates as gates
 from nerve_cli.kernel import workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess, worker_argv
 from nerve_cli.kernel.workflow_journal import Journal
@@ -22,7 +23,7 @@ from nerve_cli.kernel.workflow_kind import Kind, Thread
 from nerve_cli.wire import protocol
 from nerve_cli.workflow.model import rounds_used
 
-END_STATUSES = ("completed", "failed")
+END_STATUSES = ("completed", "failed", gates.WAITING)
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
 
 
@@ -122,7 +123,7 @@ class Spawner:
 
     # -- worker messages -------------------------------------------------------------
     def handle_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> bool:
-        """One line from a workflow worker; True when a thread ended (room for the next).
+        """One line from a workflow worker; True when a thread ended or waits (room for the next).
 
         Anything unexpected is logged, never raised.
         """
@@ -178,6 +179,9 @@ class Spawner:
         status, reason = msg.status, msg.reason
         if status not in END_STATUSES:
             status, reason = "failed", f"worker reported unknown status {msg.status!r}: {msg.reason}"
+        if status == gates.WAITING:
+            gates.wait(self.journal, kind, thread, reason)
+            return True
         payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
         if msg.error:
             payload["error"] = msg.error

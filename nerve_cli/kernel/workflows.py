@@ -10,12 +10,16 @@ starts and stopped after `idle_timeout` without threads. When a worker dies
 mid-thread it is respawned with backoff; idempotent threads resume from their
 persisted chain, the others end `crashed` with the exit as the reason.
 
+A thread whose role asked a person is `waiting`: it holds no slot, survives
+restarts, and resumes (queued again) when a person answers.
+
 The manager owns the kinds and the pump (start what may start, make sure a
 worker serves it). It calls down into one owner per decision, none of which
 calls back: `workflow_admission` (may it run; start, queue or drop),
 `workflow_spawn` (the worker's life and what its lines mean),
-`workflow_recovery` (threads whose worker, file or time ran out). They all
-write through `workflow_journal`.
+`workflow_recovery` (threads whose worker, file or time ran out),
+`workflow_gates` (threads waiting for a person). They all write through
+`workflow_journal`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel import workflow_admission as admission
+from nerve_cli.kernel import workflow_gates as gates
 from nerve_cli.kernel import workflow_recovery as recovery
 from nerve_cli.kernel.process import WorkerProcess
 from nerve_cli.kernel.report import Report
@@ -72,12 +77,15 @@ class WorkflowManager:
 
     # -- public API ------------------------------------------------------------
     async def start(self) -> None:
-        """Crash recovery at engine start: resume or crash `started` threads, requeue `queued` ones."""
+        """Crash recovery at engine start: resume or crash `started` threads, requeue `queued` ones,
+        wait on with `waiting` ones (their approval_timeout counts from when they began to wait)."""
         self._flush()
         for row in workflow_runs(self.logs.path, status="started"):
             self._requeue(recovery.recover_started(self.journal, self.config.workflows.get(row["workflow"]), row))
         for row in workflow_runs(self.logs.path, status="queued"):
             self._requeue(recovery.recover_queued(self.journal, self.config.workflows.get(row["workflow"]), row))
+        for row in workflow_runs(self.logs.path, status=gates.WAITING):
+            self._rewait(row)
         for kind in list(self.kinds.values()):
             self._pump(kind)
         self._flush()
@@ -141,6 +149,7 @@ class WorkflowManager:
                 "worker": {"pid": worker.pid if worker else None, "state": kind.state if kind else "stopped"},
                 "running": sorted(kind.running, key=_num) if kind else [],
                 "queued": [t.run_id for t in kind.queue] if kind else [],
+                "waiting": sorted(kind.waiting, key=_num) if kind else [],
                 "counts": counts.get(name, {}),
             }
         return out
@@ -165,6 +174,62 @@ class WorkflowManager:
                     self._flush()
                 return True
         return False
+
+    def answer(self, run_id: str, decision: str, note: str | None, by: str) -> dict:
+        """A person's answer to a waiting thread: appended to its chain, the thread resumes (or queues).
+
+        WorkflowError when the thread is not waiting. An answered thread is
+        never dropped by `overflow: drop`: it waits at the head of the queue.
+        """
+        kind, thread = self._waiting(run_id)
+        cfg = self.config.workflows.get(kind.name)
+        if cfg is None:
+            raise WorkflowError(f"{run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
+        try:
+            gates.answer(self.journal, kind, thread, decision, note, by)
+        except ValueError as exc:
+            raise WorkflowError(str(exc)) from None
+        kind.queue.appendleft(thread)  # it was asked before anything queued now: first in line
+        self._pump(kind)  # starts it at once if there is a free slot
+        self._flush()
+        status = "started" if thread.run_id in kind.running else "queued"
+        self.report("info", f"workflow {kind.name}: {run_id} {decision}d by {by}; {status}")
+        return {"run_id": run_id, "decision": decision, "status": status}
+
+    def _waiting(self, run_id: str) -> tuple[Kind, Thread]:
+        for kind in self.kinds.values():
+            if run_id in kind.waiting:
+                return kind, kind.waiting[run_id]
+        self._flush()
+        rows = [r for r in workflow_runs(self.logs.path) if r["run_id"] == run_id]
+        raise gates.not_waiting(self.logs.path, run_id, rows[0]["status"] if rows else None)
+
+    def _rewait(self, row: dict) -> None:
+        """A thread that was waiting when the engine stopped waits on (or fails: its workflow is gone)."""
+        try:
+            thread = gates.waiting_thread(self.logs.path, row)
+        except WorkflowError as exc:
+            self.logs.workflow_event(row["run_id"], row["workflow"], "failed",
+                                     {"workflow": row["workflow"], "reason": str(exc)})
+            return
+        if row["workflow"] not in self.config.workflows:
+            self.journal.event(thread, "failed", {"reason": f"workflow {row['workflow']} is no longer in "
+                                                            "nerve.yaml", "rounds": rounds_used(thread.messages)})
+            return
+        kind = self._kind(thread.workflow)
+        kind.waiting[thread.run_id] = thread
+        self._arm_gate(kind, thread)
+
+    def _arm_gate(self, kind: Kind, thread: Thread) -> None:
+        deadline = gates.approval_deadline(self.config.workflows.get(kind.name), thread)
+        if deadline is not None and thread.timer is None:
+            thread.timer = asyncio.get_running_loop().call_later(deadline[0], self._expire, kind, thread,
+                                                                 deadline[1])
+
+    def _expire(self, kind: Kind, thread: Thread, reason: str) -> None:
+        thread.timer = None
+        if gates.expire(self.journal, kind, thread, reason):
+            self._flush()
 
     def add_listener(self, listener: Listener) -> None:
         """Called after every workflow event is written (the standalone CLI prints rounds with it)."""
@@ -253,7 +318,7 @@ class WorkflowManager:
         assert kind.worker is not None
         cfg = self.config.workflows.get(kind.name) or WorkflowConfig()
         start = protocol.ThreadStart(thread.run_id, thread.workflow, list(thread.messages), thread.max_rounds,
-                                     cfg.role_timeout, cfg.role_retries)
+                                     cfg.role_timeout, cfg.role_retries, cfg.role_backoff, cfg.model, cfg.system)
         thread.dispatched = kind.worker.send(start)
 
     async def _spawn(self, kind: Kind) -> None:
@@ -273,7 +338,9 @@ class WorkflowManager:
         self._flush()
 
     def _on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:
-        if self.spawner.handle_message(kind, worker, message):  # a thread ended: room for the next
+        if self.spawner.handle_message(kind, worker, message):  # a thread ended or waits: room for the next
+            for thread in kind.waiting.values():
+                self._arm_gate(kind, thread)
             self._pump(kind)
             self._flush()
 

@@ -34,8 +34,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 # workflow event types that change a thread's status in workflow_runs
-STATUSES = frozenset({"queued", "started", "completed", "failed", "crashed", "dropped"})
-LIVE_STATUSES = ("queued", "started")
+STATUSES = frozenset({"queued", "started", "waiting", "completed", "failed", "crashed", "dropped"})
+# a live thread's rows are never archived: a queued, running or waiting thread resumes from them
+LIVE_STATUSES = ("queued", "started", "waiting")
 LAST_COMPLETE = "last_complete:"
 BUSY_TIMEOUT_MS = 5000
 

@@ -213,7 +213,8 @@ class ThreadScreen(Screen):
         text = Text(f"{d['run_id']} · {d['workflow']} · ", style="bold") + styled(d["status"])
         text += Text(f" · {d['rounds']}/{d['max_rounds']} rounds\n")
         for m in d["messages"]:
-            who = "prompt" if m["round"] is None else f"#{m['round']} {m['role']}"
+            who = ("prompt" if m["role"] == "__start__" else f"person ({(m.get('meta') or {}).get('decision')})"
+                   if m["round"] is None else f"#{m['round']} {m['role']}")
             text += Text(f"\n{who} · {display(m['time_ms'], date=False, utc=self.app.utc)}\n",  # type: ignore[attr-defined]
                          style="bold cyan")
             text += Text(str(m["content"]).rstrip() + "\n")

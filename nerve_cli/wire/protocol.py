@@ -91,6 +91,9 @@ class ThreadStart(Message):
     max_rounds: int
     role_timeout: float | None = None  # seconds one role call may take (workflows.<name>.role_timeout)
     role_retries: int = 0  # extra attempts for a role that raises or times out
+    role_backoff: float = 1.0  # first pause before a retry (doubles, with jitter)
+    model: str | None = None  # workflows.<name>.model: the default model of model-backed roles
+    system: str | None = None  # workflows.<name>.system: their default system prompt
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ class ThreadMessage(Message):
 class ThreadEnd(Message):
     type: ClassVar[str] = "thread_end"
     run_id: str
-    status: str  # completed | failed
+    status: str  # completed | failed | waiting (a role asked a person; reason is the question)
     reason: str
     error: dict[str, Any] | None = None  # user code's failure (type, message, traceback, file, line)
 

@@ -9,7 +9,8 @@ the real stdout only; `print()` in user code goes to stderr.
   the threads it meant to run with that reason (and does not respawn in a loop).
 - ThreadStart: run (or resume) the thread from the given chain. Each new
   message is sent as ThreadMessage(seq) and the thread waits for the kernel's
-  Ack(seq) — the message is on disk — before its next step. ThreadEnd closes it.
+  Ack(seq) — the message is on disk — before its next step. ThreadEnd closes it
+  (status `waiting` when a role asked a person: the task ends, the slot is free).
 - ThreadCancel: cancel that thread's task; it ends `failed` with "cancelled: <reason>".
 - Shutdown or EOF on stdin (the kernel is gone or stopping us): cancel what is
   left and exit 0. The kernel lets threads finish before it asks, so whatever is
@@ -29,6 +30,7 @@ from typing import Any
 
 from nerve_cli.wire import protocol
 from nerve_cli.worker.stdio import protocol_reader, take_protocol_fds
+from nerve_cli.workflow.context import ThreadInfo, enter_thread
 from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
 from nerve_cli.workflow.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.workflow.thread import FAILED, ThreadContext, run_thread
@@ -112,7 +114,9 @@ class Runtime:
             self.out.send(protocol.ThreadMessage(run_id, seq, message.to_dict()))
             await future
 
-        ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries)
+        ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries,
+                                  role_backoff=start.role_backoff)
+        enter_thread(ThreadInfo(run_id, start.workflow, start.model, start.system))
         try:
             outcome = await run_thread(self.definition, chain, persist, ctx)
         except asyncio.CancelledError as exc:

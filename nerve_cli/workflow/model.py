@@ -20,7 +20,11 @@ from typing import Any, Generic, TypeVar
 
 START = "__start__"
 END = "__end__"
-RESERVED_ROLES = frozenset({START, END})
+# The role of a person's answer to a waiting thread (`nerve thread approve|reject`).
+PERSON = "__person__"
+RESERVED_ROLES = frozenset({START, END, PERSON})
+# meta key marking a message that asks a person and stops the thread until answered
+ASKS_PERSON = "ask_person"
 
 M = TypeVar("M", bound=Mapping[str, Any])
 
@@ -63,6 +67,26 @@ class RoleResult(Generic[M]):
     meta: M
 
 
+class AskPerson(RoleResult[M]):
+    """What a role returns to stop the thread and wait for a person: `content` is the question.
+
+    The question is persisted as the role's message (meta gets `ask_person: true`),
+    the thread becomes `waiting` and holds no worker slot; `nerve thread approve|reject
+    run-N [--note TEXT]` appends the person's answer (role PERSON, meta
+    `{"decision", "approved", "note"}`) and the thread resumes: the moderator sees
+    the answer as the last message.
+    """
+
+
+def ask_person(question: str, meta: Mapping[str, Any] | None = None) -> AskPerson[Any]:
+    """Stop the thread until a person answers `question` (see AskPerson)."""
+    return AskPerson(question, dict(meta or {}))
+
+
+class RoleSetupError(Exception):
+    """A role cannot work as set up (unknown model, missing API key): the thread fails at once, no retries."""
+
+
 # A role is an async function of the chain so far; it may have side effects.
 Role = Callable[[Sequence[WorkflowMessage]], Awaitable[RoleResult[M]]]
 # The moderator is a pure function of the chain: the next role's name, or END.
@@ -82,6 +106,41 @@ def start_message(prompt: str, max_rounds: int, timestamp: int) -> WorkflowMessa
     return WorkflowMessage(START, prompt, {"maxRounds": max_rounds}, timestamp)
 
 
+def is_round(role: Any) -> bool:
+    """A round is a role's message: not the start message (PR #81 review, warning 3), not a person's answer."""
+    return role not in (START, PERSON)
+
+
+def _role(m: WorkflowMessage | Mapping[str, Any]) -> Any:
+    return m.role if isinstance(m, WorkflowMessage) else m.get("role")
+
+
 def rounds_used(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any]]) -> int:
-    """Rounds in a chain: every message but the start message (PR #81 review, warning 3)."""
-    return sum(1 for m in messages if (m.role if isinstance(m, WorkflowMessage) else m.get("role")) != START)
+    """Rounds in a chain: the roles' messages (the start message and a person's answers are not rounds)."""
+    return sum(1 for m in messages if is_round(_role(m)))
+
+
+def asks_person(message: WorkflowMessage | Mapping[str, Any]) -> bool:
+    """True for a role's message that asked a person (the thread waits until the answer follows it)."""
+    meta = message.meta if isinstance(message, WorkflowMessage) else message.get("meta")
+    return isinstance(meta, Mapping) and meta.get(ASKS_PERSON) is True and is_round(_role(message))
+
+
+def pending_question(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any]]) -> str | None:
+    """The question a chain waits on (its last message asked a person and no answer follows), else None."""
+    if messages and asks_person(messages[-1]):
+        last = messages[-1]
+        return str(last.content if isinstance(last, WorkflowMessage) else last.get("content"))
+    return None
+
+
+APPROVE, REJECT = "approve", "reject"
+
+
+def person_answer(decision: str, note: str | None, by: str, timestamp: int) -> WorkflowMessage:
+    """The message a person's answer becomes: what the moderator sees next."""
+    if decision not in (APPROVE, REJECT):
+        raise ValueError(f"decision must be {APPROVE!r} or {REJECT!r}, got {decision!r}")
+    content = note if note else ("approved" if decision == APPROVE else "rejected")
+    meta = {"decision": decision, "approved": decision == APPROVE, "note": note, "by": by}
+    return WorkflowMessage(PERSON, content, meta, timestamp)

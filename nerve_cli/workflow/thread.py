@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,9 +24,12 @@ from typing import Any
 import orjson
 
 from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
-from nerve_cli.workflow.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage
+from nerve_cli.workflow.model import (
+    ASKS_PERSON, END, START, AskPerson, RoleResult, RoleSetupError, WorkflowDefinition, WorkflowMessage,
+    pending_question, rounds_used,
+)
 
-COMPLETED, FAILED = "completed", "failed"
+COMPLETED, FAILED, WAITING = "completed", "failed", "waiting"
 REASON_END, REASON_MAX_ROUNDS = "end", "max_rounds"
 
 Persist = Callable[[int, WorkflowMessage], Awaitable[None]]
@@ -33,8 +37,8 @@ Persist = Callable[[int, WorkflowMessage], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # completed | failed
-    reason: str  # "end", "max_rounds", or what failed
+    status: str  # completed | failed | waiting
+    reason: str  # "end", "max_rounds", what failed, or (waiting) the question for a person
     messages: tuple[WorkflowMessage, ...]
     error: Failure | None = None
 
@@ -48,6 +52,23 @@ class ThreadContext:
     clock: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
     role_timeout: float | None = None  # an async role taking longer is cancelled (a sync one cannot be)
     role_retries: int = 0  # extra attempts when a role raises or times out
+    role_backoff: float = 1.0  # the first pause before a retry; each next one doubles (with jitter)
+    rng: random.Random = field(default_factory=random.Random)
+
+
+BACKOFF_CAP = 60.0
+
+
+def retry_delay(first: float, attempt: int, rng: random.Random) -> float:
+    """The pause after failed attempt `attempt` (1-based): exponential back-off with "equal jitter".
+
+    The nominal delay doubles each time (first, 2×first, 4×first … up to
+    BACKOFF_CAP); half of it is fixed and half random, so retries of many
+    threads against one rate-limited API spread out while each thread's
+    pauses still grow: delay n lies in [d/2, d], delay n+1 in [d, 2d].
+    """
+    nominal = min(BACKOFF_CAP, first * 2 ** (attempt - 1))
+    return nominal / 2 + rng.random() * nominal / 2
 
 
 def describe(exc: BaseException, ctx: ThreadContext) -> Failure:
@@ -111,6 +132,8 @@ def to_message(role: str, result: Any, timestamp: int) -> WorkflowMessage | str:
         meta = orjson.loads(orjson.dumps(dict(result.meta)))
     except (TypeError, orjson.JSONEncodeError) as exc:
         return f"role {role!r} returned meta that is not JSON-serialisable: {exc}"
+    if isinstance(result, AskPerson):
+        meta[ASKS_PERSON] = True
     return WorkflowMessage(role, result.content, meta, timestamp)
 
 
@@ -132,6 +155,10 @@ async def run_thread(
     The moderator is consulted first at every step, so a thread whose last
     round satisfied it ends with reason `end` even when that round was the last
     one allowed. Rounds are numbered from 1; the start message is not a round.
+    A role returning `ask_person(question)` ends this call as WAITING (reason:
+    the question) once its message is persisted; the thread is run again from
+    its chain with the person's answer appended. A chain that still waits for
+    its answer returns WAITING at once.
     Cancellation (asyncio.CancelledError) propagates to the caller.
     """
     ctx = ctx or ThreadContext()
@@ -139,6 +166,9 @@ async def run_thread(
     if not chain or chain[0].role != START:
         return Outcome(FAILED, "the chain does not begin with a start message", tuple(chain))
     limit = max_rounds_of(chain)
+    question = pending_question(chain)
+    if question is not None:
+        return Outcome(WAITING, question, tuple(chain))
     while True:
         try:
             choice = definition.moderator(tuple(chain))
@@ -150,7 +180,7 @@ async def run_thread(
             return Outcome(FAILED, problem, tuple(chain))
         if choice == END:
             return Outcome(COMPLETED, REASON_END, tuple(chain))
-        if len(chain) - 1 >= limit:
+        if rounds_used(chain) >= limit:
             return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
         result, reason, failure = await call_role(definition.roles[choice], choice, tuple(chain), ctx)
         if reason is not None:
@@ -160,14 +190,23 @@ async def run_thread(
             return Outcome(FAILED, message, tuple(chain))
         await persist(len(chain), message)
         chain.append(message)
+        if isinstance(result, AskPerson):
+            return Outcome(WAITING, message.content, tuple(chain))
 
 
 async def call_role(
     role: Callable[..., Any], name: str, chain: tuple[WorkflowMessage, ...], ctx: ThreadContext
 ) -> tuple[Any, str | None, Failure | None]:
-    """(result, None, None), or (None, why, failure) once every attempt raised or timed out."""
+    """(result, None, None), or (None, why, failure) once every attempt raised or timed out.
+
+    Attempts are spaced by `retry_delay` (exponential back-off with jitter), so
+    retries against a rate-limited API do not all land at once. RoleSetupError
+    (unknown model, missing key) is not retried: waiting would not fix it.
+    """
     attempts = 1 + max(0, ctx.role_retries)
     for attempt in range(1, attempts + 1):
+        if attempt > 1:
+            await asyncio.sleep(retry_delay(ctx.role_backoff, attempt - 1, ctx.rng))
         failure: Failure | None = None
         try:
             async with asyncio.timeout(ctx.role_timeout) as deadline:
@@ -181,6 +220,9 @@ async def call_role(
                 reason = _summary(f"role {name!r}", failure)
             else:
                 reason = f"role {name!r} timed out after {ctx.role_timeout:g}s (role_timeout)"
+        except RoleSetupError as exc:
+            failure = describe(exc, ctx)
+            return None, f"role {name!r} cannot run: {exc}", failure
         except (Exception, SystemExit) as exc:
             failure = describe(exc, ctx)
             reason = _summary(f"role {name!r}", failure)

@@ -23,6 +23,7 @@ from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, query_logs
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
+STOP_TYPES = (*END_TYPES, "waiting")  # following a thread stops when it ends or waits for a person
 OnEvent = Callable[[str, str, dict], None]  # (run_id, type, payload)
 Report = Callable[[str, str], None]
 POLL = 0.1
@@ -31,7 +32,7 @@ ENGINE_CHECK = 2.0
 
 def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
                  on_event: OnEvent, report: Report) -> dict[str, Any]:
-    """Run one thread to its end; returns {"run_id", "status", "reason", "via"}."""
+    """Run one thread to its end, or until it waits for a person; returns {"run_id", "status", "reason", "via"}."""
     if engine_running(home):
         answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds)
         end = follow_run(home, answer["run_id"], on_event)
@@ -47,7 +48,7 @@ def follow_run(home: Path, run_id: str, on_event: OnEvent, *, poll: float = POLL
             after = row["id"]
             payload = row["payload"] or {}
             on_event(run_id, row["type"], payload)
-            if row["type"] in END_TYPES:
+            if row["type"] in STOP_TYPES:
                 return {"run_id": run_id, "status": row["type"], "reason": payload.get("reason")}
         if time.monotonic() - checked > ENGINE_CHECK:
             checked = time.monotonic()
@@ -79,7 +80,7 @@ async def _standalone(home: Path, config: Any, name: str, prompt: str, max_round
         if run_id != mine[0]:
             return
         on_event(run_id, type_, payload)
-        if type_ in END_TYPES and not done.done():
+        if type_ in STOP_TYPES and not done.done():
             done.set_result({"run_id": run_id, "status": type_, "reason": payload.get("reason")})
 
     logs = LogStore(Layout(home).logs_db)

@@ -16,7 +16,7 @@ from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
-from nerve_cli.workflow.model import START
+from nerve_cli.workflow.model import PERSON, START, is_round
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
 
@@ -31,18 +31,20 @@ def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]
     try:
         rows = conn.execute(
             f"SELECT ref_id, type, json_extract(payload, '$.prompt'), json_extract(payload, '$.max_rounds'), "
-            f"json_extract(payload, '$.reason') FROM logs WHERE source = 'workflow' AND ref_id IN ({marks}) "
-            f"AND type IN ('queued', 'completed', 'failed', 'crashed', 'dropped') ORDER BY id", run_ids)
+            f"coalesce(json_extract(payload, '$.reason'), json_extract(payload, '$.question')) FROM logs "
+            f"WHERE source = 'workflow' AND ref_id IN ({marks}) "
+            f"AND type IN ('queued', 'waiting', 'completed', 'failed', 'crashed', 'dropped') ORDER BY id", run_ids)
         for run_id, type_, prompt, max_rounds, reason in rows:
             if type_ == "queued":
                 out[run_id].update(prompt=prompt, max_rounds=max_rounds)
+                out[run_id].pop("reason", None)  # queued again after an answer: the question is answered
             else:
-                out[run_id]["reason"] = reason
-        # the start message is not a round (PR #81 review, warning 3)
+                out[run_id]["reason"] = reason  # for a waiting thread: its question
+        # the start message (PR #81 review, warning 3) and a person's answers are not rounds
         rows = conn.execute(
             f"SELECT ref_id, COUNT(DISTINCT json_extract(payload, '$.seq')) FROM logs WHERE source = 'workflow' "
-            f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') != ? GROUP BY ref_id",
-            [*run_ids, START])
+            f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') NOT IN (?, ?) "
+            f"GROUP BY ref_id", [*run_ids, START, PERSON])
         for run_id, rounds in rows:
             out[run_id]["rounds"] = rounds
     finally:
@@ -86,7 +88,7 @@ def _archived_summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[s
             info.update(prompt=payload.get("prompt"), max_rounds=payload.get("max_rounds"))
         elif row["type"] in END_TYPES:
             info["reason"] = payload.get("reason")
-        elif row["type"] == "message" and payload.get("role") != START:
+        elif row["type"] == "message" and is_round(payload.get("role")):
             rounds.setdefault(run_id, set()).add(payload.get("seq"))
     for run_id, seqs in rounds.items():
         out[run_id]["rounds"] = len(seqs)
@@ -127,6 +129,7 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         ended = None  # resumed or requeued after an end: not over
     chain = _chain(rows)
     end_payload = (ended or {}).get("payload") or {}
+    waiting = status_row if status_row is not None and status_row["type"] == "waiting" else None
     now = now_ms()
     return {
         "run_id": run_id,
@@ -134,7 +137,7 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "status": status_row["type"] if status_row else "unknown",
         "prompt": queued.get("prompt"),
         "max_rounds": queued.get("max_rounds"),
-        "rounds": sum(1 for m in chain if m["role"] != START),
+        "rounds": sum(1 for m in chain if is_round(m["role"])),
         "origin": queued.get("origin"),
         "queued_ts": events[0]["ts"] if events else None,
         "started_ts": started["ts"] if started else None,
@@ -142,6 +145,9 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "duration_ms": ((ended["ts"] if ended else now) - started["ts"]) if started else None,
         "reason": end_payload.get("reason"),
         "error": end_payload.get("error"),
+        # a thread waiting for a person: what it asks and since when (None otherwise)
+        "question": (waiting["payload"] or {}).get("question") if waiting else None,
+        "waiting_since_ts": waiting["ts"] if waiting else None,
         "events": [{"type": r["type"], "ts": r["ts"], "payload": r["payload"] or {}} for r in events],
         "messages": chain,
     }
@@ -154,7 +160,7 @@ def _with_archive(logs_path: Path, run_id: str) -> list[dict]:
 
 
 def _chain(rows: list[dict]) -> list[dict[str, Any]]:
-    """Message rows in seq order, first row per seq; each with its round (None for the start)."""
+    """Message rows in seq order, first row per seq; each with its round (None for the start and a person's answer)."""
     by_seq: dict[int, dict[str, Any]] = {}
     for row in rows:
         payload = row["payload"] or {}
@@ -162,8 +168,13 @@ def _chain(rows: list[dict]) -> list[dict[str, Any]]:
         if row["type"] == "message" and isinstance(seq, int) and seq not in by_seq:
             message = {k: payload.get(k) for k in MESSAGE_FIELDS}
             stamp = message["timestamp"] if isinstance(message["timestamp"], int) else row["ts"]
-            by_seq[seq] = {"seq": seq, "round": None if message["role"] == START else seq, **message, "ts": stamp}
-    return [by_seq[s] for s in sorted(by_seq)]
+            by_seq[seq] = {"seq": seq, **message, "ts": stamp}
+    chain, rounds = [], 0
+    for seq in sorted(by_seq):
+        message = by_seq[seq]
+        rounds += 1 if is_round(message["role"]) else 0
+        chain.append({"seq": seq, "round": rounds if is_round(message["role"]) else None, **message})
+    return chain
 
 
 def workflows_overview(home: Path) -> list[dict[str, Any]]:

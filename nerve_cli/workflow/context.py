@@ -1,0 +1,35 @@
+"""Which thread a role is running in: set by the workflow worker, read by helpers such as `llm_role`.
+
+A role is called with the chain only (PR #81); what it may also need — the
+thread's id, its workflow's `model` and `system` from nerve.yaml, a place to
+keep per-thread state such as a model conversation — travels in a context
+variable, so each thread (an asyncio task in the worker) sees its own.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ThreadInfo:
+    run_id: str
+    workflow: str
+    model: str | None = None  # workflows.<name>.model
+    system: str | None = None  # workflows.<name>.system
+    state: dict[str, Any] = field(default_factory=dict)  # per-thread scratch space of role helpers
+
+
+_current: ContextVar[ThreadInfo | None] = ContextVar("nerve_thread", default=None)
+
+
+def current_thread() -> ThreadInfo | None:
+    """The thread the calling role runs in; None outside a workflow worker (e.g. a unit test)."""
+    return _current.get()
+
+
+def enter_thread(info: ThreadInfo) -> None:
+    """Set for the calling task (each thread runs in its own task, so this never leaks across threads)."""
+    _current.set(info)

@@ -1,0 +1,186 @@
+"""Human approval gates: a role asks a person, the thread waits (no slot, survives restarts) and resumes on an answer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+import time
+from pathlib import Path
+
+from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance
+from nerve_cli.kernel.client import request
+
+GATED = textwrap.dedent('''
+    from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
+
+    async def writer(messages):
+        return RoleResult(f"draft for {messages[0].content}", {"words": 3})
+
+    async def critic(messages):
+        return ask_person(f"Publish '{messages[-1].content}'?", {"score": 8})
+
+    async def publisher(messages):
+        return RoleResult(f"published with the note: {messages[-1].content}", {})
+
+    def moderator(messages):
+        last = messages[-1]
+        if last.role == "__start__":
+            return "writer"
+        if last.role == "writer":
+            return END if "nogate" in messages[0].content else "critic"
+        if last.role == PERSON:  # the person's answer is the last message the moderator sees
+            if not last.meta["approved"]:
+                return END
+            return "publisher" if "ship" in last.content else "writer"
+        return END
+
+    workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic, "publisher": publisher},
+                                  moderator=moderator)
+''')
+
+
+def _instance(home: Path, settings: str = "{concurrency: 1, overflow: queue}") -> None:
+    write_instance(home, f"workflows:\n  gated: {settings}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "gated.py").write_text(GATED)
+
+
+def _runs(home: Path) -> dict[str, str]:
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    try:
+        return dict(conn.execute("SELECT run_id, status FROM workflow_runs"))
+    finally:
+        conn.close()
+
+
+def _roles(home: Path, run_id: str) -> list[str]:
+    return [r["payload"]["role"] for r in read_logs(home, "workflow", "message", run_id)]
+
+
+def _shown(home: Path, run_id: str) -> dict:
+    result = nerve("thread", "show", run_id, "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_note(home: Path) -> None:
+    _instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run = nerve("workflow", "run", "gated", "--prompt", "the notes", home=home)
+        assert run.returncode == 5, run.stdout + run.stderr  # 5: waiting for a person
+        assert "waits for a person" in run.stdout and "Publish 'draft for the notes'?" in run.stdout
+        assert _runs(home) == {"run-1": "waiting"}
+        assert request(home, "status")["workflows"]["gated"]["waiting"] == ["run-1"]
+        engine.stop()
+
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        assert _runs(home) == {"run-1": "waiting"}  # recovery left it waiting, not crashed
+        inbox = json.loads(nerve("thread", "list", "--status", "waiting", "--json", home=home).stdout)["threads"]
+        assert [(t["run_id"], t["reason"], t["rounds"]) for t in inbox] == [
+            ("run-1", "Publish 'draft for the notes'?", 2)]
+        shown = _shown(home, "run-1")
+        assert (shown["status"], shown["question"]) == ("waiting", "Publish 'draft for the notes'?")
+
+        answer = nerve("thread", "approve", "run-1", "--note", "ship it, fix the typo", home=home)
+        assert answer.returncode == 0, answer.stderr
+        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="run-1 to complete")
+        engine.stop()
+
+    assert _roles(home, "run-1") == ["__start__", "writer", "critic", "__person__", "publisher"]
+    shown = _shown(home, "run-1")
+    person, published = shown["messages"][3], shown["messages"][4]
+    assert (person["content"], person["round"]) == ("ship it, fix the typo", None)  # not a round
+    assert person["meta"] == {"decision": "approve", "approved": True, "note": "ship it, fix the typo",
+                              "by": "nerve thread approve"}
+    assert published["content"] == "published with the note: ship it, fix the typo"
+    assert published["round"] == 3 and shown["rounds"] == 3
+    assert [e["type"] for e in shown["events"]] == [
+        "queued", "started", "waiting", "queued", "started", "completed"]
+    transcript = nerve("thread", "show", "run-1", "--transcript", home=home).stdout
+    assert "## person (approve)" in transcript
+
+
+def test_a_waiting_thread_holds_no_slot_and_reject_ends_it_as_the_moderator_decides(home: Path) -> None:
+    _instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        first = request(home, "start_thread", workflow="gated", prompt="the notes")["run_id"]
+        wait_for(lambda: _runs(home).get(first) == "waiting", 20, what="the first thread to wait")
+        # concurrency 1: the waiting thread does not block the next one
+        second = request(home, "start_thread", workflow="gated", prompt="nogate")
+        assert second["status"] == "started"
+        wait_for(lambda: _runs(home).get(second["run_id"]) == "completed", 20, what="the second thread")
+        assert _runs(home)[first] == "waiting"
+
+        answer = nerve("thread", "reject", first, "--note", "too long", "--json", home=home)
+        assert answer.returncode == 0, answer.stderr
+        assert json.loads(answer.stdout) == {"version": 1, "run_id": first, "decision": "reject",
+                                             "status": "started", "via": "engine"}
+        wait_for(lambda: _runs(home).get(first) == "completed", 20, what="the rejected thread to end")
+        again = nerve("thread", "approve", first, home=home)
+        assert again.returncode == 1 and "run-1 is completed, not waiting" in again.stderr
+        engine.stop()
+    assert _roles(home, first) == ["__start__", "writer", "critic", "__person__"]
+    shown = _shown(home, first)
+    assert (shown["status"], shown["reason"]) == ("completed", "end")
+    assert shown["messages"][-1]["meta"]["decision"] == "reject"
+
+
+def test_approval_timeout_ends_a_waiting_thread_as_failed(home: Path) -> None:
+    _instance(home, "{concurrency: 1, approval_timeout: 300ms}")
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run_id = request(home, "start_thread", workflow="gated", prompt="the notes")["run_id"]
+        wait_for(lambda: _runs(home).get(run_id) == "failed", 20, what="the approval timeout")
+        engine.stop()
+    shown = _shown(home, run_id)
+    assert shown["reason"] == "no answer from a person within approval_timeout 300ms"
+    assert [e["type"] for e in shown["events"]][-2:] == ["waiting", "failed"]
+
+
+def test_standalone_run_waits_offline_approve_queues_and_the_next_engine_resumes(home: Path) -> None:
+    _instance(home)
+    run = nerve("workflow", "run", "gated", "--prompt", "the notes", home=home)  # no engine: standalone
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert _runs(home) == {"run-1": "waiting"}
+
+    answer = nerve("thread", "approve", "1", "--note", "ship", home=home)
+    assert answer.returncode == 0, answer.stderr
+    assert "resumes at the next `nerve run`" in answer.stdout
+    assert _runs(home) == {"run-1": "queued"}
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="the approved thread to finish")
+        engine.stop()
+    assert _roles(home, "run-1") == ["__start__", "writer", "critic", "__person__", "publisher"]
+
+
+def test_doctor_rebuilds_the_waiting_status(home: Path) -> None:
+    _instance(home)
+    assert nerve("workflow", "run", "gated", "--prompt", "x", home=home).returncode == 5
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    with conn:
+        conn.execute("UPDATE workflow_runs SET status = 'started' WHERE run_id = 'run-1'")
+    conn.close()
+    shown = nerve("doctor", home=home)
+    assert "run-1" in shown.stdout and "waiting" in shown.stdout, shown.stdout
+    assert nerve("doctor", "--fix", home=home).returncode == 0
+    assert _runs(home) == {"run-1": "waiting"}
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    with conn:
+        conn.execute("DELETE FROM workflow_runs")
+    conn.close()
+    assert nerve("doctor", "--fix", home=home).returncode == 0
+    assert _runs(home) == {"run-1": "waiting"}
+
+
+def test_only_a_waiting_thread_can_be_answered(home: Path) -> None:
+    _instance(home)
+    missing = nerve("thread", "approve", "run-9", home=home)
+    assert missing.returncode == 1 and "no thread run-9" in missing.stderr and "no thread is waiting" in missing.stderr
+    assert nerve("workflow", "run", "gated", "--prompt", "nogate", home=home).returncode == 0
+    done = nerve("thread", "reject", "run-1", home=home)
+    assert done.returncode == 1 and "run-1 is completed, not waiting" in done.stderr
