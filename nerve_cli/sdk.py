@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time they load lazily
+    from nerve_cli.roles.llm import llm_role as llm_role, transcript as transcript
     from nerve_cli.schema.declare import index as index, table as table
     from nerve_cli.store.blobs import BlobStore as BlobStore
     from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
@@ -35,6 +36,8 @@ _EXPORTS = {
     "ask_person": "nerve_cli.workflow.model",
     "RoleSetupError": "nerve_cli.workflow.model",
     "BlobStore": "nerve_cli.store.blobs",
+    "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
+    "transcript": "nerve_cli.roles.llm",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -24,6 +24,53 @@ def compact(meta: Any) -> str:
     return "" if not meta else json.dumps(meta, ensure_ascii=False, separators=(", ", ": "))
 
 
+# meta keys a model-backed role writes (llm_role), shown as one line instead of raw JSON
+MODEL_KEYS = ("model", "usage", "duration_ms", "cost", "conversation_id")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def model_line(meta: Any) -> str:
+    """`echo · 12→48 tokens · 0.8s · $0.0012` from a message's meta; "" when it has none of these fields."""
+    if not isinstance(meta, dict):
+        return ""
+    parts = []
+    if isinstance(meta.get("model"), str):
+        parts.append(meta["model"])
+    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    if _number(usage.get("input")) or _number(usage.get("output")):
+        parts.append(f"{usage.get('input') if _number(usage.get('input')) else '?'}→"
+                     f"{usage.get('output') if _number(usage.get('output')) else '?'} tokens")
+    if parts and _number(meta.get("duration_ms")):
+        ms = meta["duration_ms"]
+        parts.append(f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s")
+    if _number(meta.get("cost")):
+        parts.append(f"${meta['cost']:.4f}")
+    return " · ".join(parts)
+
+
+def rest_of(meta: Any) -> Any:
+    """The meta without the fields model_line shows (when it shows them)."""
+    if not isinstance(meta, dict) or not model_line(meta):
+        return meta
+    return {k: v for k, v in meta.items() if k not in MODEL_KEYS}
+
+
+def totals(messages: list[dict]) -> str:
+    """`3 model calls · 120→340 tokens · $0.0030` over a thread's model-backed messages; "" when none."""
+    metas = [m.get("meta") for m in messages if isinstance(m.get("meta"), dict) and m["meta"].get("model")]
+    if not metas:
+        return ""
+    usage = [m.get("usage") if isinstance(m.get("usage"), dict) else {} for m in metas]
+    tokens_in = sum(u.get("input") for u in usage if _number(u.get("input")))
+    tokens_out = sum(u.get("output") for u in usage if _number(u.get("output")))
+    line = f"{len(metas)} model call{'s' if len(metas) != 1 else ''} · {tokens_in}→{tokens_out} tokens"
+    costs = [m["cost"] for m in metas if _number(m.get("cost"))]
+    return line + (f" · ${sum(costs):.4f}" if costs else "")
+
+
 def live_event(run_id: str, type_: str, payload: dict) -> None:
     """One line (or block) per event while a thread runs."""
     from rich.text import Text
@@ -34,7 +81,10 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
         output.info(f"{who(payload)}: {payload.get('content')}", style="magenta")
     elif type_ == "message":
         head = Text(f"#{payload.get('round')} ", style="bold") + Text(str(payload.get("role")), style="cyan")
-        meta = compact(payload.get("meta"))
+        model = model_line(payload.get("meta"))
+        if model:
+            head += Text(f"  {model}", style="magenta")
+        meta = compact(rest_of(payload.get("meta")))
         output.console().print(head + (Text(f"  {meta}", style="dim") if meta else Text("")))
         output.console().print(Text(str(payload.get("content")), style=""), soft_wrap=True)
     elif type_ == "queued" and payload.get("answer"):
@@ -70,6 +120,7 @@ def thread_header(d: dict) -> None:
         ("started", output.when(d["started_ms"])), ("ended", output.when(d["ended_ms"])),
         ("duration", duration + ("" if d["ended_ms"] else " (so far)")), ("reason", d["reason"]),
         ("waiting since", output.when(d["waiting_since_ms"])), ("question", d["question"]),
+        ("models", totals(d["messages"])),
     ]
     shown = [(key, value) for key, value in rows if value not in (None, "", " (so far)")]
     output.show(output.table(None, [("field", {"style": "bold"}), "value"], shown, box=None, show_header=False,
@@ -87,9 +138,12 @@ def thread_rounds(d: dict) -> None:
     if not rounds:
         output.info("no rounds yet", style="dim")
         return
-    columns = [("#", {"justify": "right"}), "role", ("content", {"overflow": "fold", "ratio": 3}),
-               ("meta", {"overflow": "fold", "ratio": 1}), ("time", {"no_wrap": True})]
-    rows = [("" if m["round"] is None else m["round"], who(m), m["content"], compact(m["meta"]),
+    with_models = any(model_line(m["meta"]) for m in rounds)  # a model column only when rounds called one
+    columns = [("#", {"justify": "right"}), "role", *(["model"] if with_models else []),
+               ("content", {"overflow": "fold", "ratio": 3}), ("meta", {"overflow": "fold", "ratio": 1}),
+               ("time", {"no_wrap": True})]
+    rows = [("" if m["round"] is None else m["round"], who(m), *([model_line(m["meta"])] if with_models else []),
+             m["content"], compact(rest_of(m["meta"])),
              output.when(m["time_ms"], date=not output.tabular(), millis=True)) for m in rounds]
     output.show(output.table(None, columns, rows, show_lines=True))
 
@@ -101,8 +155,9 @@ def transcript(d: dict) -> None:
     meta is folded into one line under the content instead of a column.
     """
     ended = f" ({d['reason']})" if d.get("reason") else ""
+    models = totals(d["messages"])
     lines = [f"# {d['run_id']} · {d['workflow']} · {d['status']}{ended} · "
-             f"{d['rounds']}/{d['max_rounds']} rounds", ""]
+             f"{d['rounds']}/{d['max_rounds']} rounds" + (f" · {models}" if models else ""), ""]
     for m in d["messages"]:
         when = output.when(m["time_ms"], date=False, millis=True)
         if m["role"] == START:
@@ -110,9 +165,11 @@ def transcript(d: dict) -> None:
         elif m["role"] == PERSON:
             lines.append(f"## {who(m)} · {when}")
         else:
-            lines.append(f"## #{m['round']} {m['role']} · {when}")
+            model = model_line(m.get("meta"))
+            lines.append(f"## #{m['round']} {m['role']} · {when}" + (f" · {model}" if model else ""))
         lines += ["", str(m["content"]).rstrip(), ""]
-        meta = {k: v for k, v in (m.get("meta") or {}).items() if not (m["role"] == START and k == "maxRounds")}
+        meta = {k: v for k, v in (rest_of(m.get("meta")) or {}).items()
+                if not (m["role"] == START and k == "maxRounds")}
         if meta:
             lines += [f"> meta: {compact(meta)}", ""]
     if not any(m["role"] != START for m in d["messages"]):

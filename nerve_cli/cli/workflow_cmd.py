@@ -18,23 +18,35 @@ EXIT_FAILED, EXIT_DROPPED, EXIT_WAITING, EXIT_INTERRUPTED = 1, 4, 5, 130
 
 
 @app.command("new")
-def new(name: Annotated[str, typer.Argument(help="Name of the new workflow.")], home: HomeOption = None) -> None:
+def new(
+    name: Annotated[str, typer.Argument(help="Name of the new workflow.")],
+    llm: Annotated[bool, typer.Option("--llm", help="Model-backed roles (a writer and a critic) through llm.")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", help="With --llm: the llm model id or alias, written "
+                                                 "as workflows.NAME.model (default: llm's default model).")] = None,
+    home: HomeOption = None,
+) -> None:
     """Scaffold a workflow with two roles and a moderator, register and commit it.
 
     Writes workflows/NAME.py (an author and a reviewer taking turns until the
     reviewer approves), adds `NAME: {concurrency: 1, overflow: queue}` under
-    `workflows:` in nerve.yaml (comments kept) and commits both.
+    `workflows:` in nerve.yaml (comments kept) and commits both. With --llm the
+    roles are a model-backed writer and critic (ending when the critic answers
+    APPROVED), using workflows.NAME.model, else llm's default model.
 
-    Example: nerve workflow new code-review
+    Example: nerve workflow new release-notes --llm --model gpt-4o-mini
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
     from nerve_cli.workflows.scaffold import new_workflow
 
-    made = new_workflow(require_instance(home), name)
+    made = new_workflow(require_instance(home), name, llm=llm, model=model)
     output.info(f"created workflows/{made.name}.py and registered it in nerve.yaml", style="green")
     if made.sha:
         output.info(f"committed {made.sha[:8]}: Add workflow {made.name}", style="dim")
+    if llm:
+        which = (f"model {model} (workflows.{made.name}.model)" if model else
+                 f"llm's default model (`llm models default`; or set workflows.{made.name}.model in nerve.yaml)")
+        output.info(f"its roles use {which}")
     output.info(f'try it: nerve workflow run {made.name} --prompt "the release notes"')
 
 

@@ -145,6 +145,10 @@ async def _main(name: str, home: Path, out: Output, input_fd: int) -> int:
         info = protocol.ErrorInfo(f.type, f.message, f.traceback, f.file, f.line)
         out.send(protocol.Ready(os.getpid(), [], {name: info}))
         return LOAD_FAILED_EXIT
+    for role in definition.roles.values():  # e.g. llm_role imports llm here, not inside a role_timeout
+        warm_up = getattr(role, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
     runtime = Runtime(name, home, out, definition)
     reader = await protocol_reader(input_fd)
     out.send(protocol.Ready(os.getpid(), [name]))

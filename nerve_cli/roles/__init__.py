@@ -1,0 +1,1 @@
+"""Ready-made roles for workflow files: `llm_role` (a model through the `llm` library)."""
