@@ -17,6 +17,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "nerve-home"
     monkeypatch.setenv("NERVE_HOME", str(home))
     monkeypatch.setenv("NO_COLOR", "1")
+    # llm keeps its keys, default model and logs here: never the user's real llm config
+    monkeypatch.setenv("LLM_USER_PATH", str(tmp_path / "llm-user"))
     return home
 
 
