@@ -21,6 +21,7 @@ from nerve_cli.cli import (
     emit_cmd,
     init_cmd,
     logs_cmd,
+    mcp_cmd,
     mesh_cmd,
     run_cmd,
     sense_cmd,
@@ -71,6 +72,7 @@ app.command("logs")(logs_cmd.logs)
 app.command("archive")(archive_cmd.archive)
 app.command("mesh")(mesh_cmd.mesh)
 app.command("doctor")(doctor_cmd.doctor)
+app.command("mcp")(mcp_cmd.mcp)
 app.command("backup")(data_cmd.backup)
 app.command("datasette", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
     data_cmd.datasette)

@@ -1,0 +1,123 @@
+"""The MCP server: Nerve's tools over stdio with the official SDK (`mcp` 2.x, `MCPServer`).
+
+Register it with a client as a stdio server running `nerve mcp --home PATH`
+(README: "Agents: nerve mcp"). Each tool returns a JSON object (structured
+content, also as text); a failure returns `is_error` with the error document
+`{"error": {"type", "message", "exit_code"}}` as its text. stdout carries the
+protocol only: nothing here prints.
+
+No `from __future__ import annotations`: the SDK reads each tool's signature
+at registration to build its JSON schema.
+"""
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from nerve_cli.mcp.tools import Tools, error_document
+
+INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
+database) observe the world on schedules or on signals, and workflows run multi-role threads. Start with
+list_senses (each with its last signal), then show_sense or query_sense (read-only SQL on one sense's
+database; see its tables with show_sense or `SELECT name, sql FROM sqlite_master`). query_logs reads the
+engine's log. emit, compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
+for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them."""
+
+# what every tool returns: an object, checked against this output schema by the SDK
+Document = Annotated[CallToolResult, dict[str, Any]]
+READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+
+def build(home: Path) -> MCPServer:
+    tools = Tools(home)
+    app = MCPServer("nerve", instructions=INSTRUCTIONS)
+
+    def call(fn: Any, *args: Any, **kwargs: Any) -> CallToolResult:
+        """The document as structured content and as JSON text; a failure as the error document (is_error)."""
+        try:
+            document = fn(*args, **kwargs)
+        except Exception as exc:  # every failure becomes the error document, for the model to read
+            text = json.dumps(error_document(exc), ensure_ascii=False, default=str)
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        text = json.dumps(document, ensure_ascii=False, default=str)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
+
+    @app.tool(annotations=READ)
+    def list_senses() -> Document:
+        """Every sense with its group, triggers, signal count and last signal (time and payload)."""
+        return call(tools.list_senses)
+
+    @app.tool(annotations=READ)
+    def show_sense(sense: str, limit: int = 20) -> Document:
+        """One sense: its settings, tables with row counts, and its last `limit` signals (oldest first)."""
+        return call(tools.show_sense, sense, limit)
+
+    @app.tool(annotations=READ)
+    def query_sense(sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
+                    timeout_s: float = 2.0) -> Document:
+        """One read-only SQL statement (SELECT, WITH, read-only PRAGMA table_info...) on a sense's SQLite
+        database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000;
+        `truncated` says when more matched) and timeout_s seconds (≤ 10). Signals are in `_signals`
+        (id, ts unix ms, payload JSON); `signals_view` adds ISO time."""
+        return call(tools.query_sense, sense, sql, params, max_rows, timeout_s)
+
+    @app.tool(annotations=READ)
+    def query_logs(source: Literal["reflex", "workflow", "system", "signal"] | None = None,
+                   type: str | None = None, ref: str | None = None, since: str | None = None,
+                   limit: int = 50) -> Document:
+        """The engine's log, newest last: filter by source, type (e.g. error, run_complete), ref (a sense
+        name or a thread id like run-7) and since (1h, 7d or a UTC date); at most limit rows (≤ 1000)."""
+        return call(tools.query_logs, source, type, ref, since, limit)
+
+    @app.tool(annotations=READ)
+    def list_threads(status: Literal["queued", "started", "waiting", "completed", "failed", "crashed",
+                                     "dropped"] | None = None,
+                     workflow: str | None = None, limit: int = 20) -> Document:
+        """Workflow threads, newest first. status="waiting": threads waiting for a person (reason: the question)."""
+        return call(tools.list_threads, status, workflow, limit)
+
+    @app.tool(annotations=READ)
+    def show_thread(run_id: str) -> Document:
+        """One thread (run-7): status, prompt, timings, why it ended, its events and every message with meta."""
+        return call(tools.show_thread, run_id)
+
+    @app.tool(annotations=READ)
+    def engine_status() -> Document:
+        """The running engine: workers, each sense's state and schedule, workflows (needs `nerve run`)."""
+        return call(tools.status)
+
+    @app.tool(annotations=ACT)
+    def emit(channel: str, payload: Any = None) -> Document:
+        """Signal an external channel (a name in a reflex's on: list) with a JSON payload; its listeners compute."""
+        return call(tools.emit, channel, payload)
+
+    @app.tool(annotations=ACT)
+    def compute_sense(sense: str) -> Document:
+        """Run one compute of a sense now, in the engine's worker; returns its outcome and payload."""
+        return call(tools.compute_sense, sense)
+
+    @app.tool(annotations=ACT)
+    def start_thread(workflow: str, prompt: str, max_rounds: int | None = None) -> Document:
+        """Start a thread of a workflow with a prompt; returns its run id (follow it with show_thread)."""
+        return call(tools.start_thread, workflow, prompt, max_rounds)
+
+    @app.tool(annotations=ACT)
+    def approve_thread(run_id: str, note: str | None = None) -> Document:
+        """Approve a thread waiting for a person; the note is the next message its moderator sees."""
+        return call(tools.answer_thread, run_id, "approve", note)
+
+    @app.tool(annotations=ACT)
+    def reject_thread(run_id: str, note: str | None = None) -> Document:
+        """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
+        return call(tools.answer_thread, run_id, "reject", note)
+
+    return app
+
+
+def serve(home: Path) -> None:
+    """Serve on stdin/stdout until the client closes them."""
+    build(home).run()

@@ -1,0 +1,139 @@
+"""What each `nerve mcp` tool does, without the MCP SDK: plain functions over one instance folder.
+
+Each returns the document the matching CLI command prints with --json (an
+object; lists are wrapped under a key), so an agent reading MCP and a script
+reading the CLI see the same shapes. Reads go to the files (SQLite read-only,
+while an engine writes); computing, emitting and starting threads go through
+the running engine's control socket, and say so plainly when none runs. User
+code is never imported here: a compute runs in the engine's workers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.errors import EngineNotRunning, NerveError
+from nerve_cli.home import Layout
+
+LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
+
+
+class Tools:
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.layout = Layout(self.home)
+
+    # -- reading the files ---------------------------------------------------------
+    def list_senses(self) -> dict[str, Any]:
+        """Every sense in nerve.yaml with its group, triggers, signal count and last signal (time and payload)."""
+        from nerve_cli.senses.inspect import list_senses
+
+        senses = []
+        for s in list_senses(self.home):
+            last = self._last_signal(s.name)
+            senses.append({**s.to_json(), "last_signal": last})
+        return {"senses": senses}
+
+    def _last_signal(self, name: str) -> dict[str, Any] | None:
+        from nerve_cli.senses.inspect import recent_signals
+
+        rows = recent_signals(self.home, name, 1)
+        return rows[-1] if rows else None
+
+    def show_sense(self, sense: str, limit: int = 20) -> dict[str, Any]:
+        """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals."""
+        from nerve_cli.senses.inspect import show_sense
+
+        return show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))).to_json()
+
+    def query_sense(self, sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
+                    timeout_s: float = 2.0) -> dict[str, Any]:
+        """One read-only SQL statement on the sense's database (writes are refused by SQLite before they run)."""
+        from nerve_cli.senses.inspect import require_sense
+        from nerve_cli.store.readquery import read_query
+
+        require_sense(self.home, sense)
+        result = read_query(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
+        return {"sense": sense, **result.to_json()}
+
+    def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,
+                   since: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """`nerve logs --json`: the engine's log rows, newest last (archived days too when `since` reaches them)."""
+        from nerve_cli.store.history import parse_since, read_logs
+
+        since_ms = parse_since(since) if since else None
+        history = read_logs(self.home, source=source, type=type, ref=ref, since_ms=since_ms,
+                            limit=max(1, min(limit, LOGS_LIMIT)))
+        return {"logs": history.rows}
+
+    def list_threads(self, status: str | None = None, workflow: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """`nerve thread list --json`: threads newest first; status `waiting` is the inbox of threads asking a person."""
+        from nerve_cli.workflows.threads import list_threads
+
+        return {"threads": list_threads(self.layout.logs_db, status=status, workflow=workflow,
+                                        limit=max(1, min(limit, 500)))}
+
+    def show_thread(self, run_id: str) -> dict[str, Any]:
+        """`nerve thread show run-N --json`: status, prompt, timings, events and every message."""
+        from nerve_cli.workflows.threads import thread_detail
+
+        return thread_detail(self.layout.logs_db, run_id)
+
+    # -- through the running engine ------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """`nerve status --json`: the running engine's workers, senses and workflows."""
+        return self._engine("status")
+
+    def emit(self, channel: str, payload: Any = None) -> dict[str, Any]:
+        """`nerve emit CHANNEL --json`: signal an external channel; its listeners compute."""
+        answer = self._engine("emit", channel=channel, payload=payload)
+        return {"channel": channel, "triggered": answer["triggered"]}
+
+    def compute_sense(self, sense: str) -> dict[str, Any]:
+        """`nerve sense compute NAME --json`, through the engine: one compute now, its outcome and payload."""
+        from nerve_cli.senses.standalone import compute_via_engine
+
+        self._require_engine("compute a sense")
+        return compute_via_engine(self.home, sense).to_json()
+
+    def start_thread(self, workflow: str, prompt: str, max_rounds: int | None = None) -> dict[str, Any]:
+        """Start a workflow thread; answers its run id and whether it started or queued."""
+        answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds)
+        return {"run_id": answer["run_id"], "status": answer["status"]}
+
+    def answer_thread(self, run_id: str, decision: str, note: str | None = None) -> dict[str, Any]:
+        """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
+        from nerve_cli.workflows.gates import answer_thread
+
+        return answer_thread(self.home, run_id, decision, note, by="nerve mcp")
+
+    def _engine(self, op: str, **args: Any) -> dict[str, Any]:
+        from nerve_cli.kernel.client import request
+
+        self._require_engine(op.replace("_", " "))
+        answer = request(self.home, op, **args)
+        answer.pop("ok", None)
+        return answer
+
+    def _require_engine(self, what: str) -> None:
+        from nerve_cli.kernel.client import engine_running
+
+        if not engine_running(self.home):
+            raise EngineNotRunning(f"no engine is running for {self.home}, and it takes one to {what}: "
+                                   "start it with `nerve run` (reading senses, logs and threads works without)")
+
+
+def error_document(exc: BaseException) -> dict[str, Any]:
+    """A failure as data: `{"error": {"type", "message", "exit_code"}}`, like the CLI's errors."""
+    code = getattr(exc, "exit_code", 1)
+    kind = type(exc).__name__
+    if isinstance(exc, sqlite3.Error):
+        kind = "DatabaseError"
+    return {"error": {"type": kind, "message": str(exc), "exit_code": code}}
+
+
+def is_expected(exc: BaseException) -> bool:
+    """Failures to report to the agent as they are (anything else is a bug, reported with its type)."""
+    return isinstance(exc, (NerveError, sqlite3.Error, ValueError, OSError))

@@ -1,0 +1,111 @@
+"""One read-only SQL query on a database, for someone we do not fully trust (an agent through `nerve mcp`).
+
+Read-only is enforced by SQLite itself, three times over, never by reading the
+SQL text: the file is opened `mode=ro` with `PRAGMA query_only`, and an
+authorizer allows only reading actions (SELECT, reading columns, functions,
+recursive CTEs, a few introspection pragmas) — anything else (INSERT, UPDATE,
+DELETE, CREATE, DROP, ATTACH, a pragma that sets something, a transaction) is
+refused when the statement is prepared, before it can run. One statement per
+call. Limits: at most `max_rows` rows come back (`truncated` says when there
+were more), and a progress handler interrupts a query running past `timeout`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.errors import NerveError
+from nerve_cli.store.sqlitefile import open_reader
+
+MAX_ROWS, MAX_TIMEOUT = 1000, 10.0
+READING = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
+                "table_list", "database_list", "collation_list", "function_list"}
+# authorizer action codes → what the statement would do (error codes share these numbers: name them explicitly)
+_ACTIONS = {getattr(sqlite3, f"SQLITE_{n}"): n.replace("_", " ").lower() for n in (
+    "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER",
+    "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW", "DELETE", "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX",
+    "DROP_TEMP_TABLE", "DROP_TEMP_TRIGGER", "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW", "INSERT", "PRAGMA",
+    "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE", "REINDEX", "ANALYZE", "CREATE_VTABLE",
+    "DROP_VTABLE", "SAVEPOINT") if hasattr(sqlite3, f"SQLITE_{n}")}
+_ACTIONS.update({sqlite3.SQLITE_INSERT: "insert into", sqlite3.SQLITE_DELETE: "delete from",
+                 sqlite3.SQLITE_UPDATE: "update", sqlite3.SQLITE_TRANSACTION: "begin or end a transaction:",
+                 sqlite3.SQLITE_PRAGMA: "set or read pragma"})
+
+
+class QueryRefused(NerveError):
+    """The statement would change something (or is not one statement): nothing ran."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool  # more rows matched than max_rows
+    elapsed_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": self.columns, "rows": self.rows, "row_count": len(self.rows),
+                "truncated": self.truncated, "elapsed_ms": self.elapsed_ms}
+
+
+def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
+               max_rows: int = 100, timeout: float = 2.0) -> QueryResult:
+    """Run `sql` read-only on the database at `path`; QueryRefused for a write, NerveError for other failures."""
+    max_rows = max(1, min(int(max_rows), MAX_ROWS))
+    timeout = max(0.01, min(float(timeout), MAX_TIMEOUT))
+    if not Path(path).is_file():
+        raise NerveError(f"{path} does not exist yet (the sense has not computed)")
+    conn = open_reader(Path(path))
+    denied: list[str] = []
+    conn.set_authorizer(lambda action, arg1, arg2, db, trigger: _authorize(action, arg1, arg2, denied))
+    deadline = time.monotonic() + timeout
+    conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    started = time.perf_counter()
+    try:
+        cursor = conn.execute(sql, params or ())
+        rows = cursor.fetchmany(max_rows + 1)
+        columns = [d[0] for d in cursor.description or ()]
+    except sqlite3.ProgrammingError as exc:  # "You can only execute one statement at a time."
+        raise QueryRefused(f"query refused: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise _failure(exc, denied, timeout) from None
+    except (ValueError, sqlite3.Warning) as exc:
+        raise QueryRefused(f"query refused: {exc}") from None
+    finally:
+        conn.close()
+    return QueryResult(columns, [list(_jsonable(v) for v in r) for r in rows[:max_rows]], len(rows) > max_rows,
+                       round((time.perf_counter() - started) * 1000, 2))
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, denied: list[str]) -> int:
+    if action in READING:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    denied.append(_ACTIONS.get(action, f"action {action}") + (f" {arg1}" if arg1 else ""))
+    return sqlite3.SQLITE_DENY
+
+
+def _failure(exc: sqlite3.DatabaseError, denied: list[str], timeout: float) -> NerveError:
+    text = str(exc)
+    if denied:
+        # DROP and CREATE first edit sqlite_master: name the user's own object when SQLite reports it
+        what = next((d for d in denied if not d.endswith("sqlite_master")), denied[0])
+        return QueryRefused(f"query refused: only reading is allowed, and this statement would {what} "
+                            "(read with SELECT; nothing ran)")
+    if "interrupted" in text:
+        return NerveError(f"query stopped after {timeout:g}s (the time limit): narrow it with WHERE or LIMIT")
+    if "readonly" in text or "read-only" in text:
+        return QueryRefused(f"query refused: the database is opened read-only ({text})")
+    return NerveError(f"query failed: {text}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes": len(value)}  # blobs are not shown, only their size
+    return value

@@ -1,0 +1,207 @@
+"""`nerve mcp` through the SDK's own stdio client (mcp.client.stdio): the server runs as a real `nerve mcp` process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from enginekit import RunningEngine, last_signal, wait_for, write_instance
+from nerve_cli.schema.migrate import generate_migration
+
+pytestmark = pytest.mark.timeout(120)
+
+SCHEMA = textwrap.dedent('''
+    from nerve_cli.sdk import table
+
+    @table(pk="n")
+    class Tick:
+        n: int
+        label: str
+''')
+
+COUNTER = textwrap.dedent('''
+    from .schema import Tick
+
+    def compute(db, peers):
+        n = len(db.rows(Tick)) + 1
+        db.insert(Tick(n=n, label=f"tick {n}"))
+        return {"n": n}
+''')
+
+LISTENER = textwrap.dedent('''
+    def compute(db, peers):
+        return {"heard": True}
+''')
+
+GATED = textwrap.dedent('''
+    from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
+
+    async def writer(messages):
+        return RoleResult(f"draft about {messages[0].content}", {"draft": 1})
+
+    async def critic(messages):
+        return ask_person("Ship it?")
+
+    def moderator(messages):
+        last = messages[-1]
+        if last.role == "__start__":
+            return "writer"
+        if last.role == "writer":
+            answered = any(m.role == PERSON for m in messages)
+            return END if "quick" in messages[0].content or answered else "critic"
+        if last.role == PERSON and last.meta["approved"]:
+            return "writer"
+        return END
+
+    workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic}, moderator=moderator)
+''')
+
+TOOLS = {"list_senses", "show_sense", "query_sense", "query_logs", "list_threads", "show_thread", "engine_status",
+         "emit", "compute_sense", "start_thread", "approve_thread", "reject_thread"}
+
+
+def _instance(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          counter: {}
+          listener: {}
+        reflexes:
+          - {sense: counter, interval: 1h}
+          - {sense: listener, on: [poke]}
+        workflows:
+          gated: {concurrency: 1}
+    """, {"counter": COUNTER, "listener": LISTENER}, {"counter": SCHEMA})
+    assert generate_migration(home / "senses" / "counter") is not None
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "gated.py").write_text(GATED)
+
+
+def _mcp(home: Path, body: Any) -> Any:
+    """Spawn `nerve mcp --home HOME` and run `body(session)` against it through the SDK's stdio client."""
+    env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)],
+                                   env=env)
+
+    async def main() -> Any:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+    return asyncio.run(main())
+
+
+async def _call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content  # the same document as text
+    return result.structured_content
+
+
+async def _error(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, args)
+    assert result.is_error
+    return json.loads(result.content[0].text)["error"]
+
+
+def _ticks(home: Path) -> int:
+    conn = sqlite3.connect(home / "data" / "senses" / "counter.db")
+    try:
+        return conn.execute("SELECT count(*) FROM tick").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path) -> None:
+    _instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: last_signal(home, "counter") == {"n": 1}, 15, what="the counter's first signal")
+
+        async def body(session: ClientSession) -> None:
+            listed = await session.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+            assert all(t.description for t in listed.tools)
+
+            senses = {s["name"]: s for s in (await _call(session, "list_senses"))["senses"]}
+            assert set(senses) == {"counter", "listener"}
+            assert senses["counter"]["last_signal"]["payload"] == {"n": 1}
+            assert senses["counter"]["signal_count"] == 1 and senses["listener"]["last_signal"] is None
+
+            rows = await _call(session, "query_sense", sense="counter",
+                               sql="SELECT n, label FROM tick WHERE n >= ?", params=[1])
+            assert (rows["columns"], rows["rows"], rows["truncated"]) == (["n", "label"], [[1, "tick 1"]], False)
+
+            for sql in ("DELETE FROM tick", "INSERT INTO tick VALUES (9, 'x')", "DROP TABLE tick",
+                        "ATTACH DATABASE '/tmp/x.db' AS x", "PRAGMA journal_mode = DELETE",
+                        "SELECT 1; DELETE FROM tick"):
+                error = await _error(session, "query_sense", sense="counter", sql=sql)
+                assert error["message"].startswith("query refused"), (sql, error)
+            assert _ticks(home) == 1  # nothing was written
+
+            emitted = await _call(session, "emit", channel="poke", payload={"by": "agent"})
+            assert emitted == {"channel": "poke", "triggered": ["listener"]}
+            wait_for(lambda: last_signal(home, "listener") == {"heard": True}, 15, what="the listener's compute")
+
+            computed = await _call(session, "compute_sense", sense="counter")
+            assert (computed["outcome"], computed["payload"]) == ("signal", {"n": 2})
+
+            started = await _call(session, "start_thread", workflow="gated", prompt="quick notes")
+            run_id = started["run_id"]
+
+            async def thread(status: str) -> dict[str, Any]:
+                for _ in range(300):
+                    shown = await _call(session, "show_thread", run_id=run_id)
+                    if shown["status"] == status:
+                        return shown
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"{run_id} never became {status}: {shown['status']}")
+
+            shown = await thread("completed")
+            assert [m["role"] for m in shown["messages"]] == ["__start__", "writer"]
+            assert shown["messages"][1]["content"] == "draft about quick notes"
+
+            gated = (await _call(session, "start_thread", workflow="gated", prompt="release"))["run_id"]
+            run_id = gated
+            await thread("waiting")
+            inbox = (await _call(session, "list_threads", status="waiting"))["threads"]
+            assert [(t["run_id"], t["reason"]) for t in inbox] == [(gated, "Ship it?")]
+            answer = await _call(session, "approve_thread", run_id=gated, note="ship it")
+            assert (answer["decision"], answer["via"]) == ("approve", "engine")
+            shown = await thread("completed")
+            assert [m["role"] for m in shown["messages"]] == ["__start__", "writer", "critic", "__person__", "writer"]
+            assert shown["messages"][3]["content"] == "ship it"
+
+            logs = (await _call(session, "query_logs", source="workflow", ref=gated, limit=100))["logs"]
+            assert "waiting" in [r["type"] for r in logs]
+
+        _mcp(home, body)
+        engine.stop()
+
+
+def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Path) -> None:
+    _instance(home)
+
+    async def body(session: ClientSession) -> None:
+        senses = (await _call(session, "list_senses"))["senses"]
+        assert [s["name"] for s in senses] == ["counter", "listener"]
+        for tool, args in (("emit", {"channel": "poke"}), ("compute_sense", {"sense": "counter"}),
+                           ("start_thread", {"workflow": "gated", "prompt": "x"}), ("engine_status", {})):
+            error = await _error(session, tool, **args)
+            assert error["type"] == "EngineNotRunning" and "start it with `nerve run`" in error["message"], error
+        missing = await _error(session, "query_sense", sense="nosuch", sql="SELECT 1")
+        assert "no sense `nosuch`" in missing["message"]
+        unknown = await _error(session, "show_thread", run_id="run-9")
+        assert "no thread run-9" in unknown["message"]
+
+    _mcp(home, body)
