@@ -184,3 +184,62 @@ def test_only_a_waiting_thread_can_be_answered(home: Path) -> None:
     assert nerve("workflow", "run", "gated", "--prompt", "nogate", home=home).returncode == 0
     done = nerve("thread", "reject", "run-1", home=home)
     assert done.returncode == 1 and "run-1 is completed, not waiting" in done.stderr
+
+
+# -- the manager alone (no engine process): timers around a wait -------------------------------------
+
+SLOW_GATE = textwrap.dedent('''
+    import asyncio
+    from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
+
+    async def asker(messages):
+        return ask_person("go on?")
+
+    async def slow(messages):
+        await asyncio.sleep(float(messages[0].content))
+        return RoleResult("done", {})
+
+    def moderator(messages):
+        last = messages[-1].role
+        return {"__start__": "asker", PERSON: "slow"}.get(last, END)
+
+    workflow = WorkflowDefinition(roles={"asker": asker, "slow": slow}, moderator=moderator)
+''')
+
+
+def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_can_be_cancelled(
+        home: Path) -> None:
+    import asyncio
+
+    from workflow_support import make_instance, manager, status_of
+    from workflow_support import wait_for as async_wait_for
+
+    config = make_instance(home, {"w": SLOW_GATE}, {"workflows": {"w": {"concurrency": 1,
+                                                                      "thread_timeout": "1s"}}})
+
+    async def main():
+        mgr, logs, _ = manager(home, config)
+        first = mgr.launch("w", "0.1", None, {})["run_id"]
+        await async_wait_for(lambda: status_of(logs, first) == "waiting", 20, "the first thread to wait")
+        await asyncio.sleep(1.2)  # longer than thread_timeout, spent waiting for a person
+        assert status_of(logs, first) == "waiting"
+        assert mgr.answer(first, "approve", None, "test")["status"] == "started"
+        await async_wait_for(lambda: status_of(logs, first) in ("completed", "failed"), 20, "the first to end")
+        # a short wait, then a role that runs past the first start's deadline but within its own
+        third = mgr.launch("w", "0.7", None, {})["run_id"]
+        await async_wait_for(lambda: status_of(logs, third) == "waiting", 20, "the third thread to wait")
+        await asyncio.sleep(0.5)
+        mgr.answer(third, "approve", None, "test")
+        await async_wait_for(lambda: status_of(logs, third) in ("completed", "failed"), 20, "the third to end")
+        second = mgr.launch("w", "0", None, {})["run_id"]
+        await async_wait_for(lambda: status_of(logs, second) == "waiting", 20, "the second thread to wait")
+        assert mgr.cancel(second, "no longer needed") is True
+        await mgr.stop(1)
+        return logs, first, second, third
+
+    logs, first, second, third = asyncio.run(main())
+    from workflow_support import end_payload
+
+    assert (status_of(logs, first), end_payload(logs, first)["reason"]) == ("completed", "end")
+    assert (status_of(logs, third), end_payload(logs, third)["reason"]) == ("completed", "end")
+    assert (status_of(logs, second), end_payload(logs, second)["reason"]) == ("failed", "cancelled: no longer needed")

@@ -36,5 +36,6 @@ def test_wrongly_typed_roles_are_type_errors(tmp_path: Path) -> None:
 
 
 def test_well_typed_workflows_and_the_scaffold_template_check_cleanly(tmp_path: Path) -> None:
-    errors = mypy(tmp_path, SAMPLES / "good_workflow.py", ROOT / "templates" / "workflow" / "workflow.py")
+    errors = mypy(tmp_path, SAMPLES / "good_workflow.py", ROOT / "templates" / "workflow" / "workflow.py",
+                  ROOT / "templates" / "workflow" / "llm_workflow.py")
     assert errors == []

@@ -40,5 +40,6 @@ def render_status(doc: dict[str, Any]) -> None:
             worker = w["worker"]
             shown = f"{worker['state']} (pid {worker['pid']})" if worker.get("pid") else (worker.get("state") or "-")
             rows.append((w["name"], "yes" if w["enabled"] else "no", shown, len(w["running"]), len(w["queued"]),
-                         ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
-        output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "threads"], rows))
+                         len(w.get("waiting") or []), ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
+        output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "waiting",
+                                               "threads"], rows))

@@ -31,6 +31,9 @@ WAITING = "waiting"
 def wait(journal: Journal, kind: Kind, thread: Thread, question: str) -> None:
     """The thread's last message asked a person: park it (no slot) until an answer or approval_timeout."""
     thread.dispatched = False
+    if thread.run_timer is not None:  # thread_timeout counts running time; it starts again on resume
+        thread.run_timer.cancel()
+        thread.run_timer = None
     thread.waiting_since = now_ms()
     kind.waiting[thread.run_id] = thread
     journal.event(thread, WAITING, {"question": question, "rounds": rounds_used(thread.messages)})
@@ -48,10 +51,14 @@ def approval_deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float
 
 
 def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
-    """approval_timeout passed: the thread ends `failed` with the reason; False if it was answered meanwhile."""
+    """approval_timeout passed (or the thread was cancelled): it ends `failed` with the reason; False if it
+    was answered meanwhile."""
     if kind.waiting.get(thread.run_id) is not thread:
         return False
     del kind.waiting[thread.run_id]
+    if thread.timer is not None:
+        thread.timer.cancel()
+        thread.timer = None
     journal.event(thread, "failed", {"reason": reason, "rounds": rounds_used(thread.messages)})
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
     return True

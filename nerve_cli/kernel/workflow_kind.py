@@ -26,6 +26,7 @@ class Thread:
     started_ms: int | None = None  # first start; thread_timeout counts from here, across resumes
     waiting_since: int | None = None  # a role asked a person at this time (unix ms); approval_timeout counts from it
     timer: asyncio.TimerHandle | None = None  # its approval_timeout
+    run_timer: asyncio.TimerHandle | None = None  # its thread_timeout, while it runs
 
 
 @dataclass

@@ -155,8 +155,13 @@ class WorkflowManager:
         return out
 
     def cancel(self, run_id: str, reason: str) -> bool:
-        """Cancel a thread: a queued one is dropped, a running one ends `failed` ("cancelled: reason")."""
+        """Cancel a thread: a queued one is dropped, a running or waiting one ends `failed` ("cancelled: reason")."""
         for kind in self.kinds.values():
+            waiting = kind.waiting.get(run_id)
+            if waiting is not None:
+                gates.expire(self.journal, kind, waiting, f"cancelled: {reason}")
+                self._flush()
+                return True
             for thread in list(kind.queue):
                 if thread.run_id == run_id:
                     kind.queue.remove(thread)
@@ -284,7 +289,8 @@ class WorkflowManager:
             thread.started_ms = now_ms()
         deadline = recovery.thread_deadline(self.config.workflows.get(kind.name), thread)
         if deadline is not None:
-            asyncio.get_running_loop().call_later(deadline[0], self._time_out, kind, thread, deadline[1])
+            thread.run_timer = asyncio.get_running_loop().call_later(deadline[0], self._time_out, kind, thread,
+                                                                     deadline[1])
 
     def _time_out(self, kind: Kind, thread: Thread, reason: str) -> None:
         if recovery.time_out(self.journal, kind, thread, reason):
