@@ -134,20 +134,21 @@ def _is_async(model: Any) -> bool:
     return isinstance(model, (llm.AsyncModel, llm.AsyncKeyModel))
 
 
-_models: dict[tuple[str | None, bool | None], Any] = {}
+_models: dict[tuple[str, bool | None], Any] = {}
 
 
 def resolve_model(model_id: str | None, sync: bool | None = None) -> Any:
     """The llm model for `model_id` (None: llm's default), async unless `sync` or only a sync one exists.
 
-    RoleSetupError with the fix for an unknown model or a missing key. Cached per process.
+    RoleSetupError with the fix for an unknown model or a missing key. Cached per process by the
+    resolved name, so a change of llm's default model applies to the next call.
     """
-    cached = _models.get((model_id, sync))
-    if cached is not None:
-        return cached
     import llm
 
     name = model_id or llm.get_default_model()
+    cached = _models.get((name, sync))
+    if cached is not None:
+        return cached
     model = None
     if not sync:
         try:
@@ -166,7 +167,7 @@ def resolve_model(model_id: str | None, sync: bool | None = None) -> Any:
             model.get_key()
         except llm.NeedsKeyException as exc:
             raise RoleSetupError(f"model {model.model_id} needs an API key: {exc}") from None
-    _models[(model_id, sync)] = model
+    _models[(name, sync)] = model
     return model
 
 
