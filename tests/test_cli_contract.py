@@ -38,13 +38,23 @@ reflexes:
   - {sense: b, on: [a, task.created]}
 workflows:
   x: {}
+  g: {}
+"""
+GATE = """
+from nerve_cli.sdk import END, PERSON, WorkflowDefinition, ask_person
+
+async def asker(messages):
+    return ask_person("ok?")
+
+workflow = WorkflowDefinition(roles={"asker": asker},
+                              moderator=lambda m: END if m[-1].role == PERSON else "asker")
 """
 SENSES = {
     "a": "def compute(db, peers):\n    return {'n': len(db.query('select * from _signals')) + 1}\n",
     "b": "def compute(db, peers):\n    return 'text'\n",
 }
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-OPAQUE = {"payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config"}  # user data, not ours
+OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config"}  # user data, not ours
 
 
 def naming_problems(doc: Any, where: str = "") -> list[str]:
@@ -114,6 +124,7 @@ def populated(home: Path) -> Path:
     write_instance(home, CONFIG, SENSES)
     (home / "workflows").mkdir()
     (home / "workflows" / "x.py").write_text(PINGPONG)
+    (home / "workflows" / "g.py").write_text(GATE)
     check = Checked()
     for sense in ("a", "a", "b"):
         check.proc("sense-compute", home, "sense", "compute", sense, "--json")
@@ -188,6 +199,12 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         check.cli("sense-show", "sense", "show", "a", "--json")
         check.cli("thread-list", "thread", "list", "--json")
         check.cli("log", "logs", "--json")
+        waits = check.proc("workflow-run", home, "workflow", "run", "g", "--prompt", "q", "--json", code=5)
+        assert waits[-1]["status"] == "waiting"
+        asked = check.cli("thread-show", "thread", "show", waits[-1]["run_id"], "--json")
+        assert asked["question"] == "ok?" and asked["waiting_since_ms"] is not None
+        answer = check.cli("thread-answer", "thread", "approve", waits[-1]["run_id"], "--json")
+        assert (answer["decision"], answer["via"]) == ("approve", "engine")
         code, _ = engine.stop()
         assert code == 0
     assert check.kinds >= set(KINDS) - {"sense-compute", "workflow-run"}, set(KINDS) - check.kinds

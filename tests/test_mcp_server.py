@@ -15,7 +15,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from enginekit import RunningEngine, last_signal, wait_for, write_instance
+import jsonschema
+
+from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
+from nerve_cli.contract.schema import schema
 from nerve_cli.schema.migrate import generate_migration
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,13 +108,16 @@ async def _call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any
     result = await session.call_tool(tool, args)
     assert not result.is_error, result.content
     assert json.loads(result.content[0].text) == result.structured_content  # the same document as text
+    assert result.structured_content["version"] == 1
     return result.structured_content
 
 
 async def _error(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
     result = await session.call_tool(tool, args)
     assert result.is_error
-    return json.loads(result.content[0].text)["error"]
+    document = json.loads(result.content[0].text)
+    assert document["version"] == 1 and document["error"]["exit_code"] >= 1
+    return document["error"]
 
 
 def _ticks(home: Path) -> int:
@@ -135,7 +141,7 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
 
             senses = {s["name"]: s for s in (await _call(session, "list_senses"))["senses"]}
             assert set(senses) == {"counter", "listener"}
-            assert senses["counter"]["last_signal"]["payload"] == {"n": 1}
+            assert senses["counter"]["last_payload"] == {"n": 1} and senses["counter"]["last_signal_ms"] > 0
             assert senses["counter"]["signal_count"] == 1 and senses["listener"]["last_signal"] is None
 
             rows = await _call(session, "query_sense", sense="counter",
@@ -150,7 +156,7 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             assert _ticks(home) == 1  # nothing was written
 
             emitted = await _call(session, "emit", channel="poke", payload={"by": "agent"})
-            assert emitted == {"channel": "poke", "triggered": ["listener"]}
+            assert emitted == {"version": 1, "channel": "poke", "triggered": ["listener"]}
             wait_for(lambda: last_signal(home, "listener") == {"heard": True}, 15, what="the listener's compute")
 
             computed = await _call(session, "compute_sense", sense="counter")
@@ -185,6 +191,18 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             logs = (await _call(session, "query_logs", source="workflow", ref=gated, limit=100))["logs"]
             assert "waiting" in [r["type"] for r in logs]
 
+            # the same documents as the CLI's --json, valid against the shipped schemas
+            for tool, args, command, kind in (
+                    ("show_thread", {"run_id": gated}, ["thread", "show", gated], "thread-show"),
+                    ("list_threads", {}, ["thread", "list"], "thread-list"),
+                    ("list_senses", {}, ["sense", "list"], "sense-list"),
+                    ("show_sense", {"sense": "counter", "limit": 5}, ["sense", "show", "counter", "-n", "5"],
+                     "sense-show")):
+                document = await _call(session, tool, **args)
+                jsonschema.Draft202012Validator(schema(kind)).validate(document)
+                cli = nerve(*command, "--json", home=home)
+                assert json.loads(cli.stdout) == document, tool
+
         _mcp(home, body)
         engine.stop()
 
@@ -198,7 +216,7 @@ def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Pat
         for tool, args in (("emit", {"channel": "poke"}), ("compute_sense", {"sense": "counter"}),
                            ("start_thread", {"workflow": "gated", "prompt": "x"}), ("engine_status", {})):
             error = await _error(session, tool, **args)
-            assert error["type"] == "EngineNotRunning" and "start it with `nerve run`" in error["message"], error
+            assert error["type"] == "engine_not_running" and "start it with `nerve run`" in error["message"], error
         missing = await _error(session, "query_sense", sense="nosuch", sql="SELECT 1")
         assert "no sense `nosuch`" in missing["message"]
         unknown = await _error(session, "show_thread", run_id="run-9")

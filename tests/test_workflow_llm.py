@@ -155,7 +155,7 @@ def test_workflow_new_llm_scaffolds_a_working_model_backed_workflow(home: Path, 
     assert run.returncode == 0, run.stdout + run.stderr
     assert "echo" in run.stdout and "tokens" in run.stdout  # model and tokens shown live
     shown = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
-    assert (shown["status"], shown["reason"], shown["rounds_used"]) == ("completed", "max_rounds", 3)
+    assert (shown["status"], shown["reason"], shown["rounds"]) == ("completed", "max_rounds", 3)
     assert [m["role"] for m in shown["messages"]] == ["__start__", "writer", "critic", "writer"]
     assert all(m["meta"]["model"] == "echo" for m in shown["messages"][1:])
 

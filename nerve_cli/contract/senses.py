@@ -12,7 +12,8 @@ from nerve_cli.contract.times import seconds_to_ms, stamp
 def summary(s: Any) -> dict[str, Any]:
     """One `senses.inspect.SenseSummary`; `signal_count` includes archived signals."""
     return {"name": s.name, "group": s.group, "enabled": s.enabled, "triggers": list(s.triggers),
-            "signal_count": s.signal_count, **stamp("last_signal", s.last_signal_ts)}
+            "signal_count": s.signal_count, **stamp("last_signal", s.last_signal_ts),
+            "last_payload": s.last_payload}
 
 
 def sense_list(summaries: list[Any]) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 Register it with a client as a stdio server running `nerve mcp --home PATH`
 (README: "Agents: nerve mcp"). Each tool returns a JSON object (structured
-content, also as text); a failure returns `is_error` with the error document
-`{"error": {"type", "message", "exit_code"}}` as its text. stdout carries the
+content, also as text) — the same document the matching CLI command prints
+with --json (nerve_cli.contract); a failure returns `is_error` with the CLI's
+error document `{"version", "error": {"type", "message", "exit_code", ...}}`
+as its text. stdout carries the
 protocol only: nothing here prints.
 
 No `from __future__ import annotations`: the SDK reads each tool's signature

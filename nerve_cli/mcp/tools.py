@@ -27,87 +27,94 @@ class Tools:
 
     # -- reading the files ---------------------------------------------------------
     def list_senses(self) -> dict[str, Any]:
-        """Every sense in nerve.yaml with its group, triggers, signal count and last signal (time and payload)."""
+        """`nerve sense list --json`: each sense with its group, triggers, signal count and last signal."""
+        from nerve_cli.contract.senses import sense_list
         from nerve_cli.senses.inspect import list_senses
 
-        senses = []
-        for s in list_senses(self.home):
-            last = self._last_signal(s.name)
-            senses.append({**s.to_json(), "last_signal": last})
-        return {"senses": senses}
-
-    def _last_signal(self, name: str) -> dict[str, Any] | None:
-        from nerve_cli.senses.inspect import recent_signals
-
-        rows = recent_signals(self.home, name, 1)
-        return rows[-1] if rows else None
+        return sense_list(list_senses(self.home))
 
     def show_sense(self, sense: str, limit: int = 20) -> dict[str, Any]:
         """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals."""
+        from nerve_cli.contract.senses import sense_show
         from nerve_cli.senses.inspect import show_sense
 
-        return show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))).to_json()
+        return sense_show(show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))))
 
     def query_sense(self, sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
                     timeout_s: float = 2.0) -> dict[str, Any]:
         """One read-only SQL statement on the sense's database (writes are refused by SQLite before they run)."""
+        from nerve_cli.contract import VERSION
         from nerve_cli.senses.inspect import require_sense
         from nerve_cli.store.readquery import read_query
 
         require_sense(self.home, sense)
         result = read_query(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
-        return {"sense": sense, **result.to_json()}
+        return {"version": VERSION, "sense": sense, **result.to_json()}
 
     def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,
                    since: str | None = None, limit: int = 50) -> dict[str, Any]:
-        """`nerve logs --json`: the engine's log rows, newest last (archived days too when `since` reaches them)."""
-        from nerve_cli.store.history import parse_since, read_logs
+        """`nerve logs --json` lines, as one list: the engine's log rows, newest last (archived days too)."""
+        from nerve_cli.contract import VERSION
+        from nerve_cli.contract.logs import log_row
+        from nerve_cli.contract.times import parse_instant
+        from nerve_cli.store.history import read_logs
+        from nerve_cli.store.logs import now_ms
 
-        since_ms = parse_since(since) if since else None
+        since_ms = parse_instant(since, now_ms=now_ms(), utc=True) if since else None
         history = read_logs(self.home, source=source, type=type, ref=ref, since_ms=since_ms,
                             limit=max(1, min(limit, LOGS_LIMIT)))
-        return {"logs": history.rows}
+        return {"version": VERSION, "logs": [log_row(r) for r in history.rows]}
 
     def list_threads(self, status: str | None = None, workflow: str | None = None, limit: int = 20) -> dict[str, Any]:
         """`nerve thread list --json`: threads newest first; status `waiting` is the inbox of threads asking a person."""
+        from nerve_cli.contract.threads import thread_list
         from nerve_cli.workflows.threads import list_threads
 
-        return {"threads": list_threads(self.layout.logs_db, status=status, workflow=workflow,
-                                        limit=max(1, min(limit, 500)))}
+        return thread_list(list_threads(self.layout.logs_db, status=status, workflow=workflow,
+                                        limit=max(1, min(limit, 500))))
 
     def show_thread(self, run_id: str) -> dict[str, Any]:
         """`nerve thread show run-N --json`: status, prompt, timings, events and every message."""
+        from nerve_cli.contract.threads import thread_show
         from nerve_cli.workflows.threads import thread_detail
 
-        return thread_detail(self.layout.logs_db, run_id)
+        return thread_show(thread_detail(self.layout.logs_db, run_id))
 
     # -- through the running engine ------------------------------------------------
     def status(self) -> dict[str, Any]:
         """`nerve status --json`: the running engine's workers, senses and workflows."""
-        return self._engine("status")
+        from nerve_cli.contract.engine import status
+
+        return status(self._engine("status"))
 
     def emit(self, channel: str, payload: Any = None) -> dict[str, Any]:
         """`nerve emit CHANNEL --json`: signal an external channel; its listeners compute."""
+        from nerve_cli.contract.engine import emit
+
         answer = self._engine("emit", channel=channel, payload=payload)
-        return {"channel": channel, "triggered": answer["triggered"]}
+        return emit(channel, answer["triggered"])
 
     def compute_sense(self, sense: str) -> dict[str, Any]:
         """`nerve sense compute NAME --json`, through the engine: one compute now, its outcome and payload."""
+        from nerve_cli.contract.engine import compute
         from nerve_cli.senses.standalone import compute_via_engine
 
         self._require_engine("compute a sense")
-        return compute_via_engine(self.home, sense).to_json()
+        return compute(compute_via_engine(self.home, sense))
 
     def start_thread(self, workflow: str, prompt: str, max_rounds: int | None = None) -> dict[str, Any]:
         """Start a workflow thread; answers its run id and whether it started or queued."""
+        from nerve_cli.contract import VERSION
+
         answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds)
-        return {"run_id": answer["run_id"], "status": answer["status"]}
+        return {"version": VERSION, "run_id": answer["run_id"], "status": answer["status"]}
 
     def answer_thread(self, run_id: str, decision: str, note: str | None = None) -> dict[str, Any]:
         """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
+        from nerve_cli.contract.threads import answer
         from nerve_cli.workflows.gates import answer_thread
 
-        return answer_thread(self.home, run_id, decision, note, by="nerve mcp")
+        return answer(answer_thread(self.home, run_id, decision, note, by="nerve mcp"))
 
     def _engine(self, op: str, **args: Any) -> dict[str, Any]:
         from nerve_cli.kernel.client import request
@@ -126,14 +133,11 @@ class Tools:
 
 
 def error_document(exc: BaseException) -> dict[str, Any]:
-    """A failure as data: `{"error": {"type", "message", "exit_code"}}`, like the CLI's errors."""
-    code = getattr(exc, "exit_code", 1)
-    kind = type(exc).__name__
+    """A failure as the CLI's --json error document: `{"version", "error": {"type", "message", "exit_code", ...}}`."""
+    from nerve_cli.contract.errors import error, from_nerve_error, type_name
+
+    if isinstance(exc, NerveError):
+        return from_nerve_error(exc)
     if isinstance(exc, sqlite3.Error):
-        kind = "DatabaseError"
-    return {"error": {"type": kind, "message": str(exc), "exit_code": code}}
-
-
-def is_expected(exc: BaseException) -> bool:
-    """Failures to report to the agent as they are (anything else is a bug, reported with its type)."""
-    return isinstance(exc, (NerveError, sqlite3.Error, ValueError, OSError))
+        return error("database_error", str(exc), 1)
+    return error(type_name(exc), f"{type(exc).__name__}: {exc}", 1)

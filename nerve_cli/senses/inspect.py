@@ -32,6 +32,7 @@ class SenseSummary:
     triggers: list[str]
     last_signal_ts: int | None
     signal_count: int  # archived signals included
+    last_payload: Any = None  # the newest signal's payload in the database (None before the first)
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,14 @@ def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str,
     settings = config.senses[name]
     stats = _read(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
     count, last = stats[0] if stats else (0, None)
+    newest = _read(layout.sense_db(name), "SELECT payload FROM _signals ORDER BY id DESC LIMIT 1") if count else None
     if archived is None:
         archived = archived_counts(layout.home, name)
     count += archived.get("_signals", 0)
     if last is None and archived.get("_signals"):
         last = last_archived_signal(layout.home, name)
-    return SenseSummary(name, settings.group, settings.enabled, triggers_of(config, name), last, count)
+    payload = orjson.loads(newest[0][0]) if newest else None
+    return SenseSummary(name, settings.group, settings.enabled, triggers_of(config, name), last, count, payload)
 
 
 def _tables(path: Path, archived: dict[str, int]) -> list[dict[str, Any]]:

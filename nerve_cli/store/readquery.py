@@ -46,11 +46,11 @@ class QueryResult:
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool  # more rows matched than max_rows
-    elapsed_ms: float
+    elapsed_s: float
 
     def to_json(self) -> dict[str, Any]:
         return {"columns": self.columns, "rows": self.rows, "row_count": len(self.rows),
-                "truncated": self.truncated, "elapsed_ms": self.elapsed_ms}
+                "truncated": self.truncated, "elapsed_s": self.elapsed_s}
 
 
 def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
@@ -79,7 +79,7 @@ def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None =
     finally:
         conn.close()
     return QueryResult(columns, [list(_jsonable(v) for v in r) for r in rows[:max_rows]], len(rows) > max_rows,
-                       round((time.perf_counter() - started) * 1000, 2))
+                       round(time.perf_counter() - started, 6))
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, denied: list[str]) -> int:
