@@ -215,20 +215,20 @@ def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_ca
     from workflow_support import wait_for as async_wait_for
 
     config = make_instance(home, {"w": SLOW_GATE}, {"workflows": {"w": {"concurrency": 1,
-                                                                      "thread_timeout": "1s"}}})
+                                                                      "thread_timeout": "2s"}}})
 
     async def main():
         mgr, logs, _ = manager(home, config)
         first = mgr.launch("w", "0.1", None, {})["run_id"]
         await async_wait_for(lambda: status_of(logs, first) == "waiting", 20, "the first thread to wait")
-        await asyncio.sleep(1.2)  # longer than thread_timeout, spent waiting for a person
+        await asyncio.sleep(2.2)  # longer than thread_timeout, spent waiting for a person
         assert status_of(logs, first) == "waiting"
         assert mgr.answer(first, "approve", None, "test")["status"] == "started"
         await async_wait_for(lambda: status_of(logs, first) in ("completed", "failed"), 20, "the first to end")
         # a short wait, then a role that runs past the first start's deadline but within its own
-        third = mgr.launch("w", "0.7", None, {})["run_id"]
+        third = mgr.launch("w", "1.4", None, {})["run_id"]
         await async_wait_for(lambda: status_of(logs, third) == "waiting", 20, "the third thread to wait")
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)
         mgr.answer(third, "approve", None, "test")
         await async_wait_for(lambda: status_of(logs, third) in ("completed", "failed"), 20, "the third to end")
         second = mgr.launch("w", "0", None, {})["run_id"]
