@@ -21,10 +21,10 @@ SKIP = {"templates"}  # user-code templates the CLI copies out; not part of the 
 LAYERS = [
     ["__main__"],             # python -m nerve_cli
     ["cli"],                  # the nerve command
-    ["top"],                  # nerve top
+    ["top", "mcp"],           # nerve top | nerve mcp (the MCP server and its tools)
     ["senses", "workflows"],  # what the sense / workflow / thread commands do; may use the kernel
     ["kernel", "worker", "sdk"],  # the engine process | the child processes | what user code imports
-    ["store"],                # logs.db, sense databases, archive, a thread's rows
+    ["store", "roles"],       # logs.db, sense databases, archive, a thread's rows | ready-made roles (llm_role)
     ["schema", "workflow"],   # tables and migrations | the pure thread automaton
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh

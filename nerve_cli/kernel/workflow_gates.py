@@ -21,7 +21,7 @@ from nerve_cli.config.model import WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflow_journal import Journal
 from nerve_cli.kernel.workflow_kind import Kind, Thread
-from nerve_cli.store.logs import now_ms, query_logs
+from nerve_cli.store.logs import now_ms, query_logs, workflow_runs
 from nerve_cli.store.runs import persisted_chain, queued_request
 from nerve_cli.workflow.model import pending_question, person_answer, rounds_used
 
@@ -109,8 +109,6 @@ def waiting_thread(logs_path: Path, row: dict) -> Thread:
 def not_waiting(logs_path: Path, run_id: str, status: str | None) -> WorkflowError:
     """Why a thread cannot be answered: it is not waiting (or does not exist)."""
     if status is None:
-        from nerve_cli.store.logs import workflow_runs
-
         known = [r["run_id"] for r in workflow_runs(logs_path, status=WAITING)]
         waiting = f"; waiting now: {', '.join(known)}" if known else "; no thread is waiting"
         return WorkflowError(f"no thread {run_id}{waiting} (see `nerve thread list --status waiting`)")

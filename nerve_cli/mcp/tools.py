@@ -14,8 +14,23 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.contract import VERSION
+from nerve_cli.contract import engine as engine_docs
+from nerve_cli.contract import errors as error_docs
+from nerve_cli.contract import senses as sense_docs
+from nerve_cli.contract import threads as thread_docs
+from nerve_cli.contract.logs import log_row
+from nerve_cli.contract.times import parse_instant
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.senses.inspect import list_senses, require_sense, show_sense
+from nerve_cli.senses.standalone import compute_via_engine
+from nerve_cli.store.history import read_logs
+from nerve_cli.store.logs import now_ms
+from nerve_cli.store.readquery import read_query
+from nerve_cli.workflows.gates import answer_thread
+from nerve_cli.workflows.threads import list_threads, thread_detail
 
 LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
 
@@ -28,25 +43,15 @@ class Tools:
     # -- reading the files ---------------------------------------------------------
     def list_senses(self) -> dict[str, Any]:
         """`nerve sense list --json`: each sense with its group, triggers, signal count and last signal."""
-        from nerve_cli.contract.senses import sense_list
-        from nerve_cli.senses.inspect import list_senses
-
-        return sense_list(list_senses(self.home))
+        return sense_docs.sense_list(list_senses(self.home))
 
     def show_sense(self, sense: str, limit: int = 20) -> dict[str, Any]:
         """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals."""
-        from nerve_cli.contract.senses import sense_show
-        from nerve_cli.senses.inspect import show_sense
-
-        return sense_show(show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))))
+        return sense_docs.sense_show(show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))))
 
     def query_sense(self, sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
                     timeout_s: float = 2.0) -> dict[str, Any]:
         """One read-only SQL statement on the sense's database (writes are refused by SQLite before they run)."""
-        from nerve_cli.contract import VERSION
-        from nerve_cli.senses.inspect import require_sense
-        from nerve_cli.store.readquery import read_query
-
         require_sense(self.home, sense)
         result = read_query(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
         return {"version": VERSION, "sense": sense, **result.to_json()}
@@ -54,12 +59,6 @@ class Tools:
     def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,
                    since: str | None = None, limit: int = 50) -> dict[str, Any]:
         """`nerve logs --json` lines, as one list: the engine's log rows, newest last (archived days too)."""
-        from nerve_cli.contract import VERSION
-        from nerve_cli.contract.logs import log_row
-        from nerve_cli.contract.times import parse_instant
-        from nerve_cli.store.history import read_logs
-        from nerve_cli.store.logs import now_ms
-
         since_ms = parse_instant(since, now_ms=now_ms(), utc=True) if since else None
         history = read_logs(self.home, source=source, type=type, ref=ref, since_ms=since_ms,
                             limit=max(1, min(limit, LOGS_LIMIT)))
@@ -67,66 +66,44 @@ class Tools:
 
     def list_threads(self, status: str | None = None, workflow: str | None = None, limit: int = 20) -> dict[str, Any]:
         """`nerve thread list --json`: threads newest first; status `waiting` is the inbox of threads asking a person."""
-        from nerve_cli.contract.threads import thread_list
-        from nerve_cli.workflows.threads import list_threads
-
-        return thread_list(list_threads(self.layout.logs_db, status=status, workflow=workflow,
+        return thread_docs.thread_list(list_threads(self.layout.logs_db, status=status, workflow=workflow,
                                         limit=max(1, min(limit, 500))))
 
     def show_thread(self, run_id: str) -> dict[str, Any]:
         """`nerve thread show run-N --json`: status, prompt, timings, events and every message."""
-        from nerve_cli.contract.threads import thread_show
-        from nerve_cli.workflows.threads import thread_detail
-
-        return thread_show(thread_detail(self.layout.logs_db, run_id))
+        return thread_docs.thread_show(thread_detail(self.layout.logs_db, run_id))
 
     # -- through the running engine ------------------------------------------------
     def status(self) -> dict[str, Any]:
         """`nerve status --json`: the running engine's workers, senses and workflows."""
-        from nerve_cli.contract.engine import status
-
-        return status(self._engine("status"))
+        return engine_docs.status(self._engine("status"))
 
     def emit(self, channel: str, payload: Any = None) -> dict[str, Any]:
         """`nerve emit CHANNEL --json`: signal an external channel; its listeners compute."""
-        from nerve_cli.contract.engine import emit
-
         answer = self._engine("emit", channel=channel, payload=payload)
-        return emit(channel, answer["triggered"])
+        return engine_docs.emit(channel, answer["triggered"])
 
     def compute_sense(self, sense: str) -> dict[str, Any]:
         """`nerve sense compute NAME --json`, through the engine: one compute now, its outcome and payload."""
-        from nerve_cli.contract.engine import compute
-        from nerve_cli.senses.standalone import compute_via_engine
-
         self._require_engine("compute a sense")
-        return compute(compute_via_engine(self.home, sense))
+        return engine_docs.compute(compute_via_engine(self.home, sense))
 
     def start_thread(self, workflow: str, prompt: str, max_rounds: int | None = None) -> dict[str, Any]:
         """Start a workflow thread; answers its run id and whether it started or queued."""
-        from nerve_cli.contract import VERSION
-
         answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds)
         return {"version": VERSION, "run_id": answer["run_id"], "status": answer["status"]}
 
     def answer_thread(self, run_id: str, decision: str, note: str | None = None) -> dict[str, Any]:
         """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
-        from nerve_cli.contract.threads import answer
-        from nerve_cli.workflows.gates import answer_thread
-
-        return answer(answer_thread(self.home, run_id, decision, note, by="nerve mcp"))
+        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, by="nerve mcp"))
 
     def _engine(self, op: str, **args: Any) -> dict[str, Any]:
-        from nerve_cli.kernel.client import request
-
         self._require_engine(op.replace("_", " "))
         answer = request(self.home, op, **args)
         answer.pop("ok", None)
         return answer
 
     def _require_engine(self, what: str) -> None:
-        from nerve_cli.kernel.client import engine_running
-
         if not engine_running(self.home):
             raise EngineNotRunning(f"no engine is running for {self.home}, and it takes one to {what}: "
                                    "start it with `nerve run` (reading senses, logs and threads works without)")
@@ -134,10 +111,8 @@ class Tools:
 
 def error_document(exc: BaseException) -> dict[str, Any]:
     """A failure as the CLI's --json error document: `{"version", "error": {"type", "message", "exit_code", ...}}`."""
-    from nerve_cli.contract.errors import error, from_nerve_error, type_name
-
     if isinstance(exc, NerveError):
-        return from_nerve_error(exc)
+        return error_docs.from_nerve_error(exc)
     if isinstance(exc, sqlite3.Error):
-        return error("database_error", str(exc), 1)
-    return error(type_name(exc), f"{type(exc).__name__}: {exc}", 1)
+        return error_docs.error("database_error", str(exc), 1)
+    return error_docs.error(error_docs.type_name(exc), f"{type(exc).__name__}: {exc}", 1)

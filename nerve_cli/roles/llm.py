@@ -143,7 +143,7 @@ def resolve_model(model_id: str | None, sync: bool | None = None) -> Any:
     RoleSetupError with the fix for an unknown model or a missing key. Cached per process by the
     resolved name, so a change of llm's default model applies to the next call.
     """
-    import llm
+    import llm  # ≈ 0.4 s with its plugins: only a worker whose role calls a model pays it
 
     name = model_id or llm.get_default_model()
     cached = _models.get((name, sync))

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from nerve_cli.config.load import load_config
 from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.rules import hint

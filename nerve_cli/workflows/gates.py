@@ -11,14 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.load import load_config
+from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
+from nerve_cli.kernel import workflow_gates as gates
+from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.kernel.lock import InstanceLock
+from nerve_cli.kernel.workflow_journal import Journal
+from nerve_cli.kernel.workflow_kind import Kind
+from nerve_cli.store.logs import LogStore, workflow_runs
+from nerve_cli.workflows.threads import normalise_run_id
 
 
 def answer_thread(home: Path, run_id: str, decision: str, note: str | None, by: str) -> dict[str, Any]:
     """{"run_id", "decision", "status": started|queued, "via": engine|offline}; NerveError when it is not waiting."""
-    from nerve_cli.kernel.client import engine_running, request
-    from nerve_cli.workflows.threads import normalise_run_id
-
     run_id = normalise_run_id(run_id)
     if engine_running(home):
         answer = request(home, "answer_thread", run_id=run_id, decision=decision, note=note, by=by)
@@ -28,14 +34,6 @@ def answer_thread(home: Path, run_id: str, decision: str, note: str | None, by: 
 
 
 def _offline(home: Path, run_id: str, decision: str, note: str | None, by: str) -> dict[str, Any]:
-    from nerve_cli.config.load import load_config
-    from nerve_cli.errors import WorkflowError
-    from nerve_cli.kernel import workflow_gates as gates
-    from nerve_cli.kernel.lock import InstanceLock
-    from nerve_cli.kernel.workflow_journal import Journal
-    from nerve_cli.kernel.workflow_kind import Kind
-    from nerve_cli.store.logs import LogStore, workflow_runs
-
     layout = Layout(Path(home))
     config = load_config(layout.home)
     with InstanceLock(layout.home, f"nerve thread {decision} {run_id}"):
