@@ -104,12 +104,13 @@ def test_json_output_shape(instance: Path) -> None:
     assert data["valid"] is False
     assert len(data["problems"]) == 3
     for problem in data["problems"]:
-        assert set(problem) == {"path", "message", "severity", "line"}
+        assert set(problem) == {"path", "message", "severity", "line", "file"}
     assert data["problems"][0] == {
         "path": "senses.cpu-usage.throttle",
         "message": "expected a duration like 500ms, 5s, 10m, 2h or 1d, got 5",
         "severity": "error",
         "line": 4,
+        "file": "nerve.yaml",
     }
     assert data["channels"] == [{"name": "task.created", "reflexes": [1], "did_you_mean": None}]
 
@@ -129,7 +130,10 @@ def test_missing_sense_files_are_errors_and_missing_migrations_a_warning(instanc
     assert "senses/cpu-usage/sense.py does not exist" in by_severity[("error", "senses.cpu-usage")]
     assert "nerve sense migrate memory-usage" in by_severity[("warning", "senses.memory-usage")]
     assert data["valid"] is False
-    assert [p["line"] for p in data["problems"]] == sorted(p["line"] for p in data["problems"])
+    in_yaml = [p["line"] for p in data["problems"] if p["file"] == "nerve.yaml"]
+    assert in_yaml == sorted(in_yaml)
+    drift = [p for p in data["problems"] if p["file"] == "senses/memory-usage/schema.py"]
+    assert "nerve sense migrate memory-usage" in drift[0]["message"]  # the engine would refuse it: an error
 
 
 def test_disabled_sense_needs_no_files(instance: Path) -> None:

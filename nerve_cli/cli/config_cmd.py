@@ -1,4 +1,6 @@
 
+from typing import Annotated
+
 import typer
 
 from nerve_cli.cli.common import HomeOption, JsonOption
@@ -11,14 +13,22 @@ app = typer.Typer(
 
 
 @app.command("check")
-def check(home: HomeOption = None, json_: JsonOption = False) -> None:
-    """Validate nerve.yaml and cross-check it against the instance folder.
+def check(
+    home: HomeOption = None,
+    json_: JsonOption = False,
+    fast: Annotated[bool, typer.Option("--fast", help="Skip importing the senses and workflows (nerve.yaml and the folder only).")] = False,
+) -> None:
+    """Validate nerve.yaml, cross-check it against the folder, and import the code.
 
     Lists every problem at once as `nerve.yaml:LINE: key.path: message`, then
-    the external channels (`on:` names that are not senses). Exits 0 when valid
-    (warnings allowed), 1 when not. Never modifies the file. With --json prints
-    {"version", "valid", "problems": [{path, message, severity, line}],
-    "channels": [{name, reflexes, did_you_mean}], "counts"}.
+    the external channels (`on:` names that are not senses). Then imports each
+    enabled sense and workflow in a child process (never in this one) and
+    reports, as `senses/x/sense.py:LINE: ...`, what would fail to load: syntax
+    and import errors, a missing or unusable compute, a missing `workflow`, an
+    async moderator, a schema.py its migrations disagree with. --fast skips the
+    import. Exits 0 when valid (warnings allowed), 1 when not. Never modifies a
+    file. With --json prints {"version", "valid", "problems": [{path, message,
+    severity, line, file}], "channels": [{name, reflexes, did_you_mean}], "counts"}.
 
     Example: nerve config check --json
     """
@@ -26,7 +36,7 @@ def check(home: HomeOption = None, json_: JsonOption = False) -> None:
     from nerve_cli.config.check import check_instance
     from nerve_cli.home import require_instance
 
-    report = check_instance(require_instance(home))
+    report = check_instance(require_instance(home), code=not fast)
     if json_:
         from nerve_cli.contract.instance import config_check
 

@@ -12,10 +12,13 @@ def doctor(
     json_: JsonOption = False,
     format_: FormatOption = None,
 ) -> None:
-    """Check derived state against the logs (workflow_runs is rebuilt from logs, archived days included).
+    """Check derived state: the code against its migrations, workflow_runs against the logs.
 
-    Exits 1 when differences remain (none after a successful --fix). --fix is
-    refused while an engine runs.
+    Imports each enabled sense and workflow in a child process and reports what
+    would fail to load (schema.py out of step with its migrations, with the
+    `nerve sense migrate` to run; syntax and import errors). Then compares
+    workflow_runs with what the logs say, archived days included (--fix
+    rewrites it; refused while an engine runs). Exits 1 when a problem remains.
 
     Example: nerve doctor --fix
     """
@@ -24,21 +27,55 @@ def doctor(
     from nerve_cli.workflows.rebuild import doctor as check
 
     json_ = output.use_format(format_, json_) == "json"
-    report = check(require_instance(home), fix=fix)
+    root = require_instance(home)
+    problems, skipped = _code_problems(root)
+    report = check(root, fix=fix)
+    failed = bool(problems or skipped) or bool(report.differences and not report.fixed)
     if json_:
         from nerve_cli.contract.threads import doctor as doctor_document
 
-        output.print_json(doctor_document(report))
-        if report.differences and not report.fixed:
-            raise typer.Exit(1)
-        return
+        output.print_json(doctor_document(report, problems))
+    else:
+        _render_code(problems, skipped)
+        _render_runs(report)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _code_problems(root) -> tuple[list, str | None]:  # type: ignore[no-untyped-def]
+    """What would not load (found in a child process), or why the code could not be checked."""
+    from nerve_cli.config.check import code_problems
+    from nerve_cli.config.load import load_config
+    from nerve_cli.errors import NerveError
+
+    try:
+        config = load_config(root)
+    except NerveError as exc:
+        return [], str(exc)
+    return code_problems(root, config), None
+
+
+def _render_code(problems: list, skipped: str | None) -> None:
+    from nerve_cli.cli import output
+
+    if skipped:
+        output.warn(f"the code was not checked: {skipped}")
+    for item in problems:
+        output.problem(item)
+    if not problems and not skipped:
+        output.info("senses and workflows load; every schema.py matches its migrations", style="green")
+
+
+def _render_runs(report) -> None:  # type: ignore[no-untyped-def]
+    from nerve_cli.cli import output
+    from nerve_cli.words import plural
+
     if not report.differences:
-        output.info(f"workflow_runs matches the logs ({report.runs} threads)", style="green")
+        output.info(f"workflow_runs matches the logs ({plural(report.runs, 'thread')})", style="green")
         return
     rows = [(d.run_id, d.field, d.table, d.logs) for d in report.differences]
     output.show(output.table("workflow_runs differs from the logs", ["thread", "field", "workflow_runs", "logs"], rows))
     if report.fixed:
-        output.info(f"rewrote workflow_runs from the logs ({report.runs} threads)", style="green")
+        output.info(f"rewrote workflow_runs from the logs ({plural(report.runs, 'thread')})", style="green")
         return
     output.warn("run `nerve doctor --fix` (with the engine stopped) to rebuild workflow_runs from the logs")
-    raise typer.Exit(1)

@@ -1,7 +1,8 @@
 """`nerve config check`: validate nerve.yaml and cross-check it against the instance folder.
 
 Read-only: the file is never modified. Imports nothing heavy (no git, sqlite,
-watchfiles or engine) so the command stays quick.
+watchfiles or engine) so the command stays quick. User code is imported only in
+a child process (`config.code`), and only once nerve.yaml itself is valid.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ class CheckReport:
     def verdict(self) -> str:
         """'nerve.yaml is valid: 3 senses, 2 reflexes, 0 workflows; 1 external channel'."""
         if not self.valid:
-            return f"{self.path.name} is invalid: {count_words(self.problems)}"
+            in_config = [p for p in self.problems if p.file == self.path.name]
+            if any(p.is_error for p in in_config):
+                return f"{self.path.name} is invalid: {count_words(self.problems)}"
+            code = [p for p in self.problems if p.file != self.path.name]
+            return f"{self.path.name} is valid, but the code would not load: {count_words(code)}"
         c = self.counts
         text = (
             f"{self.path.name} is valid: {_n(c['senses'], 'sense')}, {_n(c['reflexes'], 'reflex', 'reflexes')}, "
@@ -55,14 +60,28 @@ def _n(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
-def check_instance(home: Path) -> CheckReport:
+def check_instance(home: Path, *, code: bool = True) -> CheckReport:
+    """nerve.yaml, then the folder; with `code`, also import the senses and workflows (in a child process)."""
     path = config_path(home)
     result = validate_file(path)
     problems = list(result.problems)
     if result.config is not None:
         problems += folder_problems(Path(home), result)
         problems.sort(key=lambda p: (p.line or 0, p.path))
+        if code:
+            problems += code_problems(Path(home), result.config)
     return CheckReport(path, problems, result.channels, _counts(result))
+
+
+def code_problems(home: Path, config: Any) -> list[Problem]:
+    """Import every enabled sense and workflow whose files exist, in a child process."""
+    from nerve_cli.config.code import check_code
+    from nerve_cli.home import Layout
+
+    layout = Layout(home)
+    senses = [n for n, s in config.senses.items() if s.enabled and (layout.sense_dir(n) / "sense.py").is_file()]
+    workflows = [n for n, w in config.workflows.items() if w.enabled and layout.workflow_file(n).is_file()]
+    return check_code(home, senses, workflows)
 
 
 def _counts(result: Validation) -> dict[str, int]:

@@ -45,9 +45,9 @@ class Problem:
         return ": ".join(parts) + f": {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of `nerve config check --json`: path, message, severity, line."""
+        """The JSON shape of `nerve config check --json`: path, message, severity, line, file."""
         data = asdict(self)
-        return {key: data[key] for key in ("path", "message", "severity", "line")}
+        return {key: data[key] for key in ("path", "message", "severity", "line", "file")}
 
 
 def key_path(loc: Loc, data: Any = None) -> str:

@@ -78,8 +78,10 @@ def outcome_line(result: dict[str, Any], rounds: int) -> dict[str, Any]:
             "reason": result.get("reason"), "rounds": rounds, "via": result.get("via")}
 
 
-def doctor(report: Any) -> dict[str, Any]:
-    """`workflows.rebuild.DoctorReport`: workflow_runs compared with the logs (archived days included)."""
+def doctor(report: Any, code_problems: list[Any] | None = None) -> dict[str, Any]:
+    """`workflows.rebuild.DoctorReport`: workflow_runs compared with the logs (archived days included), and
+    `code_problems`: what would not load (drift included), each like a `config check` problem."""
     return {"version": VERSION, "runs": report.runs, "fixed": report.fixed,
+            "code_problems": [p.to_dict() for p in code_problems or []],
             "differences": [{"run_id": d.run_id, "field": d.field, "workflow_runs": d.table, "logs": d.logs}
                             for d in report.differences]}

@@ -1,5 +1,6 @@
-"""Worker entry point: `python -m nerve_cli.worker sense --group G --home H`
-or `python -m nerve_cli.worker workflow --name W --home H`."""
+"""Worker entry point: `python -m nerve_cli.worker sense --group G --home H`,
+`python -m nerve_cli.worker workflow --name W --home H`, or
+`python -m nerve_cli.worker check --home H --senses a,b --workflows w` (import and report, for config check)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,15 @@ def main(argv: list[str] | None = None) -> int:
     wf = sub.add_parser("workflow", help="run the threads of one workflow")
     wf.add_argument("--name", required=True)
     wf.add_argument("--home", required=True)
+    chk = sub.add_parser("check", help="import senses and workflows and report what would fail to load")
+    chk.add_argument("--home", required=True)
+    chk.add_argument("--senses", default="")
+    chk.add_argument("--workflows", default="")
     args = parser.parse_args(argv)
     # a worker imports only its own runtime: a sense worker never loads the workflow automaton, nor the reverse
-    if args.kind == "sense":
+    if args.kind == "check":
+        from nerve_cli.worker.check import main as run
+    elif args.kind == "sense":
         from nerve_cli.worker.sense_runtime import main as run
     else:
         from nerve_cli.worker.workflow_runtime import main as run

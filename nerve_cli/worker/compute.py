@@ -15,7 +15,9 @@ rolled back, and the worker answers `Error(TimeoutError)` once it has stopped).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 import orjson
 
+from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo
 from nerve_cli.worker.failure import error_info, shown_path
@@ -53,6 +56,24 @@ class LoadedSense:
     def close(self) -> None:
         self.peers.close()
         self.db.close()
+
+
+def signature_problem(fn: Callable[..., Any]) -> str | None:
+    """Why `fn` cannot serve as a compute (called as `compute(db, peers)`), or None when it can."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return "compute is a generator (it uses `yield`); return the signal's value instead"
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None  # a builtin or C callable: nothing to check
+    required = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(required) > 2:
+        return (f"compute takes {len(required)} required arguments ({', '.join(required)}) but is called as "
+                "compute(db, peers); take at most those two (or fewer)")
+    keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword:
+        return f"compute has required keyword-only argument(s) {', '.join(keyword)}; Nerve passes none: give them defaults"
+    return None
 
 
 def compute_arity(fn: Callable[..., Any]) -> int:
@@ -192,7 +213,10 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
 
 
 def _fail(sense: LoadedSense, job: Job, exc: BaseException) -> Outcome:
-    return _rolled_back(sense, job, Outcome("error", error=error_info(exc, sense.folder, sense.home)))
+    info = error_info(exc, sense.folder, sense.home)
+    if isinstance(exc, sqlite3.OperationalError) and missing_object(info.message):
+        info = dataclasses.replace(info, message=sql_hint(info.message, sense.name))
+    return _rolled_back(sense, job, Outcome("error", error=info))
 
 
 def _rolled_back(sense: LoadedSense, job: Job, outcome: Outcome) -> Outcome:

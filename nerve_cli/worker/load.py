@@ -1,20 +1,24 @@
 """Load the senses of one group into a worker: import, open, migrate, wire peers.
 
-A sense that fails to load (syntax error, import error, no `compute`, bad
+A sense that fails to load (syntax error, import error, no `compute` or one
+with an unusable signature, a schema.py its migrations disagree with, a bad
 migration) is reported with the user's file and line and skipped; the other
-senses of the group still load.
+senses of the group still load. `nerve config check` runs the same checks
+(`worker.check`) without starting an engine.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.schema.declare import tables_of
+from nerve_cli.schema.declare import TableSpec, tables_of
+from nerve_cli.schema.drift import SchemaDrift, check_drift
 from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.migrate import apply_migrations
 from nerve_cli.store.blobs import BlobStore
@@ -22,7 +26,7 @@ from nerve_cli.store.sensedb import Peers, SenseDB, damage_fix, write_archive_ma
 from nerve_cli.store.sqlitefile import damaged, is_damage
 from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
-from nerve_cli.worker.compute import LoadedSense, compute_arity
+from nerve_cli.worker.compute import LoadedSense, compute_arity, signature_problem
 from nerve_cli.worker.failure import error_info, shown_path
 
 
@@ -61,16 +65,33 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
             f"`nerve sense new {name}` or remove senses.{name} from nerve.yaml"))
     schema, sense = _import(folder, name, layout.home)
     compute = getattr(sense, "compute", None)
-    if not callable(compute):
-        raise _LoadFailed(ErrorInfo(
-            "SenseError", "sense.py defines no `compute(db, peers)` function",
-            file=shown_path(str(code), layout.home), line=1))
-    db = _open_db(layout, name, folder, schema, blobs)
+    problem = compute_problem(compute, code, layout.home)
+    if problem is not None:
+        raise _LoadFailed(problem)
+    specs = schema_specs(schema, folder, name, layout.home)
+    db = _open_db(layout, name, folder, specs, blobs)
     peers = Peers(name, peer_names, layout.sense_db, blobs)
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
         is_async=inspect.iscoroutinefunction(compute), nargs=compute_arity(compute),
     )
+
+
+def check_sense(layout: Layout, name: str) -> ErrorInfo | None:
+    """Everything `load_sense` checks before it opens the database: import, `compute`, drift. None when fine."""
+    folder = layout.sense_dir(name)
+    code = folder / "sense.py"
+    try:
+        if not code.is_file():
+            return ErrorInfo("SenseError", f"{shown_path(str(code), layout.home)} does not exist")
+        schema, sense = _import(folder, name, layout.home)
+        problem = compute_problem(getattr(sense, "compute", None), code, layout.home)
+        if problem is not None:
+            return problem
+        schema_specs(schema, folder, name, layout.home)
+    except _LoadFailed as exc:
+        return exc.info
+    return None
 
 
 def _import(folder: Path, name: str, home: Path) -> tuple[object | None, object]:
@@ -82,7 +103,55 @@ def _import(folder: Path, name: str, home: Path) -> tuple[object | None, object]
     return schema, sense
 
 
-def _open_db(layout: Layout, name: str, folder: Path, schema: object | None, blobs: BlobStore) -> SenseDB:
+def compute_problem(compute: object, code: Path, home: Path) -> ErrorInfo | None:
+    """ErrorInfo (at the `def` line) when `compute` is missing or cannot be called as compute(db, peers)."""
+    if not callable(compute):
+        return ErrorInfo("SenseError", "sense.py defines no `compute(db, peers)` function",
+                         file=shown_path(str(code), home), line=1)
+    why = signature_problem(compute)
+    if why is None:
+        return None
+    where = getattr(compute, "__code__", None)
+    return ErrorInfo("SenseError", why, file=shown_path(where.co_filename if where else str(code), home),
+                     line=where.co_firstlineno if where else 1)
+
+
+def schema_specs(schema: object | None, folder: Path, name: str, home: Path) -> list[TableSpec]:
+    """The tables schema.py declares, refused (with the command that fixes it) when its migrations disagree."""
+    if schema is None:
+        return []
+    try:
+        specs = tables_of(schema)  # type: ignore[arg-type]
+        check_drift(name, specs, folder / "migrations")
+    except SchemaDrift as exc:
+        raise _LoadFailed(ErrorInfo("SchemaDrift", str(exc), file=shown_path(str(folder / "schema.py"), home),
+                                    line=_class_line(folder / "schema.py", specs, exc.problems))) from exc
+    except BaseException as exc:
+        raise _LoadFailed(error_info(exc, folder, home)) from exc
+    return specs
+
+
+def _class_line(path: Path, specs: list[TableSpec], problems: list[str]) -> int | None:
+    """Where to look in schema.py (best effort): the field a problem names, else its table's class."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for spec in specs:
+        mine = [p for p in problems if p.startswith((f"table {spec.name} ", f"table {spec.name}:", f"column {spec.name}."))]
+        if not mine:
+            continue
+        start = next((i for i, text in enumerate(lines) if text.lstrip().startswith(f"class {spec.cls.__name__}")), None)
+        if start is None:
+            return None
+        column = mine[0].split(" ")[1].partition(".")[2] if mine[0].startswith("column ") else ""
+        field = re.compile(rf"^\s+{re.escape(column)}\s*:") if column else None
+        found = next((i for i in range(start + 1, len(lines)) if field and field.match(lines[i])), start)
+        return found + 1
+    return None
+
+
+def _open_db(layout: Layout, name: str, folder: Path, specs: list[TableSpec], blobs: BlobStore) -> SenseDB:
     path = layout.sense_db(name)
     try:
         db = SenseDB.open(path, name=name, blobs=blobs)
@@ -90,7 +159,7 @@ def _open_db(layout: Layout, name: str, folder: Path, schema: object | None, blo
         raise _LoadFailed(ErrorInfo(type(exc).__name__, str(exc))) from exc
     try:
         apply_migrations(db.conn, layout.migrations(name))
-        write_archive_map(db.conn, tables_of(schema) if schema is not None else [])  # type: ignore[arg-type]
+        write_archive_map(db.conn, specs)
     except BaseException as exc:
         db.close()
         if is_damage(exc):  # a header that reads, pages that do not

@@ -7,6 +7,7 @@ imports user code. Every problem becomes a `WorkflowLoadError` carrying a
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,7 +71,37 @@ def validate(definition: object, rel: str, line: int | None = None) -> WorkflowD
     if not callable(definition.moderator):
         raise _problem(f"workflow.moderator must be a function, got {type(definition.moderator).__name__}",
                        rel, line)
+    if inspect.iscoroutinefunction(definition.moderator) or inspect.isasyncgenfunction(definition.moderator):
+        raise _problem("workflow.moderator is async; it must be a plain (non-async) pure function "
+                       "messages -> role name or END", *_def_at(definition.moderator, rel, line))
+    for what, fn in [("moderator", definition.moderator), *((f"role {r!r}", f) for r, f in roles.items())]:
+        why = _arity_problem(fn)
+        if why:
+            raise _problem(f"{what} {why}", *_def_at(fn, rel, line))
     return definition
+
+
+def _arity_problem(fn: object) -> str | None:
+    """Roles and the moderator are called with one argument, the messages so far."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p.name for p in positional if p.default is p.empty]
+    if len(required) > 1:
+        return f"takes {len(required)} required arguments ({', '.join(required)}) but is called with one: the messages"
+    if not positional and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        return "takes no arguments but is called with one: the messages"
+    return None
+
+
+def _def_at(fn: object, rel: str, line: int | None) -> tuple[str, int | None]:
+    """Where a function is defined (its file relative to the instance when it is the workflow file)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.endswith(rel):
+        return rel, line
+    return rel, code.co_firstlineno
 
 
 def load_workflow(home: Path, name: str) -> WorkflowDefinition:

@@ -1,0 +1,56 @@
+"""`python -m nerve_cli.worker check`: import senses and workflows in a child and report what would fail.
+
+`nerve config check` and `nerve doctor` run this in a child process so user
+code (its imports, its top-level statements, its prints) never runs in the CLI
+process. The checks are the ones a worker makes when it loads: a sense's files
+import, `compute` exists with a usable signature, schema.py agrees with the
+migrations; a workflow file imports and defines a valid `workflow` (a plain,
+non-async moderator). The answer is one JSON object on the protocol fd:
+`{"problems": [{kind, name, type, message, file, line}]}`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nerve_cli.home import Layout
+from nerve_cli.worker.stdio import ProtocolWriter
+
+
+def check(home: Path, senses: list[str], workflows: list[str]) -> list[dict[str, Any]]:
+    from nerve_cli.worker.load import check_sense
+
+    layout = Layout(home)
+    problems = []
+    for name in senses:
+        info = check_sense(layout, name)
+        if info is not None:
+            problems.append({"kind": "sense", "name": name, **info.to_dict()})
+    for name in workflows:
+        failure = _check_workflow(home, name)
+        if failure is not None:
+            problems.append({"kind": "workflow", "name": name, **failure})
+    return problems
+
+
+def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
+    from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
+
+    try:
+        load_workflow(home, name)
+    except WorkflowLoadError as exc:
+        f = exc.failure
+        return {"type": f.type, "message": f.message, "traceback": f.traceback, "file": f.file, "line": f.line}
+    return None
+
+
+def main(args: Any) -> int:
+    out = ProtocolWriter.take_stdout()  # the user's prints go to stderr, never into the answer
+    names = lambda text: [n for n in (text or "").split(",") if n]  # noqa: E731
+    problems = check(Path(args.home).resolve(), names(args.senses), names(args.workflows))
+    out.write(orjson.dumps({"problems": problems}, option=orjson.OPT_APPEND_NEWLINE))
+    out.close()
+    return 0
