@@ -122,7 +122,7 @@ def test_disable_keeps_every_comment_marks_the_cascade_and_makes_one_commit(home
     text = path.read_text()
     assert comments(text) == comments(CHAIN)
     assert validate(text).valid
-    assert commits(home) == ["sense disable: fetch (+4 by cascade)", "first"]
+    assert commits(home) == ["nerve: sense disable fetch (+4 by cascade)", "first"]
     assert changed_files(home) == ["nerve.yaml"]
     off = {k for k, on in states(home).items() if not on}
     assert off == {"sense fetch", "reflexes[0]", "reflexes[1]", "sense audit", "reflexes[3]"}
@@ -143,7 +143,7 @@ def test_enable_turns_on_only_the_sense_and_says_what_is_still_off(home: Path) -
         assert command in result.output
     off = {k for k, on in states(home).items() if not on}
     assert off == {"reflexes[0]", "reflexes[1]", "sense audit", "reflexes[3]"}
-    assert commits(home)[0] == "sense enable: fetch"
+    assert commits(home)[0] == "nerve: sense enable fetch"
 
 
 def test_enable_cascade_restores_exactly_what_the_disable_turned_off(home: Path) -> None:
@@ -157,8 +157,8 @@ def test_enable_cascade_restores_exactly_what_the_disable_turned_off(home: Path)
     assert result.exit_code == 0, result.output
     assert "brought back" in result.output and "reflexes[3] (audit every 1m)" in result.output
     assert path.read_text() == before  # every cascade item back, the hand-disabled reflex still off
-    assert commits(home)[:3] == ["sense enable: fetch (+4 restored)", "sense enable: fetch",
-                                 "sense disable: fetch (+4 by cascade)"]
+    assert commits(home)[:3] == ["nerve: sense enable fetch (+4 restored)", "nerve: sense enable fetch",
+                                 "nerve: sense disable fetch (+4 by cascade)"]
 
 
 def test_cascade_keeps_off_what_another_disabled_sense_still_cuts_off(home: Path) -> None:
@@ -192,7 +192,7 @@ def test_already_disabled_or_enabled_says_so_without_a_commit(home: Path) -> Non
     assert again.exit_code == 0 and "already disabled" in again.output
     audit = cli("sense", "disable", "audit")
     assert audit.exit_code == 0 and "by the cascade of `nerve sense disable fetch`" in audit.output
-    assert commits(home) == ["sense disable: fetch (+4 by cascade)", "first"]
+    assert commits(home) == ["nerve: sense disable fetch (+4 by cascade)", "first"]
 
 
 def test_unknown_names_get_the_nearest_name(home: Path) -> None:
@@ -220,7 +220,7 @@ def test_workflow_disable_and_enable_cascade_nowhere(home: Path) -> None:
     assert again.exit_code == 0 and "already disabled" in again.output
     assert cli("workflow", "enable", "cleanup").exit_code == 0
     assert path.read_text() == CHAIN
-    assert commits(home) == ["workflow enable: cleanup", "workflow disable: cleanup", "first"]
+    assert commits(home) == ["nerve: workflow enable cleanup", "nerve: workflow disable cleanup", "first"]
 
 
 def test_json_output_for_scripts(home: Path) -> None:

@@ -46,8 +46,8 @@ def test_migrate_one_sense_writes_and_commits(instance):
     assert "senses/alpha/migrations/0001_init.sql written (1 statement: create table sample)" in result.output
     assert (instance / "senses/alpha/migrations/0001_init.sql").is_file()
     assert not (instance / "senses/beta/migrations").exists()
-    assert git(instance, "log", "--format=%s").strip() == "Migrate alpha 0001_init.sql"
-    assert git(instance, "show", "--name-only", "--format=").split() == ["senses/alpha/migrations/0001_init.sql"]
+    assert git(instance, "log", "--format=%s").strip() == "nerve: sense migrate alpha (0001_init.sql)"
+    assert git(instance, "show", "--name-only", "--format=").split() == ["senses/alpha/migrations/0001_init.sql", "senses/alpha/schema.py"]
     result = run("alpha")
     assert result.exit_code == 0 and "alpha: up to date" in result.output
 
@@ -60,7 +60,7 @@ def test_migrate_all_and_a_change(instance):
     assert result.exit_code == 0, result.output
     assert "alpha: up to date" in result.output
     assert "senses/beta/migrations/0002_add_unit.sql written (1 statement: add column sample.unit)" in result.output
-    assert "Migrate beta 0002_add_unit.sql" in git(instance, "log", "--format=%s")
+    assert "nerve: sense migrate beta (0002_add_unit.sql)" in git(instance, "log", "--format=%s")
 
 
 def test_data_loss_refused_with_exit_1_then_allowed(instance):

@@ -50,7 +50,7 @@ def test_sense_new_scaffolds_migrates_registers_and_commits(inst) -> None:
     assert loaded.senses["open-prs"].group == "github"
     assert any(r.sense == "open-prs" and r.interval == 60.0 for r in loaded.reflexes)
     repo = git.Repo(inst)
-    assert repo.head.commit.message.strip() == "sense new: open-prs"
+    assert repo.head.commit.message.strip() == "nerve: sense new open-prs"
     assert set(repo.head.commit.stats.files) == {
         "nerve.yaml", "senses/open-prs/schema.py", "senses/open-prs/sense.py", "senses/open-prs/migrations/0001_init.sql"}
     assert not repo.is_dirty(untracked_files=True)

@@ -51,7 +51,7 @@ def test_new_scaffolds_registers_commits_and_the_scaffold_runs_end_to_end(instan
     assert kept and all(line in text for line in kept)  # the user's comments survive
     log = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-1", "--name-only"],
                          capture_output=True, text=True).stdout
-    assert "Add workflow review" in log and "workflows/review.py" in log and "nerve.yaml" in log
+    assert "nerve: workflow new review" in log and "workflows/review.py" in log and "nerve.yaml" in log
 
     run = nerve(instance, "workflow", "run", "review", "--prompt", "the release notes")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -113,7 +113,7 @@ def test_disable_and_enable_edit_and_commit(instance: Path) -> None:
     assert cli("workflow", "enable", "review").exit_code == 0
     subjects = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-2"],
                               capture_output=True, text=True).stdout.splitlines()
-    assert subjects == ["workflow enable: review", "workflow disable: review"]
+    assert subjects == ["nerve: workflow enable review", "nerve: workflow disable review"]
 
 
 def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path) -> None:

@@ -178,6 +178,12 @@ def from_ansi(text: str) -> Any:
     return Text.from_ansi(text)
 
 
+def notes(lines: Iterable[str]) -> None:
+    """Things the user should know that are not errors (e.g. a separate commit of their own edits)."""
+    for line in lines:
+        warn(line)
+
+
 def show(renderable: Any) -> None:
     if isinstance(renderable, Tabular):
         if tabular():

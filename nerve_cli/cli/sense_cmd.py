@@ -158,8 +158,11 @@ def _render_new(home, result) -> None:
     for path in result.files:
         info(f"  {path.relative_to(home)}")
     info(f"  nerve.yaml: senses.{result.name}, and a reflex running it every 1m")
+    from nerve_cli.cli.output import notes
+
+    notes(result.notes)
     if result.commit:
-        info(f"Committed {result.commit[:8]} \"sense new: {result.name}\".")
+        info(f"Committed {result.commit[:8]} \"nerve: sense new {result.name}\".")
     info("Next:")
     info(f"  edit     senses/{result.name}/sense.py")
     info(f"  tables   senses/{result.name}/schema.py, then: nerve sense migrate {result.name}")

@@ -138,6 +138,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 def _written(outcome: "Outcome", what: str) -> None:
     from nerve_cli.cli import output
 
+    output.notes(outcome.notes)
     committed = f"; committed {outcome.sha[:8]}" if outcome.sha else ""
     output.info(f"{what}{committed}", style="green")
     engine_note(outcome)

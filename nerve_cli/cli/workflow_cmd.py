@@ -41,8 +41,9 @@ def new(
 
     made = new_workflow(require_instance(home), name, llm=llm, model=model)
     output.info(f"created workflows/{made.name}.py and registered it in nerve.yaml", style="green")
+    output.notes(made.notes)
     if made.sha:
-        output.info(f"committed {made.sha[:8]}: Add workflow {made.name}", style="dim")
+        output.info(f"committed {made.sha[:8]}: nerve: workflow new {made.name}", style="dim")
     if llm:
         which = (f"model {model} (workflows.{made.name}.model)" if model else
                  f"llm's default model (`llm models default`; or set workflows.{made.name}.model in nerve.yaml)")

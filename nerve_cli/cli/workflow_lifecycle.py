@@ -42,6 +42,7 @@ def _set(name: str, home, enabled: bool, json_: bool) -> None:
     if not outcome.written:
         output.info(f"workflow {name} is already {word}; nothing changed")
         return
+    output.notes(outcome.notes)
     effect = "directives for it start threads again" if enabled else "the engine refuses directives for it"
     committed = f"; committed {outcome.sha[:8]}" if outcome.sha else ""
     output.info(f"workflow {name} {word}: {effect}{committed}", style="green")

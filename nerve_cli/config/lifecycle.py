@@ -33,7 +33,7 @@ from nerve_cli.config.load import config_path, read_config, validate
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.errors import ConfigError, NerveError
-from nerve_cli.instance.git import commit
+from nerve_cli.instance.change import Change
 
 Kind = Literal["sense", "reflex", "workflow"]
 Ref = tuple[str, "str | int"]  # ("sense", "d") or ("reflex", 3)
@@ -219,6 +219,7 @@ class Outcome:
     dry_run: bool = False
     sha: str | None = None  # the commit, when the instance is a git repo and something changed
     home: Path | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. hand edits of nerve.yaml committed separately first
 
     @property
     def written(self) -> bool:
@@ -230,7 +231,8 @@ def disable_sense(home: Path, name: str, *, dry_run: bool = False) -> Outcome:
     text, config, found = _load(home)
     _check_sense(config, name)
     plan = plan_disable(config, name, found)
-    return _apply(home, text, plan, dry_run, f"sense disable: {name} (+{len(plan.items)} by cascade)")
+    cascade = f"(+{len(plan.items)} by cascade)" if plan.items else ""
+    return _apply(home, text, plan, dry_run, f"sense disable {name}", cascade)
 
 
 def enable_sense(
@@ -242,8 +244,8 @@ def enable_sense(
     for index in reflexes:
         _check_reflex(config, name, index)
     plan = plan_enable(config, name, found, cascade=cascade, reflexes=tuple(dict.fromkeys(reflexes)))
-    extra = f" (+{len(plan.items)} restored)" if plan.items else ""
-    return _apply(home, text, plan, dry_run, f"sense enable: {name}{extra}")
+    extra = f"(+{len(plan.items)} restored)" if plan.items else ""
+    return _apply(home, text, plan, dry_run, f"sense enable {name}", extra)
 
 
 def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
@@ -253,7 +255,7 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
         also = " (it is a sense: use `nerve sense ...`)" if name in config.senses else ""
         raise NerveError(f"there is no workflow `{name}` in nerve.yaml (workflows:){_hint(name, config.workflows)}{also}")
     plan = plan_workflow(config, name, enabled)
-    return _apply(home, text, plan, False, f"workflow {'enable' if enabled else 'disable'}: {name}")
+    return _apply(home, text, plan, False, f"workflow {'enable' if enabled else 'disable'} {name}")
 
 
 def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
@@ -292,11 +294,14 @@ def _hint(name: str, names: Iterable[str]) -> str:
     return f"; did you mean `{close[0]}`?" if len(close) == 1 else ""
 
 
-def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Outcome:
+def _apply(home: Path, text: str, plan: Plan, dry_run: bool, what: str, detail: str = "") -> Outcome:
     outcome = Outcome(plan, dry_run, home=home)
     if not outcome.written:
         return outcome
     path = config_path(home)
+    change = Change(home, what, [path])
+    change.protect()  # hand edits of nerve.yaml get their own commit, never ride in this one
+    outcome.notes = change.notes()
     with edit_config(home) as doc:
         if read_config(path) != text:
             raise NerveError(f"{path} changed while the change was planned; nothing was written, run the command again")
@@ -306,7 +311,7 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, message: str) -> Ou
             _turn(doc, item.kind, item.key, plan.enabled, plan.name)
         for item, root in plan.kept_off:
             _turn(doc, item.kind, item.key, False, root)
-    outcome.sha = commit(home, [path], message)
+    outcome.sha = change.commit(detail=detail)
     return outcome
 
 

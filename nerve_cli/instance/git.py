@@ -120,3 +120,21 @@ def is_dirty(home: Path, *, untracked: bool = True) -> bool:
     if not is_repo(home):
         return False
     return _repo(home).is_dirty(untracked_files=untracked)
+
+
+def changed_paths(home: Path, paths: list[Path | str]) -> list[str]:
+    """Files under `paths` that differ from HEAD (staged or not, deleted, or untracked); [] without a HEAD."""
+    import git
+
+    if not is_repo(home) or not paths:
+        return []
+    repo = _repo(home)
+    if not repo.head.is_valid():
+        return []
+    rel = _relative(home, paths)
+    try:
+        tracked = repo.git.diff("HEAD", "--name-only", "--no-renames", "--", *rel).splitlines()
+        untracked = repo.git.ls_files("--others", "--exclude-standard", "--", *rel).splitlines()
+    except git.GitCommandError as exc:
+        raise NerveError(f"git status in {home} failed: {(exc.stderr or str(exc)).strip()}") from None
+    return sorted({p for p in tracked + untracked if p})

@@ -15,7 +15,7 @@ from pathlib import Path
 from nerve_cli.errors import NerveError
 from nerve_cli.instance import git
 
-FIRST_COMMIT = "nerve init: new instance"
+FIRST_COMMIT = "nerve: init"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "data", ".venv")
 
 

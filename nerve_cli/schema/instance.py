@@ -8,7 +8,7 @@ from pathlib import Path
 from nerve_cli.config.model import check_name
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
-from nerve_cli.instance.git import commit
+from nerve_cli.instance.change import Change
 from nerve_cli.schema.apply import split_statements
 from nerve_cli.schema.diff import generate
 
@@ -72,8 +72,10 @@ def _sense_dir(layout: Layout, sense: str) -> Path:
 
 
 def _commit(home: Path, written: list[SenseMigration]) -> str | None:
+    """One commit with each new migration and the schema.py it was generated from (the pair belongs together)."""
     if not written:
         return None
 
-    what = ", ".join(f"{r.sense} {r.path.name}" for r in written if r.path)
-    return commit(home, [r.path for r in written if r.path], f"Migrate {what}")
+    what = ", ".join(f"{r.sense} ({r.path.name})" for r in written if r.path)
+    paths = [p for r in written if r.path for p in (r.path, r.path.parent.parent / "schema.py")]
+    return Change(home, f"sense migrate {what}", paths).commit()

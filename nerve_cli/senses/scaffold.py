@@ -15,7 +15,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.config.model import HEALTH_SENSE, check_name
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
-from nerve_cli.instance.git import commit
+from nerve_cli.instance.change import Change
 from nerve_cli.instance.scaffold import templates_dir
 from nerve_cli.schema.migrate import generate_migration
 
@@ -31,6 +31,7 @@ class NewSense:
     files: tuple[Path, ...]  # everything written, migration included
     migration: Path | None
     commit: str | None  # sha, or None when the instance is not a git repo
+    notes: tuple[str, ...] = ()  # e.g. that uncommitted edits of nerve.yaml were committed separately first
 
 
 def sense_template_dir() -> Path:
@@ -67,6 +68,8 @@ def new_sense(home: Path, name: str, group: str = "default") -> NewSense:
     check_new_sense(home, name, group)
     layout = Layout(home)
     folder = layout.sense_dir(name)
+    change = Change(home, f"sense new {name}", [layout.config, folder])
+    change.protect()
     try:
         written = _write_files(folder, name)
         migration = generate_migration(folder)
@@ -75,8 +78,8 @@ def new_sense(home: Path, name: str, group: str = "default") -> NewSense:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     files = tuple(written + ([migration] if migration else []))
-    sha = commit(home, [*files, layout.config], f"sense new: {name}")
-    return NewSense(name, group, folder, files, migration, sha)
+    sha = change.commit([*files, layout.config])
+    return NewSense(name, group, folder, files, migration, sha, tuple(change.notes()))
 
 
 def _write_files(folder: Path, name: str) -> list[Path]:

@@ -10,7 +10,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.config.model import check_model_id, check_name
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
-from nerve_cli.instance.git import commit
+from nerve_cli.instance.change import Change
 from nerve_cli.instance.scaffold import templates_dir
 
 TEMPLATE = "workflow.py"
@@ -25,6 +25,7 @@ class NewWorkflow:
     name: str
     path: Path
     sha: str | None  # None when the instance is not a git repo
+    notes: tuple[str, ...] = ()  # e.g. that uncommitted edits of nerve.yaml were committed separately first
 
 
 def new_workflow(home: Path, name: str, *, llm: bool = False, model: str | None = None) -> NewWorkflow:
@@ -51,6 +52,8 @@ def new_workflow(home: Path, name: str, *, llm: bool = False, model: str | None 
     if name in load_config(layout.home).workflows:
         raise WorkflowError(f"workflow {name} is already in nerve.yaml (workflows.{name}) but has no "
                             f"workflows/{name}.py; create that file or remove the entry")
+    change = Change(layout.home, f"workflow new {name}", [path, layout.config])
+    change.protect()
     template = LLM_TEMPLATE if llm else TEMPLATE
     text = (templates_dir("workflow") / template).read_text().replace("{{name}}", name)
     settings = dict(LLM_SETTINGS if llm else DEFAULT_SETTINGS)
@@ -63,5 +66,4 @@ def new_workflow(home: Path, name: str, *, llm: bool = False, model: str | None 
     except BaseException:
         path.unlink(missing_ok=True)  # never leave a file nerve.yaml does not know about
         raise
-    sha = commit(layout.home, [path, layout.config], f"Add workflow {name}")
-    return NewWorkflow(name, path, sha)
+    return NewWorkflow(name, path, change.commit(), tuple(change.notes()))
