@@ -48,6 +48,7 @@ class Layout:
         self.blobs = self.data / "blobs"
         self.socket = self.data / "nerve.sock"
         self.lock = self.data / "nerve.lock"
+        self.attic = home / "attic"  # deleted senses and workflows, kept (and committed) until `nerve gc`
 
     def sense_dir(self, name: str) -> Path:
         return self.senses / name

@@ -292,3 +292,21 @@ def test_role_timeout_retries_and_thread_timeout_from_nerve_yaml(home: Path) -> 
     assert (status_of(logs, long_thread), end_payload(logs, long_thread)["reason"]) == (
         "failed", "cancelled: thread_timeout 400ms exceeded")
     assert len(seqs(logs, long_thread)) <= 9  # rounds of >= 50 ms, cut at the 400 ms deadline (not endless)
+
+
+def test_a_directive_with_a_misspelt_workflow_gets_did_you_mean(home: Path) -> None:
+    config = make_instance(home, {"triage": PINGPONG}, {"workflows": {"triage": {}}})
+
+    async def main():
+        mgr, logs, _ = manager(home, config)
+        refused = mgr.launch_directive("disk", "triag|2|p")
+        unknown = mgr.launch_directive("disk", "zzz|2|p")
+        await mgr.stop(1)
+        return logs, refused, unknown
+
+    logs, refused, unknown = asyncio.run(main())
+    assert refused is None and unknown is None
+    messages = [e["payload"]["message"] for e in query_logs(logs.path, source="system", type="error")]
+    assert "unknown workflow 'triag'" in messages[0] and "did you mean `triage`?" in messages[0]
+    assert "create it" not in messages[0]
+    assert "create it with `nerve workflow new zzz`" in messages[1]

@@ -19,6 +19,7 @@ from nerve_cli.cli import (
     data_cmd,
     doctor_cmd,
     emit_cmd,
+    gc_cmd,
     init_cmd,
     logs_cmd,
     mcp_cmd,
@@ -76,6 +77,7 @@ app.command("mcp")(mcp_cmd.mcp)
 app.command("backup")(data_cmd.backup)
 app.command("datasette", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
     data_cmd.datasette)
+app.command("gc")(gc_cmd.gc)
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(sense_cmd.app, name="sense")
 app.add_typer(workflow_cmd.app, name="workflow")

@@ -3,7 +3,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_reset
+from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_reset
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
 
@@ -259,3 +259,5 @@ def _short_json(payload, width: int = 100) -> str:
 # disable/enable (soft delete with the cascade) live in sense_lifecycle
 app.command("disable")(sense_lifecycle.disable)
 app.command("enable")(sense_lifecycle.enable)
+app.command("delete")(sense_remove.delete)
+app.command("rename")(sense_remove.rename)

@@ -3,7 +3,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import workflow_lifecycle
+from nerve_cli.cli import sense_remove, workflow_lifecycle
 from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, WorkflowName
 from nerve_cli.cli.group import HelpGroup
 
@@ -146,3 +146,4 @@ def run(
 # disable/enable live in workflow_lifecycle (shared lifecycle rules with senses)
 app.command("disable")(workflow_lifecycle.disable)
 app.command("enable")(workflow_lifecycle.enable)
+app.command("delete")(sense_remove.delete_workflow)

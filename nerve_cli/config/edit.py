@@ -29,17 +29,20 @@ SECTION_ORDER = SECTIONS  # canonical order for a section that has to be created
 
 
 @contextmanager
-def edit_config(home: Path) -> Iterator[CommentedMap]:
+def edit_config(home: Path, *, base: str | None = None) -> Iterator[CommentedMap]:
     """Yield the round-trip document; on a clean exit validate it and write it atomically.
 
     An exception inside the block (or an invalid result) leaves the file untouched.
+    `base` edits that text instead of the file's current one (the file is still
+    replaced only if nobody changed it meanwhile).
     """
     path = config_path(home)
     original = read_config(path)
-    doc, problems = parse(original, path.name)
+    source = original if base is None else base
+    doc, problems = parse(source, path.name)
     if problems:
         raise ConfigError(f"{path} cannot be edited: it is not valid YAML; fix it first", problems)
-    yaml = make_yaml(original)
+    yaml = make_yaml(source)
     doc = doc if doc is not None else CommentedMap()
     yield doc
     buffer = io.StringIO()
@@ -47,7 +50,7 @@ def edit_config(home: Path) -> Iterator[CommentedMap]:
     text = buffer.getvalue()
     if text == original:
         return
-    _refuse_if_invalid(path, original, text)
+    _refuse_if_invalid(path, source, text)
     if read_config(path) != original:
         raise NerveError(f"{path} changed while it was being edited; nothing was written, run the command again")
     write_atomic(path, text)
@@ -205,3 +208,44 @@ def _node(value: Any, *, flow: bool) -> Any:
         seq.fa.set_flow_style()
         return seq
     return value
+
+
+def rename_sense_refs(doc: CommentedMap, old: str, new: str) -> list[str]:
+    """Rename sense `old` to `new` everywhere nerve.yaml names it; returns what changed, one line each.
+
+    The `senses:` key keeps its place and comments; `peers:` lists, reflexes'
+    `sense:` and `on:`, and `# nerve: disabled with OLD` markers follow.
+    """
+    from nerve_cli.lifecycle_marks import marks, rename_mark
+
+    changed = []
+    senses = doc["senses"]
+    position = list(senses).index(old)
+    comment = senses.ca.items.pop(old, None)
+    value = senses[old]
+    del senses[old]
+    senses.insert(position, new, value)
+    if comment is not None:
+        senses.ca.items[new] = comment
+    changed.append(f"senses.{old} → senses.{new}")
+    for name, settings in senses.items():
+        peers = settings.get("peers") if isinstance(settings, dict) else None
+        if isinstance(peers, list) and old in peers:
+            peers[peers.index(old)] = new
+            changed.append(f"senses.{name}.peers")
+    for i, reflex in enumerate(doc.get("reflexes") or []):
+        if not isinstance(reflex, dict):
+            continue
+        if reflex.get("sense") == old:
+            reflex["sense"] = new
+            changed.append(f"reflexes[{i}].sense")
+        on = reflex.get("on")
+        if isinstance(on, list) and old in on:
+            on[on.index(old)] = new
+            changed.append(f"reflexes[{i}].on")
+    for (kind, key), root in marks(doc).items():
+        if root == old:
+            parent = doc[{"sense": "senses", "reflex": "reflexes", "workflow": "workflows"}[kind]]
+            rename_mark(parent, key, new)
+            changed.append(f"marker on {kind} {key}: disabled with {new}")
+    return changed

@@ -228,8 +228,8 @@ class Outcome:
 
 def disable_sense(home: Path, name: str, *, dry_run: bool = False) -> Outcome:
     """`nerve sense disable NAME`: the sense and its cascade off, marked, in one edit and one commit."""
-    text, config, found = _load(home)
-    _check_sense(config, name)
+    text, config, found = load_for_edit(home)
+    check_sense(config, name)
     plan = plan_disable(config, name, found)
     cascade = f"(+{len(plan.items)} by cascade)" if plan.items else ""
     return _apply(home, text, plan, dry_run, f"sense disable {name}", cascade)
@@ -239,8 +239,8 @@ def enable_sense(
     home: Path, name: str, *, cascade: bool = False, reflexes: tuple[int, ...] = (), dry_run: bool = False
 ) -> Outcome:
     """`nerve sense enable NAME [--cascade] [--reflex N]`."""
-    text, config, found = _load(home)
-    _check_sense(config, name)
+    text, config, found = load_for_edit(home)
+    check_sense(config, name)
     for index in reflexes:
         _check_reflex(config, name, index)
     plan = plan_enable(config, name, found, cascade=cascade, reflexes=tuple(dict.fromkeys(reflexes)))
@@ -250,15 +250,13 @@ def enable_sense(
 
 def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
     """`nerve workflow disable|enable NAME`: no cascade."""
-    text, config, _ = _load(home)
-    if name not in config.workflows:
-        also = " (it is a sense: use `nerve sense ...`)" if name in config.senses else ""
-        raise NerveError(f"there is no workflow `{name}` in nerve.yaml (workflows:){_hint(name, config.workflows)}{also}")
+    text, config, _ = load_for_edit(home)
+    check_workflow(config, name)
     plan = plan_workflow(config, name, enabled)
     return _apply(home, text, plan, False, f"workflow {'enable' if enabled else 'disable'} {name}")
 
 
-def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
+def load_for_edit(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
     path = config_path(home)
     text = read_config(path)
     result = validate(text, path)
@@ -268,13 +266,19 @@ def _load(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
     return text, result.config, marks(result.doc)
 
 
-def _check_sense(config: NerveConfig, name: str) -> None:
+def check_workflow(config: NerveConfig, name: str) -> None:
+    if name not in config.workflows:
+        also = " (it is a sense: use `nerve sense ...`)" if name in config.senses else ""
+        raise NerveError(f"there is no workflow `{name}` in nerve.yaml (workflows:){hint_name(name, config.workflows)}{also}")
+
+
+def check_sense(config: NerveConfig, name: str) -> None:
     if name == HEALTH_SENSE:
         raise NerveError(f"`{HEALTH_SENSE}` is the engine's built-in sense and cannot be turned off or on; "
                          "`engine.health_interval` sets how often it runs")
     if name not in config.senses:
         also = f"; `{name}` is a workflow: use `nerve workflow ...`" if name in config.workflows else ""
-        raise NerveError(f"there is no sense `{name}` in nerve.yaml (senses:){_hint(name, config.senses)}{also}")
+        raise NerveError(f"there is no sense `{name}` in nerve.yaml (senses:){hint_name(name, config.senses)}{also}")
 
 
 def _check_reflex(config: NerveConfig, name: str, index: int) -> None:
@@ -285,7 +289,7 @@ def _check_reflex(config: NerveConfig, name: str, index: int) -> None:
                          f"use `nerve sense enable {config.reflexes[index].sense} --reflex {index}`")
 
 
-def _hint(name: str, names: Iterable[str]) -> str:
+def hint_name(name: str, names: Iterable[str]) -> str:
     """`; did you mean `cpu-usage`?` for a typo or a unique part of a name."""
     names = list(names)
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
@@ -302,6 +306,17 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, what: str, detail: 
     change = Change(home, what, [path])
     change.protect()  # hand edits of nerve.yaml get their own commit, never ride in this one
     outcome.notes = change.notes()
+    write_plan(home, text, plan)
+    outcome.sha = change.commit(detail=detail)
+    return outcome
+
+
+def write_plan(home: Path, text: str, plan: Plan) -> None:
+    """The plan as one validated, atomic, comment-keeping edit of nerve.yaml (`text` is what it was planned on)."""
+    from nerve_cli.config.edit import edit_config
+    from nerve_cli.config.load import config_path, read_config
+
+    path = config_path(home)
     with edit_config(home) as doc:
         if read_config(path) != text:
             raise NerveError(f"{path} changed while the change was planned; nothing was written, run the command again")
@@ -311,8 +326,6 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, what: str, detail: 
             _turn(doc, item.kind, item.key, plan.enabled, plan.name)
         for item, root in plan.kept_off:
             _turn(doc, item.kind, item.key, False, root)
-    outcome.sha = change.commit(detail=detail)
-    return outcome
 
 
 def _turn(doc: Any, kind: str, key: str | int, on: bool, mark: str | None) -> None:

@@ -196,3 +196,11 @@ def _append_lines(holder: Any, key: Any, rest: str) -> None:
         comments[index] = CommentToken("\n" + rest, CommentMark(0))
     else:
         token.value = token.value + rest
+
+
+def rename_mark(parent: Any, key: Any, new: str) -> None:
+    """Point this entry's marker at sense `new` (after a rename), keeping the line's spacing."""
+    slot = _slot(parent, key, create=False)
+    token = slot[0][slot[1]] if slot else None
+    if token is not None and token.value.startswith("#"):
+        token.value = _MARK_RE.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + new, token.value, count=1)

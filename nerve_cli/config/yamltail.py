@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark
 from ruamel.yaml.tokens import CommentToken
 
 Slot = tuple[list, int]  # a ruamel comment list and the index of the "after" comment in it
@@ -111,3 +112,40 @@ def insert_key(mapping: CommentedMap, position: int, key: Any, value: Any) -> No
         old = old if old and old[0][old[1]] is not None else trailing_slot(mapping[before])
     mapping.insert(position, key, value)
     _move(old, _tail_holder(mapping, key))
+
+
+def remove_entry(node: Any, key: Any) -> None:
+    """`del node[key]` (a mapping key or a sequence index) without losing the comment lines after it.
+
+    ruamel stores the comments that follow an entry (the next section's
+    explanation, say) on that entry; they move to the entry before it. The
+    removed entry's own end-of-line comment goes with it.
+    """
+    keys = list(node) if isinstance(node, CommentedMap) else list(range(len(node)))
+    position = keys.index(key)
+    tail = _entry_tail(node, key)
+    text = tail[0][tail[1]].value if tail else ""
+    rest = text.partition("\n")[2] if text.startswith("#") else text[1:] if text.startswith("\n") else ""
+    del node[key]
+    if isinstance(node, CommentedMap):
+        node.ca.items.pop(key, None)
+    if not rest.strip() or position == 0:
+        return
+    before = keys[position - 1]
+    comments, index = _tail_holder(node, before)
+    token = comments[index]
+    if token is None:
+        comments[index] = CommentToken("\n" + rest, CommentMark(0))
+    else:
+        token.value = token.value + rest
+
+
+def _entry_tail(node: Any, key: Any) -> Slot | None:
+    """The slot holding the comment after the last line of `node[key]`, if any."""
+    while True:
+        slot = _slot(node, key, create=False)
+        if slot and slot[0][slot[1]] is not None:
+            return slot
+        if not _is_block(node[key]):
+            return None
+        node, key = node[key], _last_key(node[key])

@@ -29,9 +29,12 @@ def check_request(config: NerveConfig, workflow: str, prompt: Any, max_rounds: A
 def launchable(config: NerveConfig, workflow: str) -> WorkflowConfig:
     cfg = config.workflows.get(workflow)
     if cfg is None:
+        from nerve_cli.config.rules import nearest
+
         known = ", ".join(sorted(config.workflows)) or "none"
-        raise WorkflowError(f"unknown workflow {workflow!r} (nerve.yaml workflows: {known}); "
-                            f"create it with `nerve workflow new {workflow}`")
+        close = nearest(workflow, list(config.workflows))
+        fix = f"did you mean `{close}`?" if close else f"create it with `nerve workflow new {workflow}`"
+        raise WorkflowError(f"unknown workflow {workflow!r} (nerve.yaml workflows: {known}); {fix}")
     if not cfg.enabled:
         raise WorkflowError(f"workflow {workflow} is disabled (nerve.yaml: workflows.{workflow}.enabled "
                             f"is false); enable it with `nerve workflow enable {workflow}`")

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nerve_cli.cli.common import HomeOption, JsonOption
+
+
+def gc(
+    older_than: Annotated[str, typer.Option("--older-than", help="Only what has been deleted or untouched this long.")] = "30d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Offline clean-up: remove old attic entries and the data of deleted or disabled senses.
+
+    Lists, then removes: attic/ entries deleted more than --older-than ago;
+    data/senses/NAME.db (and its archive) of senses deleted that long ago, of
+    disabled senses untouched that long, and of names nerve.yaml no longer
+    has; the nerve.yaml entry of a deleted sense or workflow once nothing of it
+    is left (unless another entry still names it). Refused while an engine
+    runs (except --dry-run). One commit for what git tracks.
+
+    Example: nerve gc --older-than 7d --dry-run
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.config.model import parse_duration
+    from nerve_cli.home import require_instance
+    from nerve_cli.instance.gc import collect
+
+    try:
+        seconds = parse_duration(older_than)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--older-than") from None
+    result = collect(require_instance(home), seconds, dry_run=dry_run)
+    if json_:
+        output.print_json(result.to_dict())
+        return
+    if not result.items:
+        output.info(f"nothing to collect older than {older_than}")
+    else:
+        rows = [(g.kind, g.what, g.why, _size(g.bytes) if g.bytes else "") for g in result.items]
+        title = "would remove" if dry_run else "removed"
+        output.show(output.table(f"{title} ({_size(result.freed)})", ["kind", "what", "why", "size"], rows))
+    for line in result.kept:
+        output.info(line, style="yellow")
+    if result.sha:
+        output.info(f"committed {result.sha[:8]}", style="dim")
+    if dry_run and result.items:
+        output.info("dry run: nothing was removed", style="dim")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"

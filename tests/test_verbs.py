@@ -1,0 +1,142 @@
+"""sense delete / gc / sense rename / workflow delete on a real instance, with a running engine where it matters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from enginekit import RunningEngine, completes, last_signal, nerve, wait_for, write_instance
+
+CONFIG = """
+    senses:
+      a: {}
+      b: {}
+      c: {peers: [a]}
+    reflexes:
+      - {sense: a, interval: 200ms}
+      - {sense: b, on: [a]}
+      - {sense: c, interval: 200ms}
+"""
+SCHEMA = """
+    from nerve_cli.sdk import table
+
+    @table(pk="ts")
+    class Tick:
+        ts: int
+"""
+TICK_SQL = 'CREATE TABLE "tick" ("ts" INTEGER PRIMARY KEY);\n'
+A = """
+    import time
+    from .schema import Tick
+
+    def compute(db, peers):
+        db.insert(Tick(ts=time.time_ns()))
+        return len(db.rows(Tick))
+"""
+B = "def compute(db, peers):\n    return 'heard'\n"
+C = """
+    PEER = "a"
+
+    def compute(db, peers):
+        return peers[PEER].query("SELECT count(*) AS n FROM tick")[0]["n"]
+"""
+
+
+def git(home: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(home), *args], capture_output=True, text=True, check=True).stdout
+
+
+def instance(home: Path) -> Path:
+    write_instance(home, CONFIG, {"a": A, "b": B, "c": C}, {"a": SCHEMA})
+    (home / "senses/a/migrations/0001_init.sql").write_text(TICK_SQL)
+    (home / ".gitignore").write_text("data/\n__pycache__/\n")
+    git(home, "init", "-q")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "first")
+    return home
+
+
+def test_delete_then_gc_round_trip_with_a_running_engine(home: Path) -> None:
+    instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: completes(home, "b") and completes(home, "c"), 10, what="b and c to run")
+        result = nerve("sense", "delete", "a", home=home)
+        assert result.returncode == 0, result.stderr
+        assert "reflexes[1] (b on [a])" in result.stdout and "sense c" in result.stdout  # the cascade, shown
+        wait_for(lambda: "a" not in engine.status()["senses"], 10, what="the engine to drop a")
+        assert "c" not in engine.status()["senses"]  # c read a as a peer: off with it
+        gc = nerve("gc", "--older-than", "0s", home=home)
+        assert gc.returncode == 1 and "works offline" in gc.stderr
+        engine.stop()
+    attic = list((home / "attic" / "senses").iterdir())
+    assert [p.name.split(".")[0] for p in attic] == ["a"] and (attic[0] / "sense.py").is_file()
+    assert not (home / "senses" / "a").exists() and (home / "data/senses/a.db").is_file()  # data kept
+    assert git(home, "log", "-1", "--format=%s").strip() == "nerve: sense delete a (+4 by cascade)"
+    assert git(home, "status", "--porcelain") == ""
+    check = nerve("config", "check", home=home)
+    assert check.returncode == 0, check.stdout  # deleted and disabled: nothing is missing
+
+    dry = json.loads(nerve("gc", "--older-than", "0s", "--dry-run", "--json", home=home).stdout)
+    assert {(i["kind"], i["what"]) for i in dry["items"]} == {("attic", f"attic/senses/{attic[0].name}"),
+                                                               ("data", "data/senses/a.db"),
+                                                               ("data", "data/senses/c.db")}  # disabled with a
+    assert attic[0].exists()
+    assert nerve("gc", "--older-than", "1d", home=home).stdout.startswith("nothing to collect")
+    gc = nerve("gc", "--older-than", "0s", home=home)
+    assert gc.returncode == 0, gc.stderr
+    assert "senses.a stays in nerve.yaml: senses.c.peers, reflexes[1].on still name it" in gc.stdout
+    assert not attic[0].exists() and not (home / "data/senses/a.db").exists()
+    assert git(home, "log", "-1", "--format=%s").strip() == "nerve: gc (older than 0s)"
+    assert git(home, "status", "--porcelain") == ""
+
+
+def test_rename_with_a_running_engine_keeps_data_and_references(home: Path) -> None:
+    instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: (last_signal(home, "c") or 0) >= 2, 10, what="c to read a")
+        result = nerve("sense", "rename", "a", "z", home=home)
+        assert result.returncode == 0, result.stderr
+        assert "senses/c/sense.py:2 names `a` as a string" in result.stderr
+        before = last_signal(home, "z")
+        assert before and before >= 2  # the database moved with its rows
+        wait_for(lambda: (last_signal(home, "z") or 0) > before, 15, what="z to run under its new name")
+        heard = len(completes(home, "b"))
+        wait_for(lambda: len(completes(home, "b")) > heard, 10, what="b to hear z")
+        assert "a" not in engine.status()["senses"]
+        engine.stop()
+    text = (home / "nerve.yaml").read_text()
+    assert "z: {}" in text and "peers: [z]" in text and "on: [z]" in text and "sense: z" in text
+    assert "enabled" not in text  # the pause of the old sense left no trace
+    assert (home / "senses/z/sense.py").is_file() and not (home / "senses/a").exists()
+    assert not (home / "data/senses/a.db").exists()
+    assert git(home, "log", "-1", "--format=%s").strip() == "nerve: sense rename a z"
+    assert git(home, "status", "--porcelain") == ""
+
+
+def test_rename_refuses_a_taken_name_and_changes_nothing(home: Path) -> None:
+    instance(home)
+    before = (home / "nerve.yaml").read_text()
+    result = nerve("sense", "rename", "a", "b", home=home)
+    assert result.returncode == 1 and "there already is a sense `b`" in result.stderr
+    assert (home / "nerve.yaml").read_text() == before and (home / "senses/a").is_dir()
+
+
+def test_workflow_delete_moves_the_file_to_the_attic_and_disables_it(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    (home / ".gitignore").write_text("data/\n")
+    git(home, "init", "-q")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "first")
+    assert nerve("workflow", "new", "triage", home=home).returncode == 0
+    result = nerve("workflow", "delete", "triage", home=home)
+    assert result.returncode == 0, result.stderr
+    assert not (home / "workflows/triage.py").exists()
+    assert [p.name.startswith("triage.") for p in (home / "attic/workflows").iterdir()] == [True]
+    listed = json.loads(nerve("workflow", "list", "--json", home=home).stdout)
+    assert [w["enabled"] for w in listed if w["name"] == "triage"] == [False]
+    assert git(home, "log", "-1", "--format=%s").strip() == "nerve: workflow delete triage"
+    again = nerve("workflow", "delete", "triage", home=home)
+    assert again.returncode == 1 and "already deleted" in again.stderr
