@@ -216,7 +216,7 @@ def rename_sense_refs(doc: CommentedMap, old: str, new: str) -> list[str]:
     The `senses:` key keeps its place and comments; `peers:` lists, reflexes'
     `sense:` and `on:`, and `# nerve: disabled with OLD` markers follow.
     """
-    from nerve_cli.lifecycle_marks import marks, rename_mark
+    from nerve_cli.config.lifecycle_marks import marks, rename_mark
 
     changed = []
     senses = doc["senses"]

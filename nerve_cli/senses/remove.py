@@ -36,7 +36,7 @@ class Deleted:
 
 def delete_sense(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
     """Disable `name` with its cascade, move its folder to the attic, commit both as one change."""
-    from nerve_cli.lifecycle import check_sense, load_for_edit, plan_disable
+    from nerve_cli.config.lifecycle import check_sense, load_for_edit, plan_disable
 
     layout = Layout(home)
     text, config, found = load_for_edit(home)
@@ -55,7 +55,7 @@ def delete_sense(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
 
 def delete_workflow(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
     """Disable workflow `name` (no cascade) and move its file to the attic, as one commit."""
-    from nerve_cli.lifecycle import check_workflow, load_for_edit, plan_workflow
+    from nerve_cli.config.lifecycle import check_workflow, load_for_edit, plan_workflow
 
     layout = Layout(home)
     text, config, _ = load_for_edit(home)
@@ -70,7 +70,7 @@ def delete_workflow(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
 
 def _delete(home: Path, deleted: Deleted, text: str, detail: str) -> Deleted:
     from nerve_cli.instance.change import Change
-    from nerve_cli.lifecycle import write_plan
+    from nerve_cli.config.lifecycle import write_plan
 
     layout = Layout(home)
     change = Change(home, f"{deleted.kind} delete {deleted.name}", [layout.config, deleted.moved_from, deleted.moved_to])

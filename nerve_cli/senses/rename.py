@@ -43,7 +43,7 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
     from nerve_cli.config.model import check_name
     from nerve_cli.instance.change import Change
     from nerve_cli.kernel.client import engine_running
-    from nerve_cli.lifecycle import check_sense, load_for_edit
+    from nerve_cli.config.lifecycle import check_sense, load_for_edit
 
     layout = Layout(home)
     text, config, _ = load_for_edit(home)
@@ -93,7 +93,7 @@ def _release(home: Path, text: str, old: str) -> None:
     """Disable OLD in nerve.yaml and wait until the running engine no longer runs it."""
     from nerve_cli.config.edit import edit_config
     from nerve_cli.kernel.client import request
-    from nerve_cli.lifecycle_marks import disable
+    from nerve_cli.config.lifecycle_marks import disable
 
     with edit_config(home) as doc:
         disable(doc["senses"], old, None)
