@@ -17,6 +17,7 @@ from nerve_cli.cli import (
     archive_cmd,
     config_cmd,
     data_cmd,
+    deps_cmd,
     doctor_cmd,
     emit_cmd,
     gc_cmd,
@@ -26,6 +27,7 @@ from nerve_cli.cli import (
     mesh_cmd,
     run_cmd,
     sense_cmd,
+    service_cmd,
     status_cmd,
     thread_cmd,
     top_cmd,
@@ -82,6 +84,8 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(sense_cmd.app, name="sense")
 app.add_typer(workflow_cmd.app, name="workflow")
 app.add_typer(thread_cmd.app, name="thread")
+app.add_typer(service_cmd.app, name="service")
+app.add_typer(deps_cmd.app, name="deps")
 
 
 def main() -> None:

@@ -67,7 +67,7 @@ def check_instance(home: Path, *, code: bool = True) -> CheckReport:
     problems = list(result.problems)
     if result.config is not None:
         problems += folder_problems(Path(home), result)
-        problems.sort(key=lambda p: (p.line or 0, p.path))
+        problems.sort(key=lambda p: (p.file != path.name, p.file, p.line or 0, p.path))
         if code:
             problems += code_problems(Path(home), result.config)
     return CheckReport(path, problems, result.channels, _counts(result))
@@ -120,7 +120,21 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
                           f"create it (`nerve workflow new {name}` scaffolds one) or set `enabled: false`"))
     found += _unregistered(layout, config)
     return [Problem(".".join(map(str, loc)), msg, sev, line_of(result.doc, loc), file=layout.config.name)
-            for loc, sev, msg in found]
+            for loc, sev, msg in found] + requirement_problems(home)
+
+
+def requirement_problems(home: Path) -> list[Problem]:
+    """requirements.txt lines not satisfied where the workers run (warnings: a sense that needs one fails to import)."""
+    from nerve_cli.errors import NerveError
+    from nerve_cli.instance.deps import REQUIREMENTS, check
+
+    try:
+        found = check(home)
+    except NerveError as exc:
+        return [Problem("", str(exc).split(": ", 1)[-1], "error", None, file=REQUIREMENTS)]
+    return [Problem("", f"{r.text}: {r.state.replace('-', ' ')} (installed: {r.installed or 'no'}) where the workers "
+                        "run; `nerve deps install` installs requirements.txt", "warning", r.line, file=REQUIREMENTS)
+            for r in found if not r.ok]
 
 
 def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, str, str]]:

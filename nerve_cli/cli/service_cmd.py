@@ -1,0 +1,103 @@
+"""`nerve service install|uninstall|status`: the OS supervisor keeps `nerve run` alive (logic in instance.service)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from nerve_cli.cli.common import HomeOption, JsonOption
+
+app = typer.Typer(help="Keep the engine running under systemd (Linux) or launchd (macOS).", no_args_is_help=True)
+Platform = Annotated[Optional[str], typer.Option("--platform", help="linux (systemd user unit) or macos (launchd agent); default: this machine.")]
+
+
+@app.command("install")
+def install(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the unit only; write and start nothing.")] = False,
+    platform: Platform = None,
+    home: HomeOption = None,
+) -> None:
+    """Write and enable a unit that runs `nerve run` for this instance and restarts it on failure.
+
+    Linux: a systemd user unit in ~/.config/systemd/user/, enabled and started
+    with `systemctl --user enable --now` (add `loginctl enable-linger $USER` to
+    keep it running while you are logged out). macOS: a launchd agent in
+    ~/Library/LaunchAgents/, loaded with `launchctl bootstrap`. Prints what it
+    wrote. --dry-run prints the unit only.
+
+    Example: nerve service install --dry-run
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.instance.service import install as run
+
+    root = require_instance(home)
+    unit = _unit(root, platform)
+    if dry_run:
+        import sys
+
+        sys.stdout.write(unit.text)
+        return
+    state = run(root, unit)
+    output.info(f"wrote {unit.path}:", style="bold")
+    output.info(unit.text.rstrip())
+    for argv in state.commands:
+        output.info(f"ran: {' '.join(argv)}", style="dim")
+    _render(state)
+
+
+@app.command("uninstall")
+def uninstall(platform: Platform = None, home: HomeOption = None) -> None:
+    """Stop and disable this instance's unit and remove its file.
+
+    Example: nerve service uninstall
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.instance.service import uninstall as run
+
+    root = require_instance(home)
+    state = run(root, _unit(root, platform))
+    for argv in state.commands:
+        output.info(f"ran: {' '.join(argv)}", style="dim")
+    output.info(f"removed {state.unit.path}", style="green")
+
+
+@app.command("status")
+def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption = False) -> None:
+    """Whether a unit is installed for this instance, enabled, active, and whether the engine answers.
+
+    Example: nerve service status --json
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.home import require_instance
+    from nerve_cli.instance.service import status as run
+
+    root = require_instance(home)
+    state = run(root, _unit(root, platform))
+    if json_:
+        output.print_json({"platform": state.unit.platform, "name": state.unit.name, "path": str(state.unit.path),
+                           "installed": state.installed, "enabled": state.enabled, "active": state.active,
+                           "engine_running": state.engine})
+        return
+    _render(state)
+
+
+def _unit(root, platform):  # type: ignore[no-untyped-def]
+    from nerve_cli.config.load import load_config
+    from nerve_cli.instance.service import unit_for
+
+    return unit_for(root, platform, stop_timeout=load_config(root).engine.shutdown_timeout)
+
+
+def _render(state) -> None:  # type: ignore[no-untyped-def]
+    from nerve_cli.cli import output
+
+    if not state.installed:
+        output.info(f"no service installed for this instance ({state.unit.path} does not exist); "
+                    "`nerve service install` adds one")
+    else:
+        output.info(f"{state.unit.name}: {state.enabled}, {state.active} ({state.unit.path})")
+    engine = "an engine answers on this instance's socket" if state.engine else "no engine answers for this instance"
+    output.info(engine, style="green" if state.engine else "yellow")

@@ -1,0 +1,201 @@
+"""`nerve service`: keep `nerve run` alive with the machine's own supervisor (RFC-001 §5.1, §5.7).
+
+The engine watches itself (`nerve-health`), but if the engine process dies,
+nothing inside it can help: the last line of defence is the OS supervisor. On
+Linux that is a systemd *user* unit, on macOS a launchd agent; both run
+`python -m nerve_cli run --home HOME` with this interpreter (the environment the
+workers use) and restart it when it fails. A clean stop (exit 0) stays stopped.
+
+The unit's name carries the instance folder's name and a short hash of its
+path, so two instances on one machine get two units.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import plistlib
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nerve_cli.errors import NerveError
+
+RESTART_SEC = 5
+STOP_MARGIN = 10  # seconds beyond engine.shutdown_timeout before the supervisor kills the engine
+
+
+@dataclass(frozen=True)
+class Unit:
+    platform: str  # linux | macos
+    name: str  # nerve-uncaged-nerve-1a2b3c.service, or dev.nerve.uncaged-nerve-1a2b3c
+    path: Path  # where the file goes
+    text: str  # its content
+    argv: tuple[str, ...]  # what it runs
+
+
+@dataclass
+class ServiceState:
+    unit: Unit
+    installed: bool
+    enabled: str = "unknown"  # systemctl is-enabled / launchctl: enabled | disabled | unknown
+    active: str = "unknown"  # active | inactive | failed | unknown
+    engine: bool = False  # an engine answers on this instance's control socket
+    commands: list[list[str]] = field(default_factory=list)  # what install/uninstall ran
+
+
+def this_platform() -> str:
+    return "macos" if sys.platform == "darwin" else "linux"
+
+
+def unit_for(home: Path, platform: str | None = None, *, stop_timeout: float = 5.0) -> Unit:
+    """The unit (systemd) or agent (launchd) that runs the engine for `home`."""
+    home = Path(home).resolve()
+    platform = platform or this_platform()
+    slug = _slug(home)
+    argv = (sys.executable, "-m", "nerve_cli", "run", "--home", str(home))
+    if platform == "macos":
+        label = f"dev.nerve.{slug}"
+        path = Path.home() / "Library" / "LaunchAgents" / f"{label}.plist"
+        return Unit(platform, label, path, _plist(label, home, argv), argv)
+    if platform != "linux":
+        raise NerveError(f"unknown platform {platform!r}: use linux (systemd) or macos (launchd)")
+    name = f"nerve-{slug}.service"
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return Unit(platform, name, config / "systemd" / "user" / name, _systemd(home, argv, stop_timeout), argv)
+
+
+def _slug(home: Path) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", home.name.lower()).strip("-") or "instance"
+    return f"{base[:40]}-{hashlib.sha256(str(home).encode()).hexdigest()[:6]}"
+
+
+def _systemd(home: Path, argv: tuple[str, ...], stop_timeout: float) -> str:
+    return "\n".join([
+        "[Unit]",
+        f"Description=Nerve engine for {_escape_text(str(home))}",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={' '.join(_quote(a) for a in argv)}",
+        f"WorkingDirectory={_escape_text(str(home))}",  # a path, taken whole: never quoted
+        "Environment=PYTHONUNBUFFERED=1",
+        "# a crash restarts the engine; a clean stop (exit 0) stays stopped",
+        "Restart=on-failure",
+        f"RestartSec={RESTART_SEC}",
+        "# SIGTERM lets running computes finish (engine.shutdown_timeout) before workers stop",
+        "KillSignal=SIGTERM",
+        f"TimeoutStopSec={int(stop_timeout) + STOP_MARGIN}",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+        "",
+    ])
+
+
+def _quote(arg: str) -> str:
+    """One ExecStart/WorkingDirectory word: specifiers (%) and variables ($) escaped, quoted when needed."""
+    text = arg.replace("%", "%%").replace("$", "$$")
+    if re.search(r'[\s"\'\\;]', text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def _escape_text(text: str) -> str:
+    return text.replace("%", "%%")
+
+
+def _plist(label: str, home: Path, argv: tuple[str, ...]) -> str:
+    log = str(home / "data" / "engine.log")
+    body = {
+        "Label": label,
+        "ProgramArguments": list(argv),
+        "WorkingDirectory": str(home),
+        "EnvironmentVariables": {"PYTHONUNBUFFERED": "1"},
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},  # restart after a failure, not after a clean stop
+        "ThrottleInterval": RESTART_SEC,
+        "StandardOutPath": log,
+        "StandardErrorPath": log,
+    }
+    return plistlib.dumps(body, sort_keys=False).decode()
+
+
+def install(home: Path, unit: Unit) -> ServiceState:
+    """Write the unit and enable + start it."""
+    (Path(home) / "data").mkdir(parents=True, exist_ok=True)
+    unit.path.parent.mkdir(parents=True, exist_ok=True)
+    unit.path.write_text(unit.text, encoding="utf-8")
+    commands = _install_commands(unit)
+    for argv in commands:
+        _run(argv)
+    state = status(home, unit)
+    state.commands = commands
+    return state
+
+
+def uninstall(home: Path, unit: Unit) -> ServiceState:
+    """Stop and disable the unit, remove its file."""
+    if not unit.path.exists():
+        raise NerveError(f"no service is installed for {home} ({unit.path} does not exist)")
+    before, after = _uninstall_commands(unit)
+    for argv in before:
+        _run(argv, check=False)  # already stopped or disabled is fine
+    unit.path.unlink()
+    for argv in after:
+        _run(argv, check=False)
+    state = status(home, unit)
+    state.commands = before + after
+    return state
+
+
+def status(home: Path, unit: Unit) -> ServiceState:
+    from nerve_cli.kernel.client import engine_running
+
+    state = ServiceState(unit, unit.path.exists(), engine=engine_running(home))
+    if unit.platform == "linux" and state.installed:
+        state.enabled = _ask(["systemctl", "--user", "is-enabled", unit.name])
+        state.active = _ask(["systemctl", "--user", "is-active", unit.name])
+    elif unit.platform == "macos" and state.installed:
+        loaded = _ask(["launchctl", "print", f"gui/{os.getuid()}/{unit.name}"]) != "unknown"
+        state.enabled = state.active = "active" if loaded else "inactive"
+    return state
+
+
+def _install_commands(unit: Unit) -> list[list[str]]:
+    if unit.platform == "macos":
+        return [["launchctl", "bootstrap", f"gui/{os.getuid()}", str(unit.path)]]
+    return [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", unit.name]]
+
+
+def _uninstall_commands(unit: Unit) -> tuple[list[list[str]], list[list[str]]]:
+    """(before the file is removed, after)."""
+    if unit.platform == "macos":
+        return [["launchctl", "bootout", f"gui/{os.getuid()}/{unit.name}"]], []
+    return [["systemctl", "--user", "disable", "--now", unit.name]], [["systemctl", "--user", "daemon-reload"]]
+
+
+def _run(argv: list[str], check: bool = True) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise NerveError(f"`{argv[0]}` is not available here; the unit file is written, "
+                         f"start it with your supervisor (or run `nerve run` yourself)") from None
+    if check and done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        raise NerveError(f"`{' '.join(argv)}` failed: {why[-1] if why else f'exit {done.returncode}'}; "
+                         "the unit file is written (is a systemd user session running? `loginctl enable-linger` "
+                         "keeps one for a user who is not logged in)")
+
+
+def _ask(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return "unknown"
+    out = done.stdout.strip().splitlines()
+    if argv[0] == "launchctl":
+        return "loaded" if done.returncode == 0 else "unknown"
+    return out[0] if out else "unknown"
