@@ -50,6 +50,8 @@ def test_config_check_catches_drift_with_file_line_and_the_command(home: Path) -
     data = json.loads(nerve("config", "check", "--json", home=home).stdout)
     assert data["valid"] is False and data["problems"][0]["file"] == "senses/reading/schema.py"
     assert nerve("config", "check", "--fast", home=home).returncode == 0  # --fast does not import code
+    show = nerve("sense", "show", "reading", home=home)
+    assert "would not load: senses/reading/schema.py:8:" in show.stdout and "nerve sense migrate reading" in show.stdout
     assert nerve("sense", "migrate", "reading", home=home).returncode == 0
     assert nerve("config", "check", home=home).returncode == 0
 

@@ -68,7 +68,7 @@ def test_every_command_uses_one_message_style(home: Path) -> None:
     assert cli("workflow", "disable", "triage").exit_code == 0
     assert subjects(home) == [
         "nerve: workflow disable triage",
-        "nerve: sense enable open-prs",
+        "nerve: sense enable open-prs (+1 restored)",  # its own reflex comes back with it
         "nerve: sense disable open-prs (+1 by cascade)",
         "nerve: workflow new triage",
         "nerve: sense new open-prs",

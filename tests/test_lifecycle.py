@@ -131,19 +131,19 @@ def test_disable_keeps_every_comment_marks_the_cascade_and_makes_one_commit(home
     assert "  fetch: {group: g1, enabled: false}      # the source" in text.splitlines()
 
 
-def test_enable_turns_on_only_the_sense_and_says_what_is_still_off(home: Path) -> None:
+def test_enable_turns_on_the_sense_and_its_own_trigger_and_says_what_is_still_off(home: Path) -> None:
     make(home)
     cli("sense", "disable", "fetch")
     result = cli("sense", "enable", "fetch")
     assert result.exit_code == 0, result.output
+    assert "reflexes[0] (fetch every 10s)" in result.output  # its own trigger: without it, it would never run
     assert "still off" in result.output
-    for command in ("nerve sense enable fetch --reflex 0", "nerve sense enable parse --reflex 1",
-                    "nerve sense enable audit", "nerve sense enable audit --reflex 3",
-                    "nerve sense enable fetch --cascade"):
+    for command in ("nerve sense enable parse --reflex 1", "nerve sense enable audit",
+                    "nerve sense enable audit --reflex 3", "nerve sense enable fetch --cascade"):
         assert command in result.output
     off = {k for k, on in states(home).items() if not on}
-    assert off == {"reflexes[0]", "reflexes[1]", "sense audit", "reflexes[3]"}
-    assert commits(home)[0] == "nerve: sense enable fetch"
+    assert off == {"reflexes[1]", "sense audit", "reflexes[3]"}
+    assert commits(home)[0] == "nerve: sense enable fetch (+1 restored)"
 
 
 def test_enable_cascade_restores_exactly_what_the_disable_turned_off(home: Path) -> None:
@@ -157,7 +157,7 @@ def test_enable_cascade_restores_exactly_what_the_disable_turned_off(home: Path)
     assert result.exit_code == 0, result.output
     assert "brought back" in result.output and "reflexes[3] (audit every 1m)" in result.output
     assert path.read_text() == before  # every cascade item back, the hand-disabled reflex still off
-    assert commits(home)[:3] == ["nerve: sense enable fetch (+4 restored)", "nerve: sense enable fetch",
+    assert commits(home)[:3] == ["nerve: sense enable fetch (+3 restored)", "nerve: sense enable fetch (+1 restored)",
                                  "nerve: sense disable fetch (+4 by cascade)"]
 
 

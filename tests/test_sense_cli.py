@@ -171,9 +171,21 @@ def test_sense_show(inst) -> None:
     assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True} in data["tables"]
     assert data["config"]["group"] == "custom" and data["signal_count"] == 4
     text = nerve("sense", "show", "numbers", "-n", "4").output
-    assert "▁▃▆█" in text and "Last 4 signals" in text and "_signals" in text
+    assert "▁▃▆█" in text and "Last 4 signals" in text
+    assert "_signals" not in text and "_migrations" not in text  # Nerve's own tables are not the sense's
+    assert "no tables of its own" in text
+    one = nerve("sense", "show", "numbers", "-n", "1").output
+    assert "Last 1 signal\n" in one and "4 signals in its database" in one
 
-    fresh = nerve("sense", "show", "disk-usage")
+    nerve("sense", "compute", "disk-usage")
+    nerve("sense", "compute", "disk-usage")
+    rows = nerve("sense", "show", "disk-usage", "--rows", "1")
+    assert "sample: 2 rows, newest 1" in rows.output and "percent" in rows.output  # its own rows, shown
+    data = json.loads(nerve("sense", "show", "disk-usage", "--json").output)
+    assert len(data["recent_rows"]["sample"]) == 2 and data["recent_rows"]["sample"][0]["ts"] > 0
+    assert data["problem"] is None
+
+    fresh = nerve("sense", "show", "memory-usage")
     assert fresh.exit_code == 0 and "has not run" in fresh.output
     missing = nerve("sense", "show", "disk-usagee")
     assert missing.exit_code == 1 and "disk-usage" in missing.output

@@ -140,3 +140,17 @@ def test_workflow_delete_moves_the_file_to_the_attic_and_disables_it(home: Path)
     assert git(home, "log", "-1", "--format=%s").strip() == "nerve: workflow delete triage"
     again = nerve("workflow", "delete", "triage", home=home)
     assert again.returncode == 1 and "already deleted" in again.stderr
+
+
+def test_a_disabled_then_enabled_sense_runs_again(home: Path) -> None:
+    instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: completes(home, "a"), 10, what="a to run")
+        assert nerve("sense", "disable", "a", home=home).returncode == 0
+        wait_for(lambda: "a" not in engine.status()["senses"], 10, what="the engine to drop a")
+        ran = len(completes(home, "a"))
+        result = nerve("sense", "enable", "a", home=home)
+        assert result.returncode == 0 and "reflexes[0] (a every 200ms)" in result.stdout, result.stdout
+        wait_for(lambda: len(completes(home, "a")) > ran, 10, what="a to run again on its own interval")
+        engine.stop()

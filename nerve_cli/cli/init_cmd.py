@@ -1,5 +1,6 @@
 
 from nerve_cli.cli.common import HomeOption
+from nerve_cli.words import plural
 
 
 def init(home: HomeOption = None) -> None:
@@ -18,7 +19,7 @@ def init(home: HomeOption = None) -> None:
 
     result = create_instance(resolve_home(home))
     sha = f" (first commit {result.sha[:7]})" if result.sha else ""
-    output.info(f"Created a Nerve instance in {result.home}{sha}: {len(result.files)} files.", style="green")
+    output.info(f"Created a Nerve instance in {result.home}{sha}: {plural(len(result.files), 'file')}.", style="green")
     if result.fallback_identity:
         output.warn(
             "no git identity is configured, so the first commit was made as `Nerve <nerve@localhost>`; "

@@ -6,6 +6,7 @@ import typer
 from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_reset
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
+from nerve_cli.words import plural
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
@@ -67,14 +68,19 @@ def show(
                                                   "or TABLE.COLUMN of one of the sense's tables.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help=f"With --chart: from this time: {WHEN_HELP}.")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help=f"With --chart: up to this time: {WHEN_HELP}.")] = None,
+    rows: Annotated[int, typer.Option("--rows", min=0, help="How many of the newest rows of each of its tables to show.")] = 5,
     home: HomeOption = None,
     json_: JsonOption = False,
     format_: FormatOption = None,
     _utc: UtcOption = False,
 ) -> None:
-    """Show a sense: config, tables, recent signals (archived ones too); or, with --chart, its values over time.
+    """Show a sense: config, whether its code loads, its tables and newest rows, recent signals; or, with --chart, its values over time.
 
-    Example: nerve sense show cpu-usage --chart --since 2d
+    Its code is imported in a child process to say whether it would load
+    (schema.py out of step with its migrations shows here with the fix).
+    Nerve's own tables (_signals, _migrations) are left out of the table view.
+
+    Example: nerve sense show cpu-usage -n 20 --rows 3   (or: --chart --since 2d)
     """
     from nerve_cli.cli.output import use_format
     from nerve_cli.home import require_instance
@@ -84,7 +90,7 @@ def show(
     if chart or column or since or until:
         _chart(require_instance(home), name, column, since, until, json_)
         return
-    detail = show_sense(require_instance(home), name, last)
+    detail = show_sense(require_instance(home), name, last, rows)
     if json_:
         from nerve_cli.cli.output import print_json
         from nerve_cli.contract.senses import sense_show
@@ -201,20 +207,44 @@ def _render_show(detail) -> None:
         until = when(detail.blocked["until"] * 1000)
         info(f"  {detail.blocked['state']} until {until}: {detail.blocked['why']} "
              f"(lift it with `nerve sense reset {s.name}`)", style="bold red")
-    info(f"  {s.signal_count} signals (archived ones included), last {ago(s.last_signal_ts, now)}")
-    if detail.tables:
-        show(table("Tables", ["table", "rows", "archived rows"],
-                   [(t["name"], t["rows"], t["archived_rows"]) for t in detail.tables]))
-    else:
+    if detail.problem:
+        p = detail.problem
+        where = f"{p['file']}:{p['line']}" if p.get("line") else p["file"]
+        info(f"  would not load: {where}: {p['message']}", style="bold red")
+    info(f"  {plural(s.signal_count, 'signal')} (archived ones included), last {ago(s.last_signal_ts, now)}")
+    own = [t for t in detail.tables if not t["engine"]]
+    if not detail.tables:
         info("  no database yet: it has not run (try `nerve sense compute " + s.name + "`)")
+    elif not own:
+        info("  no tables of its own (schema.py declares none)")
+    for t in own:
+        _render_rows(t, detail.recent_rows.get(t["name"], []))
     if not detail.signals:
         return
-    show(table(f"Last {len(detail.signals)} signals", ["time", "payload"],
+    show(table(f"Last {plural(len(detail.signals), 'signal')}", ["time", "payload"],
                [(when(x["ts"]), _short_json(x["payload"])) for x in reversed(detail.signals)]))
     spark = sparkline([x["payload"] for x in detail.signals])
     if spark:
         values = [x["payload"] for x in detail.signals]
         info(f"  {spark}  min {min(values):g} · max {max(values):g} · last {values[-1]:g}")
+
+
+def _render_rows(t: dict, rows: list[dict]) -> None:
+    from nerve_cli.cli.output import show, table
+
+    archived = f" (+{t['archived_rows']} archived)" if t.get("archived_rows") else ""
+    newest = f", newest {len(rows)}" if rows and len(rows) < (t["rows"] or 0) else ""
+    title = f"{t['name']}: {plural(t['rows'] or 0, 'row')}{archived}{newest}"
+    if not rows:
+        show(table(title, ["(empty)"], []))
+        return
+    columns = list(rows[0])
+    show(table(title, columns, [[_cell(r[c]) for c in columns] for r in rows]))
+
+
+def _cell(value, width: int = 60) -> str:
+    text = "NULL" if value is None else f"<{len(value)} bytes>" if isinstance(value, bytes) else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _render_compute(result) -> None:

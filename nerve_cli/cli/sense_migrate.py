@@ -5,6 +5,7 @@ import typer
 
 from nerve_cli.cli import complete
 from nerve_cli.cli.common import HomeOption
+from nerve_cli.words import plural
 
 
 def migrate(
@@ -44,4 +45,4 @@ def migrate(
         output.info("no senses with a schema.py under senses/")
     failed = [r.sense for r in results if r.error]
     if failed:
-        raise NerveError(f"{len(failed)} sense(s) could not be migrated: {', '.join(failed)}")
+        raise NerveError(f"{plural(len(failed), 'sense')} could not be migrated: {', '.join(failed)}")

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from nerve_cli.cli import output
+from nerve_cli.words import plural
 
 START = "__start__"
 PERSON = "__person__"
@@ -76,7 +77,7 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
     from rich.text import Text
 
     if type_ == "message" and payload.get("role") == START:
-        output.info(f"{run_id} started: max {payload.get('meta', {}).get('maxRounds')} rounds", style="bold")
+        output.info(f"{run_id} started: max {plural(payload.get('meta', {}).get('maxRounds'), 'round')}", style="bold")
     elif type_ == "message" and payload.get("role") == PERSON:
         output.info(f"{who(payload)}: {payload.get('content')}", style="magenta")
     elif type_ == "message":
@@ -100,7 +101,7 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
                     style="yellow")
     elif type_ in STATUS_STYLE and type_ != "started":
         rounds = payload.get("rounds")
-        tail = f" after {rounds} rounds" if rounds is not None else ""
+        tail = f" after {plural(rounds, 'round')}" if rounds is not None else ""
         output.info(f"{run_id} {type_} ({payload.get('reason')}){tail}", style=f"bold {STATUS_STYLE[type_]}")
 
 

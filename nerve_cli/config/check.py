@@ -16,6 +16,7 @@ from nerve_cli.config.problems import Problem, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
 from nerve_cli.home import Layout
+from nerve_cli.words import plural
 
 
 @dataclass
@@ -39,8 +40,8 @@ class CheckReport:
             return f"{self.path.name} is valid, but the code would not load: {count_words(code)}"
         c = self.counts
         text = (
-            f"{self.path.name} is valid: {_n(c['senses'], 'sense')}, {_n(c['reflexes'], 'reflex', 'reflexes')}, "
-            f"{_n(c['workflows'], 'workflow')}; {_n(len(self.channels), 'external channel')}"
+            f"{self.path.name} is valid: {plural(c['senses'], 'sense')}, {plural(c['reflexes'], 'reflex', 'reflexes')}, "
+            f"{plural(c['workflows'], 'workflow')}; {plural(len(self.channels), 'external channel')}"
         )
         disabled = c.get("disabled", 0)
         if disabled:
@@ -54,10 +55,6 @@ class CheckReport:
             "problems": [p.to_dict() for p in self.problems],
             "channels": [c.to_dict() for c in self.channels],
         }
-
-
-def _n(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
 def check_instance(home: Path, *, code: bool = True) -> CheckReport:

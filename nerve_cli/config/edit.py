@@ -24,6 +24,7 @@ from nerve_cli.config.rules import hint
 from nerve_cli.config.source import make_yaml, parse
 from nerve_cli.config.yamltail import append_item, append_key, insert_key
 from nerve_cli.errors import ConfigError, NerveError
+from nerve_cli.words import plural
 
 SECTION_ORDER = SECTIONS  # canonical order for a section that has to be created
 
@@ -141,7 +142,7 @@ def _locate(doc: CommentedMap, kind: str, name_or_index: str | int) -> tuple[Any
         except (TypeError, ValueError):
             raise NerveError(f"a reflex is chosen by its index (0 to {count - 1}), got {name_or_index!r}") from None
         if not 0 <= index < count:
-            raise NerveError(f"there is no reflexes[{index}] in nerve.yaml ({count} reflexes)")
+            raise NerveError(f"there is no reflexes[{index}] in nerve.yaml ({plural(count, 'reflex', 'reflexes')})")
         return reflexes, index
     section = {"sense": "senses", "workflow": "workflows"}.get(kind)
     if section is None:

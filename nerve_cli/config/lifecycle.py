@@ -34,6 +34,7 @@ from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, ReflexConfig, form
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.errors import ConfigError, NerveError
 from nerve_cli.instance.change import Change
+from nerve_cli.words import plural
 
 Kind = Literal["sense", "reflex", "workflow"]
 Ref = tuple[str, "str | int"]  # ("sense", "d") or ("reflex", 3)
@@ -131,15 +132,18 @@ def plan_enable(
 ) -> Plan:
     """Turn sense `name` on; with `cascade`, also what `nerve sense disable name` turned off.
 
-    Without `cascade`, items still off because of an earlier cascade are listed in
-    `still_off`, never turned on. With it, an item that another disabled sense
+    The reflexes that schedule `name` itself and were turned off with it always
+    come back: without them an enabled sense would never run. Without `cascade`,
+    the rest (listeners, peer readers) still off because of an earlier cascade
+    are listed in `still_off`, never turned on. With it, an item that another disabled sense
     still cuts off stays off (`kept_off`, paired with the sense whose
     `enable --cascade` will bring it back: its marker moves there).
     """
     sense = config.senses[name]
     plan = Plan("sense", name, True, not sense.enabled, was_marked=marks.get(("sense", name)))
     related = dependents(config, name, skip_off=False)
-    restore = _marked_by(config, name, marks, related) if cascade else []
+    restore = _marked_by(config, name, marks, related) if cascade else [
+        i for i in related if i.kind == "reflex" and i.sense == name and marks.get(i.ref) == name]
     for i in reflexes:
         if config.reflexes[i].enabled:
             plan.warnings.append(f"reflexes[{i}] is already enabled")
@@ -283,7 +287,7 @@ def check_sense(config: NerveConfig, name: str) -> None:
 
 def _check_reflex(config: NerveConfig, name: str, index: int) -> None:
     if not 0 <= index < len(config.reflexes):
-        raise NerveError(f"there is no reflexes[{index}] in nerve.yaml ({len(config.reflexes)} reflexes)")
+        raise NerveError(f"there is no reflexes[{index}] in nerve.yaml ({plural(len(config.reflexes), 'reflex', 'reflexes')})")
     if config.reflexes[index].sense != name:
         raise NerveError(f"reflexes[{index}] schedules sense `{config.reflexes[index].sense}`, not `{name}`; "
                          f"use `nerve sense enable {config.reflexes[index].sense} --reflex {index}`")

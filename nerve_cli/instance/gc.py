@@ -29,6 +29,7 @@ from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import split_attic_name, stamp_age
+from nerve_cli.words import plural
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _entries(layout: Layout, config: NerveConfig, removing: list[Garbage]) -> tu
                 kept.append(f"senses.{name} stays in nerve.yaml: {', '.join(named_by)} still name it")
                 continue
             own = sum(1 for r in config.reflexes if r.sense == name) if kind == "senses" else 0
-            with_reflexes = f", with the {_plural(own, 'reflex', 'reflexes')} scheduling it" if own else ""
+            with_reflexes = f", with the {plural(own, 'reflex', 'reflexes')} scheduling it" if own else ""
             out.append(Garbage("entry", f"{kind}.{name}", f"deleted and nothing of it is left in the attic{with_reflexes}",
                                name=name))
     return out, kept
@@ -237,10 +238,6 @@ def _rel(layout: Layout, path: Path) -> str:
 
 def _age_text(seconds: float) -> str:
     return format_duration(seconds) if seconds else "0s"
-
-
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
 
 
 def _ago(seconds: float) -> str:

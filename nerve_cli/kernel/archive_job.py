@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nerve_cli.kernel.report import Log, Report
+from nerve_cli.words import plural
 
 EVERY = 86400.0
 
@@ -31,7 +32,7 @@ async def archive_daily(home: Path, archive_after: Callable[[], float], log: Log
         else:
             if result.rows or result.problems:
                 log("system", "archived", "archive", result.as_dict())
-                report("info", f"archived {result.rows} rows up to {result.up_to}")
+                report("info", f"archived {plural(result.rows, 'row')} up to {result.up_to}")
             for problem in result.problems:
                 report("error", f"archive: {problem}")
         await asyncio.sleep(EVERY)

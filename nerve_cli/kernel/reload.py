@@ -28,6 +28,7 @@ from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
 from nerve_cli.kernel.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows import WorkflowManager
+from nerve_cli.words import plural
 
 if TYPE_CHECKING:
     from nerve_cli.kernel.watch import Changes  # only its type: watch imports watchfiles
@@ -112,7 +113,7 @@ async def reload_config(engine: Target) -> set[str]:
     except ConfigError as exc:
         problems = [str(p) for p in exc.problems] or [str(exc)]
         engine.log("system", "config_rejected", "nerve.yaml", {"problems": problems})
-        engine.report("error", f"nerve.yaml rejected, still running the previous config ({len(problems)} problem(s)):")
+        engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(problems), 'problem')}):")
         for problem in problems:
             engine.report("error", f"  {problem}")
         return set()

@@ -22,6 +22,7 @@ from nerve_cli.kernel.workflow_journal import Journal
 from nerve_cli.kernel.workflow_kind import Kind, Thread
 from nerve_cli.wire import protocol
 from nerve_cli.workflow.model import rounds_used
+from nerve_cli.words import plural
 
 END_STATUSES = ("completed", "failed", gates.WAITING)
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
@@ -188,5 +189,5 @@ class Spawner:
         self.journal.event(thread, status, payload)
         level = "info" if status == "completed" else "error"
         self.journal.report(level, f"workflow {kind.name}: {thread.run_id} {status} ({reason}) "
-                                   f"after {payload['rounds']} rounds")
+                                   f"after {plural(payload['rounds'], 'round')}")
         return True

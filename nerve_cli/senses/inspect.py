@@ -46,6 +46,8 @@ class SenseDetail:
     signals: list[dict[str, Any]]  # {"id", "ts", "payload"}, oldest first
     readers: list[str] = field(default_factory=list)  # senses that list this one as a peer
     blocked: dict[str, Any] | None = None  # {"state": penalised|quarantined, "until": epoch s, "why"}
+    recent_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # own table → its newest rows
+    problem: dict[str, Any] | None = None  # why it would not load (drift, syntax error): {file, line, message}
 
 
 def describe_trigger(reflex: ReflexConfig) -> list[str]:
@@ -78,20 +80,60 @@ def require_sense(home: Path, name: str) -> NerveConfig:
     return config
 
 
-def show_sense(home: Path, name: str, last: int = 10) -> SenseDetail:
+def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_code: bool = True) -> SenseDetail:
     config = require_sense(home, name)
     layout = Layout(home)
     settings = config.senses[name]
     archived = archived_counts(home, name)
+    tables = _tables(layout.sense_db(name), archived)
     return SenseDetail(
         summary=_summary(layout, config, name, archived),
         config=settings.model_dump(mode="json", exclude_defaults=False),
         peers=list(settings.peers),
-        tables=_tables(layout.sense_db(name), archived),
+        tables=tables,
         signals=recent_signals(home, name, last),
         readers=[n for n, s in config.senses.items() if name in s.peers],
         blocked=blocked_state(home, name),
+        recent_rows={t["name"]: newest_rows(layout.sense_db(name), t["name"], rows)
+                     for t in tables if not t["engine"]} if rows > 0 else {},
+        problem=_load_problem(home, name) if check_code and (layout.sense_dir(name) / "sense.py").is_file() else None,
     )
+
+
+def _load_problem(home: Path, name: str) -> dict[str, Any] | None:
+    """What would stop the sense from loading (drift included), found by importing it in a child process."""
+    from nerve_cli.config.code import check_code
+
+    found = check_code(home, [name], [])
+    return {"file": found[0].file, "line": found[0].line, "message": found[0].message} if found else None
+
+
+def newest_rows(path: Path, table: str, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` rows of one of the sense's own tables, newest first (by its time= column, else rowid)."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    time_col = _read(path, "SELECT time_column FROM _nerve_archive WHERE table_name = ?", (table,))
+    orders = ([f'"{time_col[0][0]}" DESC'] if time_col else []) + ["rowid DESC", ""]
+    for order in orders:
+        sql = f"SELECT * FROM {quoted}" + (f" ORDER BY {order}" if order else "") + " LIMIT ?"
+        try:
+            return _read_dicts(path, sql, (limit,))
+        except SenseError:
+            continue  # e.g. a WITHOUT ROWID table has no rowid to order by
+    return []
+
+
+def _read_dicts(path: Path, sql: str, params: tuple) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        cursor = conn.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+    except sqlite3.Error as exc:
+        raise SenseError(f"cannot read {path}: {exc}") from exc
+    finally:
+        conn.close()
 
 
 def blocked_state(home: Path, name: str) -> dict[str, Any] | None:

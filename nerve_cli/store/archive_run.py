@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 from nerve_cli.store import jsonl
 from nerve_cli.store.archive_db import DAY_MS, FILE_KEY, WATERMARK, ArchiveDb, day_index, day_str
 from nerve_cli.store.archive_report import DbReport, ProgressEvent
+from nerve_cli.words import plural
 
 CRASH_ENV = "NERVE_ARCHIVE_CRASH_AT"
 RETRIES = 3
@@ -158,11 +159,11 @@ class DbRun:
                 continue  # committed, only the rename is pending (done by the next real run)
             if not path.exists():
                 problems.append(f"{path} is missing, but {self.db.path.name} recorded it as archived "
-                                f"({entry['rows']} rows, {entry['bytes']} bytes) and no longer has those rows. "
+                                f"({plural(entry['rows'], 'row')}, {plural(entry['bytes'], 'byte')}) and no longer has those rows. "
                                 "Restore the file from a backup; nothing more is archived from this database until then.")
             elif path.stat().st_size != entry["bytes"] or jsonl.is_truncated(path):
                 problems.append(f"{path} is {path.stat().st_size} bytes but {entry['bytes']} were written when it "
-                                f"was archived (truncated or edited), and its {entry['rows']} rows are no longer in "
+                                f"was archived (truncated or edited), and its {plural(entry['rows'], 'row')} are no longer in "
                                 f"{self.db.path.name}. Restore it from a backup; nothing more is archived from this "
                                 "database until then.")
         if self.wm_end is None or self.repair:
@@ -170,7 +171,7 @@ class DbRun:
         strays, oldest = self.db.count(self.wm_end, f"{self.db.keep_sql} AND NOT {self.db.late_sql}")
         if strays and oldest is not None:
             problems.append(
-                f"{self.db.path.name}: its watermark {WATERMARK} = {self.watermark}, yet {strays} rows are older "
+                f"{self.db.path.name}: its watermark {WATERMARK} = {self.watermark}, yet {plural(strays, 'row')} are older "
                 f"(oldest on {day_str(int(oldest) // DAY_MS)}): they were never archived (watermark edited, or rows "
                 "written with old timestamps). Nothing was deleted from it. Run `nerve archive --repair` to move "
                 f"them into part files ({day_str(int(oldest) // DAY_MS)}.2.jsonl …)."
