@@ -89,7 +89,7 @@ def test_all_reports_each_failure_and_still_migrates_the_others(instance):
     assert result.exit_code == 1
     assert "alpha: " in result.output and "schema.py:1" in result.output
     assert "senses/beta/migrations/0001_init.sql written" in result.output
-    assert "1 sense(s) could not be migrated: alpha" in result.output
+    assert "1 sense could not be migrated: alpha" in result.output
 
 
 def test_unknown_sense_and_usage_errors(instance):

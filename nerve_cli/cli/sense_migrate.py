@@ -37,8 +37,7 @@ def migrate(
         elif r.path is None:
             output.info(f"{r.sense}: up to date")
         else:
-            plural = "" if r.statements == 1 else "s"
-            output.info(f"{r.path.relative_to(root)} written ({r.statements} statement{plural}: {'; '.join(r.changes)})")
+            output.info(f"{r.path.relative_to(root)} written ({plural(r.statements, 'statement')}: {'; '.join(r.changes)})")
     if sha:
         output.info(f"committed {sha[:8]}", style="dim")
     if not results:
