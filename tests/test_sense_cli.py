@@ -104,7 +104,9 @@ def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
 
     signal = nerve("sense", "compute", "chatty")
     assert signal.exit_code == 0 and "chatty: signal" in signal.stdout and "noise" not in signal.stdout
-    assert "noise" in signal.stderr  # the sense's own output passes through, on stderr
+    assert "chatty | noise" in signal.stderr  # what the compute printed, under its name, on stderr
+    data = json.loads(nerve("sense", "compute", "chatty", "--json").output)
+    assert data["output"] == [{"stream": "stdout", "text": "noise"}] and data["via"] == "worker"
     silent = nerve("sense", "compute", "quiet")
     assert silent.exit_code == 0 and "silent" in silent.output
     broken = nerve("sense", "compute", "broken")
@@ -114,7 +116,7 @@ def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
 
     data = json.loads(nerve("sense", "compute", "broken", "--json").output)
     assert set(data) == {"version", "sense", "outcome", "via", "payload", "workflow", "time_ms", "time",
-                         "duration_s", "error"}
+                         "duration_s", "error", "output"}
     assert data["outcome"] == "error" and data["error"]["line"] == 3 and data["error"]["file"] == "senses/broken/sense.py"
     data = json.loads(nerve("sense", "compute", "quiet", "--json").output)
     assert data["outcome"] == "silent" and data["payload"] is None and data["error"] is None

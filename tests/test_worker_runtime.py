@@ -134,11 +134,14 @@ def test_user_output_never_corrupts_the_protocol(home, tmp_path) -> None:
     err = open(tmp_path / "stderr.txt", "wb")
     with worker(home, stderr=err) as w:
         first, second = w.compute("s"), w.compute("s")
+        printed = [(o.stream, o.text) for o in w.outputs[first.id]]
     err.close()
     assert isinstance(first, Signal) and first.payload == "clean"
     assert isinstance(second, Signal) and second.id == first.id + 1
+    # print() is the compute's output, sent as lines under its id (before its answer), never as a message
+    assert printed == [("stdout", '{"type": "signal", "id": 99, "sense": "fake"}'), ("stdout", "no newline at the end")]
     text = (tmp_path / "stderr.txt").read_text()
-    for piece in ('"id": 99', "no newline", "via __stdout__", "raw fd 1", "from a child"):
+    for piece in ("via __stdout__", "raw fd 1", "from a child"):  # below print(): the worker's stderr
         assert piece in text
 
 

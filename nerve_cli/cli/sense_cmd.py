@@ -158,14 +158,12 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
 
 
 def _render_new(home, result) -> None:
-    from nerve_cli.cli.output import info
+    from nerve_cli.cli.output import info, notes
 
     info(f"Created sense `{result.name}` (group {result.group}):", style="bold")
     for path in result.files:
         info(f"  {path.relative_to(home)}")
     info(f"  nerve.yaml: senses.{result.name}, and a reflex running it every 1m")
-    from nerve_cli.cli.output import notes
-
     notes(result.notes)
     if result.commit:
         info(f"Committed {result.commit[:8]} \"nerve: sense new {result.name}\".")
@@ -252,6 +250,9 @@ def _render_compute(result) -> None:
 
     from nerve_cli.cli.output import err_console, error, info
 
+    for line in result.output:  # what the compute printed, in order, before what it returned
+        where = "" if line["stream"] == "stdout" else " (stderr)"
+        err_console().print(f"{result.sense}{where} | {line['text']}", markup=False, highlight=False, soft_wrap=True)
     took = f" in {result.duration_ms:.1f} ms" if result.duration_ms is not None else ""
     if result.outcome == "signal":
         info(f"{result.sense}: signal{took}", style="bold green")

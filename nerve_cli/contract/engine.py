@@ -69,6 +69,7 @@ def compute(result: Any) -> dict[str, Any]:
         "payload": result.payload, "workflow": result.workflow, **stamp("time", result.ts),
         "duration_s": None if result.duration_ms is None else result.duration_ms / 1000,
         "error": error,
+        "output": [{"stream": o["stream"], "text": o["text"]} for o in result.output],  # what it printed, in order
     }
 
 

@@ -75,6 +75,8 @@ class Engine:
         self.groups: dict[str, GroupSupervisor] = {}
         self.errors: dict[str, dict[str, Any]] = {}
         self.recent_errors: list[dict[str, Any]] = []
+        self.outputs: dict[int, list[dict[str, str]]] = {}  # compute id → the lines it printed (bounded by the worker)
+        self.compute_errors: dict[int, dict[str, Any]] = {}  # compute id → its error, for whoever waits on it
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
         self.lateness_ms: list[float] = []
         self.stats = EngineStats()
@@ -299,8 +301,9 @@ class Engine:
         group = self.config.senses[start.sense].group
         supervisor = self.groups.get(group)
         if supervisor is None or not supervisor.compute(compute_id, start.sense, start.reason):
+            self._record_error(start.sense, {"message": f"worker group={group} could not take the compute",
+                                             "error_type": "WorkerUnavailable", "compute_id": compute_id})
             self._finish(start.sense, compute_id, start.reason, "error", 0.0)
-            self._record_error(start.sense, {"message": f"worker group={group} could not take the compute"})
 
     # answers from workers (GroupHooks) ----------------------------------------
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None:
@@ -325,6 +328,12 @@ class Engine:
     def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None:
         return self.guards.worker_died(group, computing, evidence, time.time())
 
+    def compute_output(self, group: str, message: protocol.Output) -> None:
+        self.outputs.setdefault(message.id, []).append({"stream": message.stream, "text": message.text})
+        if self.report_signals:
+            where = "" if message.stream == "stdout" else " (stderr)"
+            self.report("print", f"{message.sense} #{message.id}{where}: {message.text}")
+
     def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None:
         if not inflight.cancelled:
             if blame is None:
@@ -347,8 +356,8 @@ class Engine:
             "error_type": "TimeoutError", "compute_id": inflight.id})
 
     def group_event(self, group: str, event: str, detail: dict) -> None:
-        if event == "stderr":
-            self.report("signal", f"group={group} pid={detail['pid']} | {detail['line']}")
+        if event == "stderr":  # written outside any compute (an import-time print, the worker's own log)
+            self.report("print", f"group={group} pid={detail['pid']}: {detail['line']}")
             return
         if event == "sense_load_failed":
             info: protocol.ErrorInfo = detail["error"]
@@ -390,6 +399,10 @@ class Engine:
         payload = {"compute_id": compute_id, "outcome": outcome, "duration_ms": round(duration_ms, 3), "reason": reason}
         if discarded:
             payload["discarded"] = True
+        printed = self.outputs.pop(compute_id, None)
+        if printed:
+            self.log("reflex", "output", sense, {"compute_id": compute_id, "lines": printed})
+        error = self.compute_errors.pop(compute_id, None)
         self.log("reflex", "run_complete", sense, payload)
         self.stats.finished(sense, outcome, duration_ms)
         if self.report_computes:
@@ -400,20 +413,24 @@ class Engine:
         for after_id, future in self.waiters.pop(sense, []):
             if compute_id >= after_id:
                 if not future.done():
-                    future.set_result(payload)
+                    future.set_result({**payload, "output": printed or [], "error": error})
             else:
                 self.waiters.setdefault(sense, []).append((after_id, future))
         self.pump()
 
     def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
         if self.report_signals:
-            self.report("signal", f"signal {sense}: {_short(payload)}")
+            self.report("signal", f"{sense}: {_short(payload)}")
         self.stats.signalled(self.scheduler.on_signal(sense, time.time()))
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
 
     def _record_error(self, sense: str, detail: dict) -> None:
         entry = {"sense": sense, **detail}
+        if detail.get("compute_id") is not None:
+            self.compute_errors[detail["compute_id"]] = {
+                "type": detail.get("error_type") or "Error", "message": detail.get("message") or "",
+                "traceback": detail.get("traceback") or "", "file": detail.get("file"), "line": detail.get("line")}
         self.log("system", "error", sense, entry)
         stats = self.errors.setdefault(sense, {"count": 0, "last": None, "last_ts": None})
         stats["count"] += 1

@@ -1,7 +1,8 @@
 """The engine's console: one readable line per event worth seeing.
 
 Rich-styled on a terminal, plain text otherwise (Rich decides from isatty and
-NO_COLOR). Verbosity: 0 = lifecycle and errors, 1 = + signals, 2 = + every compute.
+NO_COLOR). Verbosity: 0 = lifecycle and errors, 1 = + signals and what computes
+print (under the sense's name and compute id), 2 = + every compute.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ Report = Callable[[str, str], None]  # (level, line): one console line; `Reporte
 Log = Callable[[str, str, "str | None", "dict | None"], None]  # (source, type, ref, payload): one logs.db row
 
 LEVELS = {"error": (0, "bold red"), "warn": (0, "yellow"), "info": (0, "cyan"),
-          "signal": (1, "green"), "debug": (2, "dim")}
+          "signal": (1, "green"), "print": (1, "magenta"), "debug": (2, "dim")}
 
 
 class Reporter:

@@ -116,8 +116,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
 def _last_signal(engine: Target, sense: str, result: dict) -> dict:
     """The payload of the compute just finished, read back from its own database."""
     if result.get("outcome") != "signal":
-        error = engine.errors.get(sense, {}).get("last") if result.get("outcome") in ("error", "lost", "timeout") else None
-        return {"error": error} if error else {}
+        return {}  # an error is in the result itself: type, message, file, line, traceback
     path = engine.layout.sense_db(sense)
     try:
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)

@@ -35,6 +35,7 @@ class ComputeResult:
     ts: int | None = None
     workflow: str | None = None
     via: str = "worker"  # worker | engine
+    output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
 
 
 def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
@@ -51,7 +52,8 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
     if answer.get("outcome") not in ("signal", "silent"):
         info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
     return ComputeResult(name, "error" if info else answer["outcome"], answer.get("payload"),
-                         answer.get("duration_ms"), info, answer.get("ts"), via="engine")
+                         answer.get("duration_ms"), info, answer.get("ts"), via="engine",
+                         output=tuple(answer.get("output") or ()))
 
 
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
@@ -98,11 +100,13 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
         return ComputeResult(name, "error", error=ErrorInfo("WorkerDied", str(exc)))
     finally:
         client.stop()
+    printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
     if isinstance(answer, Signal):
-        return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow)
+        return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
+                             output=printed)
     if isinstance(answer, Error):
-        return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error)
-    return ComputeResult(name, "silent", duration_ms=answer.duration_ms)
+        return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error, output=printed)
+    return ComputeResult(name, "silent", duration_ms=answer.duration_ms, output=printed)
 
 
 def _user_output(line: str) -> None:
@@ -123,6 +127,8 @@ class _Recorder:
 
     def finish(self, result: ComputeResult) -> None:
         entries: list[tuple[str, dict[str, Any]]] = []
+        if result.output:
+            entries.append(("output", {"compute_id": 0, "lines": list(result.output), "standalone": True}))
         if result.error is not None:
             e = result.error
             entries.append(("error", {"sense": self.name, "message": e.message, "error_type": e.type,

@@ -19,7 +19,8 @@ from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.wire.process_group import kill_group
-from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Ready, Shutdown, Signal, Silent, decode
+from nerve_cli.wire.protocol import (Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent,
+                                     decode)
 
 Answer = Signal | Silent | Error
 
@@ -52,6 +53,7 @@ class SenseWorkerClient:
         self._buf = bytearray()
         self._next_id = 0
         self._pump: threading.Thread | None = None
+        self.outputs: dict[int, list[Output]] = {}  # what each compute printed, in order
 
     def __enter__(self) -> SenseWorkerClient:
         self.start()
@@ -123,12 +125,14 @@ class SenseWorkerClient:
             self._buf += chunk
 
     def answer(self, compute_id: int, timeout: float | None = None) -> Answer:
-        """Read until the answer to `compute_id` (other messages are skipped)."""
+        """Read until the answer to `compute_id`; Output lines are kept in `outputs`, other messages skipped."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             msg = self.read(left)
-            if isinstance(msg, (Signal, Silent, Error)) and msg.id == compute_id:
+            if isinstance(msg, Output):
+                self.outputs.setdefault(msg.id, []).append(msg)
+            elif isinstance(msg, (Signal, Silent, Error)) and msg.id == compute_id:
                 return msg
 
     def compute(self, sense: str, *, reason: str = "demand", timeout: float | None = 60.0) -> Answer:

@@ -5,7 +5,7 @@ module; nothing else knows the wire format. `decode` never raises: a malformed
 line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
 kernel → sense worker:    compute, cancel, shutdown
-sense worker → kernel:    ready, signal, silent, error
+sense worker → kernel:    ready, output, signal, silent, error
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, thread_end
 """
@@ -159,6 +159,17 @@ class Error(Message):
 
 
 @dataclass(frozen=True)
+class Output(Message):
+    """A line compute `id` printed (stdout or stderr); every one is sent before the compute's answer."""
+
+    type: ClassVar[str] = "output"
+    id: int
+    sense: str
+    stream: str  # stdout | stderr
+    text: str
+
+
+@dataclass(frozen=True)
 class ThreadMessage(Message):
     """Message number `seq` of a thread's chain (0 is the start message)."""
 
@@ -188,7 +199,7 @@ class Malformed:
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
-                Ready, Signal, Silent, Error, ThreadMessage, ThreadEnd)
+                Ready, Output, Signal, Silent, Error, ThreadMessage, ThreadEnd)
 }
 
 

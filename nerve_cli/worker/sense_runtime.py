@@ -46,6 +46,7 @@ from nerve_cli.errors import NerveError
 from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready,
                                      Shutdown, Signal, Silent, decode)
 from nerve_cli.wire.spec import GroupSpec
+from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
 from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
@@ -190,8 +191,11 @@ class SenseRuntime:
         """Run `job`, then the jobs that queued up for the same sense meanwhile, in this thread."""
         while job is not None:
             try:
-                # answered from this thread: no hop back through the loop before the kernel hears
-                self._answer(job, run_sync(sense, job))
+                # answered from this thread: no hop back through the loop before the kernel hears,
+                # and after every line the compute printed
+                with capturing(Capture(job.id, job.sense, self.out.send)):
+                    outcome = run_sync(sense, job)
+                self._answer(job, outcome)
             finally:
                 self._done(job)
                 with self._lock:
@@ -220,7 +224,9 @@ class SenseRuntime:
             job.waiting = sense.lock.locked()
             async with sense.lock:  # one compute per sense at a time, in arrival order
                 job.waiting = False
-                self._answer(job, await run_async(sense, job))
+                with capturing(Capture(job.id, job.sense, self.out.send)):  # the compute's task inherits it
+                    outcome = await run_async(sense, job)
+                self._answer(job, outcome)
         finally:
             self._done(job)
 
@@ -308,8 +314,10 @@ def main(args: Any) -> int:
     # from it which sense's code brought the worker down, and blames only that one
     faulthandler.enable(file=sys.stderr, all_threads=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s")
+    install_capture()  # a compute's prints (and its logging) are sent as Output lines under its name
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ComputeAwareFormatter(f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
     runtime.input_fd = fds.read
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
