@@ -28,12 +28,19 @@ def render_status(doc: dict[str, Any]) -> None:
         state = s.get("state") or ("running" if s["running"] else ("pending" if s["pending"] else "idle"))
         if s.get("blocked_until_ms"):
             state = f"{state} until {output.when(s['blocked_until_ms'])}: {s['blocked_why']}"
+        if s.get("load_error"):
+            e = s["load_error"]
+            where = f" at {e['file']}:{e['line']}" if e.get("file") else ""
+            state = f"load-failed since {ago(s.get('load_failed_since_ms'), now)}: {e['type']}: {e['message']}{where}"
         due = "now" if s["pending"] and not s["running"] else (ago(s["next_due_ms"], now) if s["next_due_ms"] else "-")
+        last_error = f"{s['last_error']} ({ago(s['last_error_time_ms'], now)})" if s.get("last_error") else ""
         rows.append((s["name"], s["group"], state, s["runs"], ago(s["last_run_ms"], now), due,
-                     s["errors"] or "", s["last_error"] or ""))
+                     s["errors"] or "", last_error))
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
     if doc.get("channels"):
         output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
+    for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors
+        output.info(f"warning: {warning['message']}", style="yellow")
     if doc.get("workflows"):
         rows = []
         for w in doc["workflows"]:

@@ -18,6 +18,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "workers": [_worker(w) for w in answer.get("workers") or []],
         "senses": [_sense(name, s) for name, s in sorted((answer.get("senses") or {}).items())],
         "channels": [{"name": c} for c in answer.get("channels") or []],
+        "warnings": [{"message": w} for w in answer.get("warnings") or []],  # nerve.yaml's, apart from errors
         "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
     }
 
@@ -37,6 +38,9 @@ def _sense(name: str, s: dict[str, Any]) -> dict[str, Any]:
         "name": name, "group": s["group"], "state": s.get("state"),
         "running": bool(s.get("running")), "pending": bool(s.get("pending")),
         "runs": s.get("runs", 0), "errors": s.get("errors", 0), "last_error": s.get("last_error"),
+        **stamp("last_error_time", seconds_to_ms(s.get("last_error_at"))),  # cleared by the next success
+        "load_error": s.get("load_error"),  # {type, message, traceback, file, line} while its code does not load
+        **stamp("load_failed_since", seconds_to_ms(s.get("load_failed_since"))),
         **stamp("last_run", seconds_to_ms(s.get("last_run"))),
         **stamp("next_due", seconds_to_ms(s.get("next_due"))),
         "interval_s": s.get("interval"),

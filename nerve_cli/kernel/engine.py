@@ -66,8 +66,9 @@ class Engine:
         self._health_write: asyncio.Future | None = None  # the health row being written, if any
         config, warnings = load_config_and_warnings(home)
         self.config: NerveConfig = config
-        for problem in warnings:
-            report("warn", str(problem))
+        self.warnings: list[str] = [str(p) for p in warnings]  # nerve.yaml's, shown and counted apart from errors
+        for problem in self.warnings:
+            report("warn", problem)
         self.started_at = time.time()
         self.stopping = False
         self.forced = False
@@ -123,6 +124,8 @@ class Engine:
         self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
                                                     "groups": sorted(self.config.sense_groups()),
                                                     "loop": eventloop.name()})
+        for warning in self.warnings:
+            self.log("system", "warning", "nerve.yaml", {"message": warning})
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         try:  # from here on, whatever goes wrong, the workers and files are shut down: never a hung engine
             await self._start_parts(loop)
@@ -405,6 +408,8 @@ class Engine:
         error = self.compute_errors.pop(compute_id, None)
         self.log("reflex", "run_complete", sense, payload)
         self.stats.finished(sense, outcome, duration_ms)
+        if outcome in ("signal", "silent") and sense in self.errors:
+            self.errors[sense]["last"] = self.errors[sense]["last_ts"] = None  # recovered; the log keeps the history
         if self.report_computes:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
@@ -444,7 +449,7 @@ class Engine:
     def _compute_health(self, compute_id: int, reason: str) -> None:
         """Build the payload here, write its row in a thread; the compute ends when the row is (or is not) stored."""
         started = time.perf_counter()
-        payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors)
+        payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors, len(self.warnings))
         stored = asyncio.get_running_loop().run_in_executor(None, self.health.record, payload)
         self._health_write = stored
         stored.add_done_callback(lambda f: self._health_stored(f, compute_id, reason, payload, started))

@@ -92,7 +92,7 @@ def rss_bytes(pids: list[int]) -> dict[int, int]:
 
 
 def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[str, "GroupSupervisor"],
-                   recent_errors: list[dict[str, Any]]) -> dict[str, Any]:
+                   recent_errors: list[dict[str, Any]], warnings: int = 0) -> dict[str, Any]:
     """What the engine knows about itself, as the health sense's signal."""
     pids = [os.getpid()] + [s.worker.pid for s in groups.values() if s.worker and s.worker.pid]
     rss = rss_bytes(pids)
@@ -103,6 +103,7 @@ def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[st
         "running": sum(1 for s in scheduler.states.values() if s.running),
         "pending": scheduler.pending_count(),
         "errors_last_hour": sum(1 for e in recent_errors if e["ts"] >= hour_ago),
+        "warnings": warnings,  # nerve.yaml's: not errors, counted apart
         "recent_errors": recent_errors[-10:],
         "workers": {g: s.state for g, s in groups.items()},
         "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),

@@ -41,6 +41,7 @@ class Target(Protocol):
     config: NerveConfig
     groups: dict[str, GroupSupervisor]
     workflows: WorkflowManager | None
+    warnings: list[str]  # nerve.yaml's current warnings, shown in status apart from errors
 
     def use_config(self, config: NerveConfig) -> None:
         """Make `config` current and reschedule by it (before any worker moves)."""
@@ -111,13 +112,18 @@ async def reload_config(engine: Target) -> set[str]:
     try:
         new, warnings = await asyncio.to_thread(load_config_and_warnings, engine.home)
     except ConfigError as exc:
-        problems = [str(p) for p in exc.problems] or [str(exc)]
-        engine.log("system", "config_rejected", "nerve.yaml", {"problems": problems})
-        engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(problems), 'problem')}):")
-        for problem in problems:
+        errors = [str(p) for p in exc.problems if getattr(p, "severity", "error") == "error"] or [str(exc)]
+        warnings = [str(p) for p in exc.problems if getattr(p, "severity", "error") != "error"]
+        engine.log("system", "config_rejected", "nerve.yaml", {"problems": errors, "warnings": warnings})
+        engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(errors), 'error')}"
+                               + (f", {plural(len(warnings), 'warning')}" if warnings else "") + "):")
+        for problem in errors:
             engine.report("error", f"  {problem}")
+        for problem in warnings:
+            engine.report("warn", f"  {problem}")
         return set()
     old = engine.config
+    engine.warnings = [str(w) for w in warnings]
     changes = describe_diff(old, new)
     if not changes:
         engine.log("system", "config_unchanged", "nerve.yaml", {"warnings": [str(w) for w in warnings]})

@@ -38,6 +38,7 @@ class Target(Protocol):
     scheduler: Scheduler
     groups: dict[str, GroupSupervisor]
     errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    warnings: list[str]  # nerve.yaml's current warnings
     guards: Guards
     workflows: WorkflowManager | None
 
@@ -163,7 +164,9 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
     return engine.workflows.answer(run_id, decision, note, by)
 
 
-def _state(state) -> str:
+def _state(state, load_failed: bool = False) -> str:
+    if load_failed:
+        return "load-failed"
     if state.running:
         return "running"
     if state.quarantined:
@@ -188,14 +191,19 @@ def status(engine: Target) -> dict:
     for name, state in engine.scheduler.states.items():
         group = engine.config.senses[name].group if name in engine.config.senses else "kernel"
         errors = engine.errors.get(name, {})
-        due = engine.scheduler.next_due(name)
+        supervisor = engine.groups.get(group)
+        load_error = supervisor.failed.get(name) if supervisor is not None else None
+        due = None if load_error is not None else engine.scheduler.next_due(name)  # it cannot run: nothing is due
         senses[name] = {
             "group": group, "running": state.running, "pending": state.pending, "runs": state.runs,
             "last_run": state.last_complete, "next_due": None if due is None else max(due, now),
             "interval": state.interval, "errors": errors.get("count", 0), "last_error": errors.get("last"),
+            "last_error_at": errors.get("last_ts"),
+            "load_error": load_error.to_dict() if load_error is not None else None,
+            "load_failed_since": supervisor.failed_since.get(name) if load_error is not None else None,
             "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
             "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
-            "state": _state(state),
+            "state": _state(state, load_error is not None),
         }
     return {
         "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
@@ -203,6 +211,8 @@ def status(engine: Target) -> dict:
         "workers": [s.describe() for s in engine.groups.values()],
         "senses": senses,
         "channels": sorted(engine.config.channels()),
+        "warnings": list(engine.warnings),  # nerve.yaml's current warnings: counted apart from errors
+        "errors": sum(e["count"] for e in engine.errors.values()),
         "workflows": engine.workflows.status() if engine.workflows is not None else {},
     }
 

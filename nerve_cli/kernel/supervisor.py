@@ -70,6 +70,7 @@ class GroupSupervisor:
         self.inflight: dict[int, Inflight] = {}
         self.loaded: set[str] = set()
         self.failed: dict[str, protocol.ErrorInfo] = {}
+        self.failed_since: dict[str, float] = {}  # sense → when it first failed to load (kept across respawns)
         self.restarts = 0
         self.failures = 0
         self.next_retry: float | None = None
@@ -119,6 +120,8 @@ class GroupSupervisor:
         if self._stopping:
             return
         self.loaded, self.failed = set(ready.senses), dict(ready.failed)
+        now = self.clock()
+        self.failed_since = {s: self.failed_since.get(s, now) for s in self.failed}
         self.state = "ready"
         self.hooks.group_event(self.group, "worker_started", {
             "pid": worker.pid, "senses": sorted(self.loaded), "restarts": self.restarts,
@@ -318,6 +321,7 @@ class GroupSupervisor:
             "group": self.group, "state": self.state, "pid": self.worker.pid if self.worker else None,
             "restarts": self.restarts, "senses": self.senses, "loaded": sorted(self.loaded),
             "failed": {k: v.summary() for k, v in self.failed.items()},
+            "failed_since": dict(self.failed_since),
             "next_retry": self.next_retry, "last_exit": self.last_exit,
             "computing": sorted(i.sense for i in self.inflight.values()),
         }
