@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from nerve_cli.home import Layout
-from nerve_cli.worker.stdio import ProtocolWriter
+from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
 
 
 def check(home: Path, senses: list[str], workflows: list[str]) -> list[dict[str, Any]]:
@@ -48,7 +48,7 @@ def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
 
 
 def main(args: Any) -> int:
-    out = ProtocolWriter.take_stdout()  # the user's prints go to stderr, never into the answer
+    out = ProtocolWriter(take_protocol_fds().write)  # the user's prints go to stderr, never into the answer
     names = lambda text: [n for n in (text or "").split(",") if n]  # noqa: E731
     problems = check(Path(args.home).resolve(), names(args.senses), names(args.workflows))
     out.write(orjson.dumps({"problems": problems}, option=orjson.OPT_APPEND_NEWLINE))
