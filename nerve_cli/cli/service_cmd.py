@@ -40,6 +40,7 @@ def install(
         sys.stdout.write(unit.text)
         return
     state = run(root, unit)
+    state.engine = _engine(root)
     output.info(f"wrote {unit.path}:", style="bold")
     output.info(unit.text.rstrip())
     for argv in state.commands:
@@ -76,12 +77,19 @@ def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption
 
     root = require_instance(home)
     state = run(root, _unit(root, platform))
+    state.engine = _engine(root)
     if json_:
         output.print_json({"platform": state.unit.platform, "name": state.unit.name, "path": str(state.unit.path),
                            "installed": state.installed, "enabled": state.enabled, "active": state.active,
                            "engine_running": state.engine})
         return
     _render(state)
+
+
+def _engine(root) -> bool:  # type: ignore[no-untyped-def]
+    from nerve_cli.kernel.client import engine_running
+
+    return engine_running(root)
 
 
 def _unit(root, platform):  # type: ignore[no-untyped-def]

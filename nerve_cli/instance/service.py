@@ -152,9 +152,8 @@ def uninstall(home: Path, unit: Unit) -> ServiceState:
 
 
 def status(home: Path, unit: Unit) -> ServiceState:
-    from nerve_cli.kernel.client import engine_running
-
-    state = ServiceState(unit, unit.path.exists(), engine=engine_running(home))
+    """Whether the unit is installed, enabled and active (whether an engine answers is the caller's to ask)."""
+    state = ServiceState(unit, unit.path.exists())
     if unit.platform == "linux" and state.installed:
         state.enabled = _ask(["systemctl", "--user", "is-enabled", unit.name])
         state.active = _ask(["systemctl", "--user", "is-active", unit.name])
