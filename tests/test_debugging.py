@@ -79,3 +79,34 @@ def test_prints_are_bounded_per_compute(home: Path) -> None:
     assert len(lines) == MAX_LINES + 1
     assert lines[0].endswith("… [50 more characters]") and len(lines[0]) < MAX_LINE_CHARS + 40
     assert lines[-1] == f"[nerve: 301 more line(s) of output not kept; the limit is {MAX_LINES}]"
+
+
+def test_logs_show_a_senses_signals_and_prints(home: Path) -> None:
+    import subprocess
+    import sys
+
+    write_instance(home, CONFIG, {"flaky": FLAKY, "steady": STEADY.replace("return 1", "return {'n': 1, 'note': 'x' * 300}")})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(read_logs(home, "reflex", "output", "steady")) >= 3, 10, what="three computes")
+        follow = subprocess.Popen([sys.executable, "-m", "nerve_cli", "logs", "--signals", "-f", "--json",
+                                   "--ref", "steady", "-n", "1", "--home", str(home)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            seen = [json.loads(follow.stdout.readline()) for _ in range(3)]  # the newest, then two new ones
+        finally:
+            follow.kill()
+            follow.wait(10)
+        engine.stop()
+    assert all(r["source"] == "signal" and r["ref_id"] == "steady" for r in seen)
+    assert seen[0]["signal_id"] < seen[1]["signal_id"] < seen[2]["signal_id"]
+
+    signals = [json.loads(line) for line in nerve("logs", "--ref", "steady", "--signals", "--json", "-n", "2",
+                                                   home=home).stdout.splitlines()]
+    assert len(signals) == 2 and signals[-1]["payload"] == {"n": 1, "note": "x" * 300}  # whole, never cut
+    prints = nerve("logs", "--ref", "steady", "--prints", "-n", "2", home=home).stdout
+    assert "print" in prints and "tick" in prints and "(stderr) to stderr" in prints
+    both = [json.loads(line) for line in nerve("logs", "--ref", "steady", "--signals", "--prints", "--json",
+                                                "-n", "10", home=home).stdout.splitlines()]
+    assert {r["type"] for r in both} == {"signal", "output"}
+    assert [r["ts"] for r in both] == sorted(r["ts"] for r in both)

@@ -47,7 +47,23 @@ def start() -> None:
     _HEADER_DONE[0] = False
 
 
+def expand_prints(rows: list[dict]) -> list[dict]:
+    """One displayed row per printed line (`#12 text`, `#12 (stderr) text`) instead of one per compute."""
+    out = []
+    for row in rows:
+        lines = row["payload"].get("lines") if row["type"] == "output" and isinstance(row["payload"], dict) else None
+        if not lines:
+            out.append(row)
+            continue
+        compute = row["payload"].get("compute_id")
+        for line in lines:
+            where = "" if line.get("stream") == "stdout" else " (stderr)"
+            out.append({**row, "type": "print", "payload": f"#{compute}{where} {line.get('text', '')}"})
+    return out
+
+
 def print_rows(rows: list[dict], *, table: bool) -> None:
+    rows = expand_prints(rows)
     if output.tabular():  # a pipe (or --format tsv|csv): whole payloads as JSON, one row per line, one header
         import orjson
 

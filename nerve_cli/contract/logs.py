@@ -9,6 +9,9 @@ from nerve_cli.contract.times import stamp
 
 
 def log_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A stored log row (`store.logs.log_row`, live or archived) → the `log` document."""
-    return {"version": VERSION, "id": row["id"], "source": row["source"], "type": row["type"],
-            "ref_id": row["ref_id"], "payload": row["payload"], **stamp("time", row["ts"])}
+    """A stored log row (`store.logs.log_row`, live or archived) → the `log` document.
+
+    A signal shown by `nerve logs --signals` (read from its sense's database, not logs.db)
+    has `id` null and its own `signal_id`; a log row has `signal_id` null."""
+    return {"version": VERSION, "id": row["id"], "signal_id": row.get("signal_id"), "source": row["source"],
+            "type": row["type"], "ref_id": row["ref_id"], "payload": row["payload"], **stamp("time", row["ts"])}
