@@ -57,7 +57,6 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
     change = Change(home, f"sense rename {old} {new}", [layout.config, layout.sense_dir(old), layout.sense_dir(new)])
     change.protect()
     result.notes = change.notes()
-    text = layout.config.read_text(encoding="utf-8")  # after protect: the same content, now committed
     if config.senses[old].enabled and engine_running(home):
         result.engine = True
         _release(home, text, old)
@@ -139,8 +138,9 @@ def _rewrite(home: Path, text: str, old: str, new: str) -> list[str]:
 
 def _write(layout: Layout, text: str) -> None:
     from nerve_cli.config.edit import write_atomic
+    from nerve_cli.config.load import read_config
 
-    if layout.config.read_text(encoding="utf-8") != text:
+    if read_config(layout.config) != text:
         write_atomic(layout.config, text)
 
 
