@@ -54,7 +54,8 @@ SENSES = {
     "b": "def compute(db, peers):\n    return 'text'\n",
 }
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config"}  # user data, not ours
+OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config",
+          "newest"}  # user data, not ours
 
 
 def naming_problems(doc: Any, where: str = "") -> list[str]:
@@ -159,7 +160,7 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     assert listed["a"]["signal_count"] == shown["signal_count"] == len(shown["signals"]) == 3  # 2 archived + 1 live
     assert [s["payload"] for s in shown["signals"]] == [{"n": 1}, {"n": 2}, {"n": 1}]  # archived ones decoded too
     assert next(t for t in shown["tables"] if t["name"] == "_signals") == {
-        "name": "_signals", "rows": 1, "archived_rows": 2, "engine": True}
+        "name": "_signals", "rows": 1, "archived_rows": 2, "engine": True, "newest": []}  # newest: own tables only
     check.cli("sense-show", "sense", "show", "b", "-n", "0", "--json")
     chart = check.cli("sense-chart", "sense", "show", "a", "--chart", "--column", "n", "--json")
     assert (chart["archived"], chart["live"]) == (2, 1)
@@ -175,6 +176,10 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     assert len(check.cli("log", "logs", "--json", "-n", "1000")) > 0
     everything = check.cli("log", "logs", "--json", "--since", "60d", "--until", "now", "-n", "1000")
     assert len(everything) > len(check.cli("log", "logs", "--json", "-n", "1000"))  # archived days too
+    signals = check.cli("log", "logs", "--signals", "--ref", "a", "--since", "60d", "--json", "-n", "1000")
+    assert [r["payload"] for r in signals] == [{"n": 1}, {"n": 2}, {"n": 1}]  # archived signals too
+    assert all(r["id"] is None and r["signal_id"] for r in signals)
+    check.cli("log", "logs", "--prints", "--json")
     assert check.cli("config-check", "config", "check", "--json")["valid"] is True
     check.cli("doctor", "doctor", "--json")
     check.cli("mesh", "mesh", "--json")
@@ -207,6 +212,13 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         assert (answer["decision"], answer["via"]) == ("approve", "engine")
         code, _ = engine.stop()
         assert code == 0
+    check.cli("service", "service", "status", "--platform", "linux", "--json")
+    check.cli("deps", "deps", "--json")
+    assert check.cli("rename", "sense", "rename", "b", "bee", "--json")["moved"][0] == {
+        "from": "senses/b", "to": "senses/bee"}
+    check.cli("delete", "sense", "delete", "bee", "--dry-run", "--json")
+    check.cli("delete", "workflow", "delete", "x", "--json")
+    check.cli("gc", "gc", "--dry-run", "--json")
     assert check.kinds >= set(KINDS) - {"sense-compute", "workflow-run"}, set(KINDS) - check.kinds
 
 

@@ -109,4 +109,4 @@ def test_logs_show_a_senses_signals_and_prints(home: Path) -> None:
     both = [json.loads(line) for line in nerve("logs", "--ref", "steady", "--signals", "--prints", "--json",
                                                 "-n", "10", home=home).stdout.splitlines()]
     assert {r["type"] for r in both} == {"signal", "output"}
-    assert [r["ts"] for r in both] == sorted(r["ts"] for r in both)
+    assert [r["time_ms"] for r in both] == sorted(r["time_ms"] for r in both)

@@ -87,7 +87,7 @@ def test_json_lines_parse_and_filter(instance: Layout) -> None:
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert [r["payload"]["i"] for r in rows] == [21, 23, 25, 27, 29]
-    assert set(rows[0]) == {"version", "id", "source", "type", "ref_id", "payload", "time_ms", "time"}
+    assert set(rows[0]) == {"version", "id", "signal_id", "source", "type", "ref_id", "payload", "time_ms", "time"}
     result = CliRunner().invoke(app, ["logs", "--json", "--ref", "s0", "--type", "t", "--limit", "100"])
     assert len(result.output.splitlines()) == 10
 

@@ -170,22 +170,23 @@ def test_sense_show(inst) -> None:
         nerve("sense", "compute", "numbers")
     data = json.loads(nerve("sense", "show", "numbers", "-n", "3", "--json").output)
     assert [s["payload"] for s in data["signals"]] == [10, 20, 30]
-    assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True} in data["tables"]
+    assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True, "newest": []} in data["tables"]
     assert data["config"]["group"] == "custom" and data["signal_count"] == 4
     text = nerve("sense", "show", "numbers", "-n", "4").output
     assert "▁▃▆█" in text and "Last 4 signals" in text
     assert "_signals" not in text and "_migrations" not in text  # Nerve's own tables are not the sense's
     assert "no tables of its own" in text
     one = nerve("sense", "show", "numbers", "-n", "1").output
-    assert "Last 1 signal\n" in one and "4 signals in its database" in one
+    assert "Last 1 signal\n" in one and "4 signals (archived ones included)" in one
 
     nerve("sense", "compute", "disk-usage")
     nerve("sense", "compute", "disk-usage")
     rows = nerve("sense", "show", "disk-usage", "--rows", "1")
     assert "sample: 2 rows, newest 1" in rows.output and "percent" in rows.output  # its own rows, shown
     data = json.loads(nerve("sense", "show", "disk-usage", "--json").output)
-    assert len(data["recent_rows"]["sample"]) == 2 and data["recent_rows"]["sample"][0]["ts"] > 0
-    assert data["problem"] is None
+    sample = next(t for t in data["tables"] if t["name"] == "sample")
+    assert len(sample["newest"]) == 2 and sample["newest"][0]["ts"] > sample["newest"][1]["ts"]  # newest first
+    assert data["load_problem"] is None
 
     fresh = nerve("sense", "show", "memory-usage")
     assert fresh.exit_code == 0 and "has not run" in fresh.output

@@ -135,8 +135,8 @@ def test_workflow_delete_moves_the_file_to_the_attic_and_disables_it(home: Path)
     assert result.returncode == 0, result.stderr
     assert not (home / "workflows/triage.py").exists()
     assert [p.name.startswith("triage.") for p in (home / "attic/workflows").iterdir()] == [True]
-    listed = json.loads(nerve("workflow", "list", "--json", home=home).stdout)
-    assert [w["enabled"] for w in listed if w["name"] == "triage"] == [False]
+    listed = json.loads(nerve("workflow", "list", "--json", home=home).stdout)["workflows"]
+    assert [w["config"]["enabled"] for w in listed if w["name"] == "triage"] == [False]
     assert git(home, "log", "-1", "--format=%s").strip() == "nerve: workflow delete triage"
     again = nerve("workflow", "delete", "triage", home=home)
     assert again.returncode == 1 and "already deleted" in again.stderr

@@ -27,7 +27,9 @@ def deps(ctx: typer.Context, home: HomeOption = None, json_: JsonOption = False)
     root = require_instance(home)
     found = check(root)
     if json_:
-        output.print_json({"python": _python(), "ok": all(r.ok for r in found), "requirements": [r.to_dict() for r in found]})
+        from nerve_cli.contract.instance import deps as document
+
+        output.print_json(document(_python(), found))
     else:
         _render(found)
     if not all(r.ok for r in found):

@@ -35,7 +35,9 @@ def gc(
         raise typer.BadParameter(str(exc), param_hint="--older-than") from None
     result = collect(require_instance(home), seconds, dry_run=dry_run)
     if json_:
-        output.print_json(result.to_dict())
+        from nerve_cli.contract.instance import gc as document
+
+        output.print_json(document(result))
         return
     if not result.items:
         output.info(f"nothing to collect older than {older_than}")

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.common import HomeOption, JsonOption, SenseName, WorkflowName
 
-Name = Annotated[str, typer.Argument(help="Sense name.")]
+Name = SenseName
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Only show what would change.")]
 
 
@@ -27,7 +27,7 @@ def delete(name: Name, dry_run: DryRun = False, home: HomeOption = None, json_: 
     _render(delete_sense(require_instance(home), name, dry_run=dry_run), json_)
 
 
-def delete_workflow(name: Annotated[str, typer.Argument(help="Workflow name.")], dry_run: DryRun = False,
+def delete_workflow(name: WorkflowName, dry_run: DryRun = False,
                     home: HomeOption = None, json_: JsonOption = False) -> None:
     """Delete a workflow softly: disable it and move its file to attic/ (one commit).
 
@@ -41,7 +41,7 @@ def delete_workflow(name: Annotated[str, typer.Argument(help="Workflow name.")],
     _render(run(require_instance(home), name, dry_run=dry_run), json_)
 
 
-def rename(old: Annotated[str, typer.Argument(help="Current sense name.")],
+def rename(old: SenseName,
            new: Annotated[str, typer.Argument(help="New sense name.")],
            home: HomeOption = None, json_: JsonOption = False) -> None:
     """Rename a sense: folder, database, archive and every nerve.yaml reference, in one commit.
@@ -58,8 +58,9 @@ def rename(old: Annotated[str, typer.Argument(help="Current sense name.")],
 
     result = rename_sense(require_instance(home), old, new)
     if json_:
-        output.print_json({"old": result.old, "new": result.new, "moved": result.moved, "nerve_yaml": result.config,
-                           "mentions": result.mentions, "engine": result.engine, "commit": result.sha})
+        from nerve_cli.contract.instance import renamed
+
+        output.print_json(renamed(result))
         return
     output.notes(result.notes)
     committed = f"; committed {result.sha[:8]}" if result.sha else ""
@@ -81,9 +82,9 @@ def _render(deleted, json_: bool) -> None:  # type: ignore[no-untyped-def]
     plan, home = deleted.plan, deleted.moved_from.parents[1]
     src, dst = (p.relative_to(home) for p in (deleted.moved_from, deleted.moved_to))
     if json_:
-        output.print_json({"kind": deleted.kind, "name": deleted.name, "moved_from": str(src), "moved_to": str(dst),
-                           "disabled": [i.to_dict() for i in plan.items], "dry_run": deleted.dry_run,
-                           "commit": deleted.sha})
+        from nerve_cli.contract.instance import deleted as document
+
+        output.print_json(document(deleted, home))
         return
     verb = "would delete" if deleted.dry_run else "deleted"
     output.notes(deleted.notes)

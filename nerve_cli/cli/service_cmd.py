@@ -79,9 +79,9 @@ def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption
     state = run(root, _unit(root, platform))
     state.engine = _engine(root)
     if json_:
-        output.print_json({"platform": state.unit.platform, "name": state.unit.name, "path": str(state.unit.path),
-                           "installed": state.installed, "enabled": state.enabled, "active": state.active,
-                           "engine_running": state.engine})
+        from nerve_cli.contract.instance import service as document
+
+        output.print_json(document(state))
         return
     _render(state)
 

@@ -38,3 +38,39 @@ def backup(report: Any) -> dict[str, Any]:
 def _database(d: Any) -> dict[str, Any]:
     data = d.as_dict()
     return {"name": data.pop("database"), **data}
+
+
+def gc(result: Any) -> dict[str, Any]:
+    """`senses.gc.GcResult`: what `nerve gc` removed (or, with --dry-run, would remove) and what it kept."""
+    return {"version": VERSION, "older_than_s": result.older_than, "dry_run": result.dry_run,
+            "items": [i.to_dict() for i in result.items], "kept": [{"message": k} for k in result.kept],
+            "bytes": result.freed, "commit": result.sha}
+
+
+def deleted(d: Any, home: Any) -> dict[str, Any]:
+    """`senses.remove.Deleted`: a sense or workflow moved to the attic, and what its disable turned off."""
+    return {"version": VERSION, "kind": d.kind, "name": d.name,
+            "moved_from": d.moved_from.relative_to(home).as_posix(), "moved_to": d.moved_to.relative_to(home).as_posix(),
+            "disabled": [i.to_dict() for i in d.plan.items], "dry_run": d.dry_run, "commit": d.sha}
+
+
+def renamed(r: Any) -> dict[str, Any]:
+    """`senses.rename.Renamed`: what moved, what nerve.yaml now says, code that still names the old sense."""
+    return {"version": VERSION, "old": r.old, "new": r.new,
+            "moved": [dict(zip(("from", "to"), m.split(" → "))) for m in r.moved],
+            "nerve_yaml": [{"change": c} for c in r.config],
+            "mentions": [{"file": f, "line": int(n)} for f, _, n in (m.rpartition(":") for m in r.mentions)],
+            "engine": r.engine, "commit": r.sha}
+
+
+def service(state: Any) -> dict[str, Any]:
+    """`instance.service.ServiceState`: the unit for this instance and whether the engine answers."""
+    return {"version": VERSION, "platform": state.unit.platform, "name": state.unit.name, "path": str(state.unit.path),
+            "installed": state.installed, "enabled": state.enabled, "active": state.active,
+            "engine_running": state.engine}
+
+
+def deps(python: str, requirements: list[Any]) -> dict[str, Any]:
+    """`instance.deps.check`: each requirements.txt line against the interpreter the workers use."""
+    return {"version": VERSION, "python": python, "ok": all(r.ok for r in requirements),
+            "requirements": [r.to_dict() for r in requirements]}

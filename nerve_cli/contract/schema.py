@@ -12,9 +12,9 @@ from importlib import resources
 from typing import Any
 
 KINDS = (
-    "archive", "backup", "config-check", "doctor", "emit", "error", "lifecycle", "log", "mesh", "sense-chart",
-    "sense-compute", "sense-list", "sense-show", "status", "thread-answer", "thread-list", "thread-show",
-    "workflow-list", "workflow-run",
+    "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "gc", "lifecycle", "log",
+    "mesh", "rename", "sense-chart", "sense-compute", "sense-list", "sense-show", "service", "status",
+    "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
 )
 
 
