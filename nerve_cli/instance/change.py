@@ -29,11 +29,11 @@ class Change:
         """Commit uncommitted edits of the paths this change touches, separately and labelled as such."""
         from nerve_cli.instance.git import changed_paths, commit
 
-        found = changed_paths(self.home, self.paths)
+        found: list[Path | str] = list(changed_paths(self.home, self.paths))
         if not found:
             return
-        self.hand_paths = found
-        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        self.hand_paths = [str(p) for p in found]
+        shown = ", ".join(self.hand_paths[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         self.hand_sha = commit(self.home, found, f"edits to {shown} made outside Nerve, committed before `nerve {self.what}`")
 
     def commit(self, paths: list[Path | str] | None = None, detail: str = "") -> str | None:

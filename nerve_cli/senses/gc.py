@@ -128,9 +128,9 @@ def _deleted_at(layout: Layout, name: str, now: float) -> float | None:
     """Seconds since the sense was deleted (its newest attic entry), or None when it was not."""
     if layout.sense_dir(name).is_dir():
         return None
-    ages = [stamp_age(split_attic_name(p)[1], now) for p in (layout.attic / "senses").glob(f"{name}.*")
-            if split_attic_name(p)[0] == name]
-    ages = [a for a in ages if a is not None]
+    found = [stamp_age(split_attic_name(p)[1], now) for p in (layout.attic / "senses").glob(f"{name}.*")
+             if split_attic_name(p)[0] == name]
+    ages = [a for a in found if a is not None]
     return min(ages) if ages else None
 
 
