@@ -97,7 +97,9 @@ def test_payload_over_16mib_is_an_error_before_commit_and_nothing_is_stored(home
         engine.wait_ready()
         answer = request(home, "compute", sense="big", timeout=30)
         assert answer["outcome"] == "error", answer
-        assert "17.0 MiB of JSON" in answer["error"] and "db.blobs" in answer["error"]
+        error = answer["error"]  # the compute's error in full: type, message, file, line, traceback
+        assert error["type"] == "PayloadTooLarge"
+        assert "17.0 MiB of JSON" in error["message"] and "db.blobs" in error["message"]
         assert request(home, "compute", sense="small", timeout=30)["outcome"] == "signal"
         worker = engine.status()["workers"][0]
         code, output = engine.stop()

@@ -109,6 +109,7 @@ class FakeRunning:
         self.scheduler = Scheduler(cfg, now=0.0)
         self.groups: dict = {}
         self.errors: dict = {}
+        self.warnings: list[str] = []
         self.workflows = None
         self.out = Recorder()
         self.log, self.report = self.out.log, self.out.report
