@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.code import check_code
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.problems import Problem, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
+from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.instance.deps import REQUIREMENTS, check
 from nerve_cli.words import plural
 
 
@@ -72,9 +75,6 @@ def check_instance(home: Path, *, code: bool = True) -> CheckReport:
 
 def code_problems(home: Path, config: Any) -> list[Problem]:
     """Import every enabled sense and workflow whose files exist, in a child process."""
-    from nerve_cli.config.code import check_code
-    from nerve_cli.home import Layout
-
     layout = Layout(home)
     senses = [n for n, s in config.senses.items() if s.enabled and (layout.sense_dir(n) / "sense.py").is_file()]
     workflows = [n for n, w in config.workflows.items() if w.enabled and layout.workflow_file(n).is_file()]
@@ -122,9 +122,6 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
 
 def requirement_problems(home: Path) -> list[Problem]:
     """requirements.txt lines not satisfied where the workers run (warnings: a sense that needs one fails to import)."""
-    from nerve_cli.errors import NerveError
-    from nerve_cli.instance.deps import REQUIREMENTS, check
-
     try:
         found = check(home)
     except NerveError as exc:

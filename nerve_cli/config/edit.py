@@ -17,6 +17,7 @@ from typing import Any, Iterator, Literal
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from nerve_cli.config.lifecycle_marks import marks, rename_mark
 from nerve_cli.config.load import SECTIONS, config_path, read_config, validate
 from nerve_cli.config.model import check_name
 from nerve_cli.config.problems import count_words, errors_of
@@ -217,8 +218,6 @@ def rename_sense_refs(doc: CommentedMap, old: str, new: str) -> list[str]:
     The `senses:` key keeps its place and comments; `peers:` lists, reflexes'
     `sense:` and `on:`, and `# nerve: disabled with OLD` markers follow.
     """
-    from nerve_cli.config.lifecycle_marks import marks, rename_mark
-
     changed = []
     senses = doc["senses"]
     position = list(senses).index(old)

@@ -43,7 +43,6 @@ Ref = tuple[str, "str | int"]  # ("sense", "d") or ("reflex", 3)
 @dataclass(frozen=True)
 class Item:
     """One thing a plan turns off or on."""
-
     kind: Kind
     key: str | int  # a name, or a reflex's index in `reflexes:`
     what: str  # "sense d", "reflexes[1] (b on [a])"
@@ -61,7 +60,6 @@ class Item:
 @dataclass
 class Plan:
     """What a disable or enable changes. `items` excludes the target itself."""
-
     kind: Kind
     name: str
     enabled: bool  # the target's state after the plan
@@ -317,9 +315,6 @@ def _apply(home: Path, text: str, plan: Plan, dry_run: bool, what: str, detail: 
 
 def write_plan(home: Path, text: str, plan: Plan) -> None:
     """The plan as one validated, atomic, comment-keeping edit of nerve.yaml (`text` is what it was planned on)."""
-    from nerve_cli.config.edit import edit_config
-    from nerve_cli.config.load import config_path, read_config
-
     path = config_path(home)
     with edit_config(home) as doc:
         if read_config(path) != text:

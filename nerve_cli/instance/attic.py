@@ -8,6 +8,7 @@ times, which a move keeps) says how long an entry has been there, which is what
 
 from __future__ import annotations
 
+import calendar
 import time
 from pathlib import Path
 
@@ -22,8 +23,6 @@ def stamp(now: float | None = None) -> str:
 
 def stamp_age(text: str, now: float | None = None) -> float | None:
     """Seconds since an attic stamp (None when `text` is not one)."""
-    import calendar
-
     try:
         then = calendar.timegm(time.strptime(text, STAMP_FORMAT))
     except ValueError:

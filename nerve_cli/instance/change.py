@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.instance.git import changed_paths, commit
+
 PREFIX = "nerve: "
 
 
@@ -27,8 +29,6 @@ class Change:
 
     def protect(self) -> None:
         """Commit uncommitted edits of the paths this change touches, separately and labelled as such."""
-        from nerve_cli.instance.git import changed_paths, commit
-
         found: list[Path | str] = list(changed_paths(self.home, self.paths))
         if not found:
             return
@@ -38,8 +38,6 @@ class Change:
 
     def commit(self, paths: list[Path | str] | None = None, detail: str = "") -> str | None:
         """Commit `paths` (default: all of this change's paths) as `nerve: <what> <detail>`."""
-        from nerve_cli.instance.git import commit
-
         message = PREFIX + self.what + (f" {detail}" if detail else "")
         self.sha = commit(self.home, list(paths if paths is not None else self.paths), message)
         return self.sha

@@ -25,10 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.edit import edit_config
+from nerve_cli.config.load import load_config
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
+from nerve_cli.config.yamltail import remove_entry
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import split_attic_name, stamp_age
+from nerve_cli.instance.change import Change
+from nerve_cli.kernel.client import engine_running
 from nerve_cli.words import plural
 
 
@@ -64,8 +69,6 @@ class GcResult:
 
 def collect(home: Path, older_than: float, *, dry_run: bool = False, now: float | None = None) -> GcResult:
     """List (and unless `dry_run`, remove) what is older than `older_than` seconds."""
-    from nerve_cli.config.load import load_config
-
     if not dry_run:
         _refuse_if_engine_runs(home)
     now = time.time() if now is None else now
@@ -81,8 +84,6 @@ def collect(home: Path, older_than: float, *, dry_run: bool = False, now: float 
 
 
 def _refuse_if_engine_runs(home: Path) -> None:
-    from nerve_cli.kernel.client import engine_running
-
     if engine_running(home):
         raise NerveError("an engine is running for this instance; `nerve gc` works offline (a worker may hold a "
                          "database open): stop it first, or look with `nerve gc --dry-run`")
@@ -175,8 +176,6 @@ def _named_by(config: NerveConfig, name: str) -> list[str]:
 
 
 def _remove(home: Path, result: GcResult) -> str | None:
-    from nerve_cli.instance.change import Change
-
     layout = Layout(home)
     tracked = [p for g in result.items if g.kind == "attic" for p in g.paths]
     entries = [g for g in result.items if g.kind == "entry"]
@@ -194,9 +193,6 @@ def _remove(home: Path, result: GcResult) -> str | None:
 
 
 def _drop_entries(home: Path, entries: list[Garbage]) -> None:
-    from nerve_cli.config.edit import edit_config
-    from nerve_cli.config.yamltail import remove_entry
-
     with edit_config(home) as doc:
         for item in entries:
             section, name = item.what.split(".", 1)

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.config.code import check_code
 from nerve_cli.config.load import load_config
 from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.rules import hint
@@ -102,8 +103,6 @@ def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_co
 
 def _load_problem(home: Path, name: str) -> dict[str, Any] | None:
     """What would stop the sense from loading (drift included), found by importing it in a child process."""
-    from nerve_cli.config.code import check_code
-
     found = check_code(home, [name], [])
     return {"file": found[0].file, "line": found[0].line, "message": found[0].message} if found else None
 

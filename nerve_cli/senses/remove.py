@@ -18,9 +18,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.config.lifecycle import (check_sense, check_workflow, load_for_edit, plan_disable, plan_workflow,
+                                        write_plan)
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import attic_entries, new_attic_path
+from nerve_cli.instance.change import Change
 
 @dataclass
 class Deleted:
@@ -36,8 +39,6 @@ class Deleted:
 
 def delete_sense(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
     """Disable `name` with its cascade, move its folder to the attic, commit both as one change."""
-    from nerve_cli.config.lifecycle import check_sense, load_for_edit, plan_disable
-
     layout = Layout(home)
     text, config, found = load_for_edit(home)
     check_sense(config, name)
@@ -55,8 +56,6 @@ def delete_sense(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
 
 def delete_workflow(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
     """Disable workflow `name` (no cascade) and move its file to the attic, as one commit."""
-    from nerve_cli.config.lifecycle import check_workflow, load_for_edit, plan_workflow
-
     layout = Layout(home)
     text, config, _ = load_for_edit(home)
     check_workflow(config, name)
@@ -69,9 +68,6 @@ def delete_workflow(home: Path, name: str, *, dry_run: bool = False) -> Deleted:
 
 
 def _delete(home: Path, deleted: Deleted, text: str, detail: str) -> Deleted:
-    from nerve_cli.instance.change import Change
-    from nerve_cli.config.lifecycle import write_plan
-
     layout = Layout(home)
     change = Change(home, f"{deleted.kind} delete {deleted.name}", [layout.config, deleted.moved_from, deleted.moved_to])
     change.protect()  # hand edits of nerve.yaml or of the files being moved get their own commit first

@@ -21,8 +21,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.config.edit import edit_config, rename_sense_refs, write_atomic
+from nerve_cli.config.lifecycle import check_sense, load_for_edit
+from nerve_cli.config.lifecycle_marks import disable
+from nerve_cli.config.load import read_config
+from nerve_cli.config.model import HEALTH_SENSE, check_name
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
+from nerve_cli.instance.change import Change
+from nerve_cli.kernel.client import engine_running, request
 
 RELEASE_TIMEOUT = 20.0  # how long a running engine gets to stop the old sense
 
@@ -40,11 +47,6 @@ class Renamed:
 
 
 def rename_sense(home: Path, old: str, new: str) -> Renamed:
-    from nerve_cli.config.model import check_name
-    from nerve_cli.instance.change import Change
-    from nerve_cli.kernel.client import engine_running
-    from nerve_cli.config.lifecycle import check_sense, load_for_edit
-
     layout = Layout(home)
     text, config, _ = load_for_edit(home)
     check_sense(config, old)
@@ -72,8 +74,6 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
 
 
 def _check_free(layout: Layout, config, old: str, new: str) -> None:  # type: ignore[no-untyped-def]
-    from nerve_cli.config.model import HEALTH_SENSE
-
     if new == old:
         raise SenseError(f"`{old}` already has that name")
     if new == HEALTH_SENSE or new in config.senses:
@@ -90,10 +90,6 @@ def _check_free(layout: Layout, config, old: str, new: str) -> None:  # type: ig
 
 def _release(home: Path, text: str, old: str) -> None:
     """Disable OLD in nerve.yaml and wait until the running engine no longer runs it."""
-    from nerve_cli.config.edit import edit_config
-    from nerve_cli.kernel.client import request
-    from nerve_cli.config.lifecycle_marks import disable
-
     with edit_config(home) as doc:
         disable(doc["senses"], old, None)
     deadline = time.monotonic() + RELEASE_TIMEOUT
@@ -129,17 +125,12 @@ def _move(layout: Layout, old: str, new: str) -> list[str]:
 
 def _rewrite(home: Path, text: str, old: str, new: str) -> list[str]:
     """nerve.yaml as it was before the rename began (`text`), every reference renamed, written once."""
-    from nerve_cli.config.edit import edit_config, rename_sense_refs
-
     with edit_config(home, base=text) as doc:
         changed = rename_sense_refs(doc, old, new)
     return changed
 
 
 def _write(layout: Layout, text: str) -> None:
-    from nerve_cli.config.edit import write_atomic
-    from nerve_cli.config.load import read_config
-
     if read_config(layout.config) != text:
         write_atomic(layout.config, text)
 

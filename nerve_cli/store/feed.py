@@ -9,11 +9,13 @@ compute printed is in logs.db already (`reflex/output` rows).
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from nerve_cli.home import Layout
+from nerve_cli.store.history import sense_history
 from nerve_cli.store.logs import iso_ms, open_readonly, parse_payload, query_logs
 
 PRINTS = "output"  # the log type of a compute's printed lines
@@ -28,8 +30,6 @@ def senses_with_signals(home: Path) -> list[str]:
 def signal_rows(home: Path, senses: Iterable[str], since_ms: int | None = None,
                 limit: int | None = None, *, until_ms: int | None = None) -> list[dict]:
     """The newest `limit` signals of `senses` (archived days too when reached), as log-shaped rows, oldest first."""
-    from nerve_cli.store.history import sense_history
-
     rows = [_row(name, s["id"], s["ts"], s["payload"])
             for name in senses for s in sense_history(home, name, since_ms, None if until_ms else limit)
             if until_ms is None or s["ts"] <= until_ms]
@@ -81,8 +81,6 @@ def _signals_after(path: Path, after: int) -> list[tuple]:
 
 
 def _query(path: Path, sql: str, params: tuple) -> list[tuple]:
-    import sqlite3
-
     if not path.exists():
         return []
     try:

@@ -17,12 +17,12 @@ from typing import Any
 import orjson
 
 from nerve_cli.home import Layout
+from nerve_cli.worker.load import check_sense
 from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
+from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
 
 
 def check(home: Path, senses: list[str], workflows: list[str]) -> list[dict[str, Any]]:
-    from nerve_cli.worker.load import check_sense
-
     layout = Layout(home)
     problems = []
     for name in senses:
@@ -37,8 +37,6 @@ def check(home: Path, senses: list[str], workflows: list[str]) -> list[dict[str,
 
 
 def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
-    from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
-
     try:
         load_workflow(home, name)
     except WorkflowLoadError as exc:
