@@ -119,7 +119,8 @@ def _data(layout: Layout, config: NerveConfig, older_than: float, now: float) ->
         else:
             why, age = "its sense is disabled", now - touched
         if age >= older_than:
-            shown = f"data/senses/{name}.db" + (" and its archive" if (layout.archive / "senses" / name).exists() else "")
+            archived = layout.archive / "senses" / name
+            shown = f"data/senses/{name}.db" + (" and its archive" if archived.is_dir() and any(archived.iterdir()) else "")
             out.append(Garbage("data", shown, f"{why}; last written {_ago(now - touched)}",
                                sum(_size(p) for p in files), tuple(files), name))
     return out
