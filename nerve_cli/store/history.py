@@ -9,7 +9,6 @@ same id in the database and in its archive file) and returned newest last.
 from __future__ import annotations
 
 import heapq
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -30,29 +29,6 @@ class LogHistory:
 
 def day_of(ts_ms: int) -> str:
     return iso_ms(ts_ms)[:10]
-
-
-def follow_logs(
-    path: Path,
-    after_id: int,
-    *,
-    interval: float = 0.2,
-    source: str | None = None,
-    type: str | None = None,
-    ref: str | None = None,
-) -> Iterator[list[dict]]:
-    """Batches of rows newer than `after_id`, polling every `interval` s (forever; the caller stops).
-
-    Waits for the database to appear if the engine has not created it yet.
-    """
-    while True:
-        exists = Path(path).exists()
-        rows = query_logs(path, after_id=after_id, source=source, type=type, ref=ref) if exists else []
-        if rows:
-            after_id = rows[-1]["id"]
-            yield rows
-        else:
-            time.sleep(interval)
 
 
 def newest(rows: Iterable[dict], limit: int | None) -> list[dict]:
