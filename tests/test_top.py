@@ -185,3 +185,79 @@ def test_top_starts_and_quits_cleanly_in_a_real_80x24_terminal(home: Path, tmp_p
         assert "Traceback" not in after and "pulse" not in after  # the terminal is given back, app gone
     finally:
         subprocess.run([tmux, "-L", session, "kill-server"], capture_output=True)
+
+
+GATED = """
+from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
+
+async def writer(messages):
+    return RoleResult("a draft", {})
+
+async def critic(messages):
+    return ask_person("Publish the draft?")
+
+async def publisher(messages):
+    return RoleResult(f"published: {messages[-1].content}", {})
+
+def moderator(messages):
+    last = messages[-1]
+    if last.role == "__start__":
+        return "writer"
+    if last.role == "writer":
+        return "critic"
+    if last.role == PERSON:
+        return "publisher" if last.meta["approved"] else END
+    return END
+
+workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic, "publisher": publisher}, moderator=moderator)
+"""
+
+
+def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) -> None:
+    from nerve_cli.top.app import NerveTop, ThreadScreen
+    from nerve_cli.workflows.threads import thread_detail
+
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "gated.py").write_text(GATED)
+    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "workflows:\n  gated: {}\n")
+    logs_db = home / "data" / "logs.db"
+
+    def status(run_id: str) -> str:
+        return thread_detail(logs_db, run_id)["status"]
+
+    async def main(first: str, second: str) -> None:
+        app = NerveTop(home)
+        async with app.run_test(size=(80, 24)) as pilot:
+            threads = app.screen.query_one("#threads")
+            await until(pilot, lambda: [r[2] for r in table_rows(threads)][:2] == ["waiting", "waiting"], 10,
+                        "both threads shown as waiting")
+            # from the thread's own screen: its question, then approve
+            threads.focus()
+            threads.move_cursor(row=[r[0] for r in table_rows(threads)].index(first))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ThreadScreen), 5, "the thread screen")
+            assert "waiting for a person: Publish the draft?" in text_of(app.screen.query_one("#transcript"))
+            await pilot.press("a")
+            await until(pilot, lambda: status(first) == "completed", 20, f"{first} to resume and complete")
+            await until(pilot, lambda: "published: approved" in text_of(app.screen.query_one("#transcript")),
+                        5, "the screen to show the resumed rounds")
+            await pilot.press("escape")
+            # from the dashboard: x rejects the one still waiting
+            await pilot.press("x")
+            await until(pilot, lambda: status(second) == "completed", 20, f"{second} to end on the rejection")
+            await until(pilot, lambda: {r[0]: r[2] for r in table_rows(app.screen.query_one("#threads"))}
+                        == {first: "completed", second: "completed"}, 5, "the table to follow")
+
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=1)
+        first = request(home, "start_thread", workflow="gated", prompt="one")["run_id"]
+        second = request(home, "start_thread", workflow="gated", prompt="two")["run_id"]
+        wait_for(lambda: logs_db.exists() and status(first) == status(second) == "waiting", 20,
+                 what="both threads to wait for a person")
+        asyncio.run(main(first, second))
+        code, output = engine.stop()
+    assert code == 0, output
+    roles = [m["role"] for m in thread_detail(logs_db, first)["messages"]]
+    assert roles == ["__start__", "writer", "critic", "__person__", "publisher"]
+    answer = thread_detail(logs_db, second)["messages"][-1]
+    assert (answer["role"], answer["meta"]["decision"], answer["meta"]["by"]) == ("__person__", "reject", "nerve top")

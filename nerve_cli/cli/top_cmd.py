@@ -7,7 +7,8 @@ def top(home: HomeOption = None, _utc: UtcOption = False) -> None:
     Reads the running engine through its control socket; when the engine is
     stopped it shows the instance read-only from its files, and says so.
     Keys: enter opens a sense (its chart and recent signals) or a thread (its
-    rounds), c computes the selected sense, tab moves between tables, q quits.
+    rounds), c computes the selected sense, a / x approve or reject a thread
+    waiting for a person, tab moves between tables, q quits.
 
     Example: nerve top
     """

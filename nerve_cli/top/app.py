@@ -20,8 +20,17 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
+from nerve_cli.contract.threads import thread_show
 from nerve_cli.contract.times import ago, display, span
+from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.client import request
+from nerve_cli.senses.chart import sense_series
+from nerve_cli.senses.chart_view import draw, summary
+from nerve_cli.store.history import sense_history
 from nerve_cli.top.source import Snapshot, Source
+from nerve_cli.workflows.gates import answer_thread
+from nerve_cli.workflows.threads import thread_detail
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
 STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
@@ -45,6 +54,8 @@ class Dashboard(Screen):
     BINDINGS = [
         Binding("enter", "open", "Open", priority=True),  # above the table's own enter, so the footer shows it
         Binding("c", "compute", "Compute sense"),
+        Binding("a", "answer('approve')", "Approve"),
+        Binding("x", "answer('reject')", "Reject"),
         Binding("tab", "focus_next", "Next table", show=False),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -113,6 +124,18 @@ class Dashboard(Screen):
         elif table == "threads":
             self.app.push_screen(ThreadScreen(self.app.home, key))  # type: ignore[attr-defined]
 
+    async def action_answer(self, decision: str) -> None:
+        """Approve or reject the thread selected in the threads table (the first waiting one if none is)."""
+        table = self.query_one("#threads", DataTable)
+        rows = [(table.get_row_at(i)[0], str(table.get_row_at(i)[2])) for i in range(table.row_count)]
+        selected = rows[table.cursor_row] if self.focused is table and rows else None
+        waiting = selected if selected and selected[1] == "waiting" else next(
+            (r for r in rows if r[1] == "waiting"), None)
+        if waiting is None:
+            self.app.notify("no thread is waiting for a person", severity="warning")
+            return
+        await self.app.answer(waiting[0], decision)  # type: ignore[attr-defined]
+
     async def action_compute(self) -> None:
         table = self.query_one("#senses", DataTable)
         if table.row_count == 0:
@@ -160,10 +183,6 @@ class SenseScreen(Screen):
         self.load()
 
     def load(self) -> None:
-        from nerve_cli.errors import NerveError
-        from nerve_cli.senses.chart import sense_series
-        from nerve_cli.store.history import sense_history
-
         chart = self.query_one("#chart", Static)
         try:
             series = sense_series(self.home, self.sense)
@@ -171,8 +190,6 @@ class SenseScreen(Screen):
             chart.update(Text(f"{self.sense}: {exc}", style="yellow"))
             series = None
         if series is not None and series.points:
-            from nerve_cli.senses.chart_view import draw, summary
-
             width = max(40, self.app.size.width - 2)
             height = max(8, min(20, self.app.size.height - 10))
             utc = self.app.utc  # type: ignore[attr-defined]
@@ -191,25 +208,35 @@ class SenseScreen(Screen):
 
 
 class ThreadScreen(Screen):
-    """One thread as a conversation: each round's role, time and content."""
+    """One thread as a conversation: each round's role, time and content; a waiting one can be answered here."""
 
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back"), Binding("a", "answer('approve')", "Approve"),
+                Binding("x", "answer('reject')", "Reject")]
 
     def __init__(self, home: Path, run_id: str) -> None:
         super().__init__()
         self.home, self.run_id = home, run_id
+        self.status = ""
+
+    def live(self) -> bool:
+        """Still moving: worth reading again on the next tick."""
+        return self.status in ("queued", "started", "waiting")
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(id="transcript")
         yield Footer()
 
-    def on_mount(self) -> None:
-        from nerve_cli.contract.threads import thread_show
-        from nerve_cli.home import Layout
-        from nerve_cli.workflows.threads import thread_detail
+    async def action_answer(self, decision: str) -> None:
+        await self.app.answer(self.run_id, decision)  # type: ignore[attr-defined]
+        self.load()
 
+    def on_mount(self) -> None:
+        self.load()
+
+    def load(self) -> None:
         d = thread_show(thread_detail(Layout(self.home).logs_db, self.run_id))
+        self.status = d["status"]
         text = Text(f"{d['run_id']} · {d['workflow']} · ", style="bold") + styled(d["status"])
         text += Text(f" · {d['rounds']}/{d['max_rounds']} rounds\n")
         for m in d["messages"]:
@@ -220,6 +247,9 @@ class ThreadScreen(Screen):
             text += Text(str(m["content"]).rstrip() + "\n")
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
+        if d["status"] == "waiting":
+            text += Text(f"\nwaiting for a person: {d.get('question') or ''}\n", style="bold yellow")
+            text += Text("a approves · x rejects (the moderator sees the answer as the next message)\n", style="dim")
         self.query_one("#transcript", Static).update(text)
 
 
@@ -262,12 +292,25 @@ class NerveTop(App):
         for screen in self.screen_stack:
             if isinstance(screen, Dashboard):
                 screen.show(snap)
+            elif isinstance(screen, ThreadScreen) and screen.live():
+                screen.load()  # a running thread's new rounds appear as they are written
+
+    async def answer(self, run_id: str, decision: str) -> None:
+        """A person's answer to a waiting thread, through the running engine: it resumes at once."""
+        if self.last is not None and not self.last.live:
+            self.notify(f"the engine is stopped and this view is read-only: answer with "
+                        f"`nerve thread {decision} {run_id}`", severity="warning")
+            return
+        try:
+            result = await asyncio.to_thread(answer_thread, self.home, run_id, decision, None, "nerve top")
+        except NerveError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.notify(f"{run_id} {'approved' if decision == 'approve' else 'rejected'}: {result['status']}")
+        await self.tick()
 
     async def compute(self, sense: str) -> None:
         """Ask the running engine for a compute of `sense` (read-only when it is stopped)."""
-        from nerve_cli.errors import NerveError
-        from nerve_cli.kernel.client import request
-
         if self.last is not None and not self.last.live:
             self.notify("the engine is stopped: nothing can be computed from here", severity="warning")
             return

@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 
+from nerve_cli.config.load import load_config
+from nerve_cli.contract.engine import status as status_document
+from nerve_cli.contract.threads import thread_list
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.client import request
+from nerve_cli.kernel.guards import load_quarantines
+from nerve_cli.workflows.threads import list_threads
 
 EVENTS_AT_START = 20
 ACTIVE = ("started", "waiting", "queued")
@@ -45,8 +52,6 @@ class Source:
 
     # -- the picture -----------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        from nerve_cli.contract.engine import status as status_document
-
         config = self._config()
         names = [*config.senses, "nerve-health"]
         events = self._new_signals(names) + self._new_errors()
@@ -60,16 +65,12 @@ class Source:
 
     def _config(self):
         """nerve.yaml, parsed again only when the file changed (twice a second adds up)."""
-        from nerve_cli.config.load import load_config
-
         stamp = self.layout.config.stat().st_mtime_ns
         if self._config_at != stamp:
             self._config_cache, self._config_at = load_config(self.home), stamp
         return self._config_cache
 
     def _status(self) -> dict[str, Any] | None:
-        from nerve_cli.kernel.client import request
-
         if not self.layout.socket.exists():
             return None
         try:
@@ -88,8 +89,6 @@ class Source:
         return out
 
     def _senses_from_files(self, config) -> list[dict[str, Any]]:
-        from nerve_cli.kernel.guards import load_quarantines
-
         quarantined = load_quarantines(self.layout.logs_db) if self.layout.logs_db.exists() else {}
         errors = self._error_counts()
         last_runs = dict(_read(self.layout.logs_db, "SELECT ref_id, MAX(ts) FROM logs WHERE source = 'reflex' "
@@ -106,8 +105,6 @@ class Source:
 
     def _workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The status document's workers, with resident memory and CPU% read here (the engine does not say)."""
-        import psutil
-
         out = []
         for w in workers:
             rss = cpu = None
@@ -125,8 +122,6 @@ class Source:
     def _threads(self) -> list[dict[str, Any]]:
         """Active threads first (running, waiting for a person, queued), then the five latest ended,
         as in the `thread list` document."""
-        from nerve_cli.contract.threads import thread_list
-        from nerve_cli.workflows.threads import list_threads
 
         if not self.layout.logs_db.exists():
             return []
