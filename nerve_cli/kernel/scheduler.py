@@ -96,10 +96,27 @@ class SenseState:
 
     def wants_at(self) -> float | None:
         """When this sense next wants a compute, ignoring throttle and blocks."""
-        times = [t for t in (self.interval_due(), self.cron_next) if t is not None]
         if self.pending:
-            times.append(NOW)
-        return min(times) if times else None
+            return NOW
+        due, cron = self.interval_due(), self.cron_next
+        if due is None:
+            return cron
+        return due if cron is None or due <= cron else cron
+
+    def keys(self) -> tuple[float | None, float | None]:
+        """(`visit_time`, `next_start`) at once: the two heap keys, computed on every change of this sense."""
+        wanted = self.wants_at()
+        if self.blocked_until is not None:
+            visit: float | None = self.blocked_until
+        elif wanted is None:
+            visit = None
+        else:
+            visit = max(wanted, self.throttle_free()) if self.pending else wanted
+        if self.quarantined:
+            return visit, self.blocked_until
+        if wanted is None:
+            return visit, None
+        return visit, max(wanted, self.throttle_free(), self.blocked_until or NOW)
 
     def visit_time(self) -> float | None:
         """When `take_due` must next look at this sense: it may start, defer into pending, or lift its block."""
@@ -392,7 +409,7 @@ class Scheduler:
         if state.running or state.held or self.states.get(state.name) is not state:
             visit = wake = None
         else:
-            visit, wake = state.visit_time(), state.next_start()
+            visit, wake = state.keys()
         if visit != state.visit_at:
             state.visit_at = visit
             if visit is not None:
