@@ -41,6 +41,31 @@ def test_killed_worker_is_logged_and_respawned_and_other_groups_keep_their_rhyth
     assert max(gaps) < 1000, gaps  # 200ms rhythm; never stalled by the other group's crash
 
 
+def test_a_sense_pending_when_its_worker_dies_waits_for_the_respawn_instead_of_failing(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          victim: {group: g}
+          buddy: {group: g}
+        reflexes:
+          - {sense: victim, on: [kick]}
+          - {sense: buddy, on: [poke]}
+    """, {"victim": "import time\n\ndef compute(db, peers):\n    time.sleep(30)\n    return 1\n",
+          "buddy": "import time\n\ndef compute(db, peers):\n    time.sleep(2)\n    return 'b'\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        request(home, "emit", channel="kick")
+        request(home, "emit", channel="poke")
+        wait_for(lambda: starts(home, "victim") and starts(home, "buddy"), 10, what="both to start")
+        request(home, "emit", channel="poke")  # buddy runs: this one waits as its pending run
+        worker = engine.status()["workers"][0]
+        os.kill(worker["pid"], signal.SIGKILL)
+        wait_for(lambda: len(read_logs(home, "system", "worker_started", "g")) >= 2, 15, what="respawn")
+        wait_for(lambda: any(c["payload"]["outcome"] == "signal" for c in completes(home, "buddy")), 15,
+                 what="buddy's pending run on the new worker")
+        engine.stop()
+    assert not [e for e in errors(home, "buddy") if "could not take" in e["payload"]["message"]]
+
+
 def test_a_stuck_compute_times_out_then_its_worker_is_killed_at_grace(home: Path) -> None:
     write_instance(home, """
         senses:

@@ -20,7 +20,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
 
@@ -79,11 +79,11 @@ class Engine:
         self.outputs: dict[int, list[dict[str, str]]] = {}  # compute id → the lines it printed (bounded by the worker)
         self.compute_errors: dict[int, dict[str, Any]] = {}  # compute id → its error, for whoever waits on it
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
-        self.lateness_ms: list[float] = []
         self.stats = EngineStats()
         self.metrics_at = metrics  # (host, port) to serve Prometheus metrics on, or None
         self.metrics = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
         self._pumping = False
         self._repump = False
@@ -115,8 +115,9 @@ class Engine:
             self.logs.close()
             raise
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
+        # every sense is held until its group's worker says it is ready (the health sense is the kernel's own)
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
-                                   now=time.time())
+                                   now=time.time(), hold_new=True)
         self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
@@ -188,6 +189,7 @@ class Engine:
         # a sense that joins keeps its rhythm from disk, like at start-up; cron times count from now
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.scheduler.apply_config(config, completions, now=time.time())
+        self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
 
     def config_applied(self) -> None:
         if self.workflows is not None:
@@ -249,14 +251,23 @@ class Engine:
                 self._flush_handle = loop.call_later(FLUSH_DELAY, self._flush)
 
     # scheduling ------------------------------------------------------------
-    def runnable(self) -> set[str]:
-        ready = {HEALTH_SENSE}
-        for supervisor in self.groups.values():
-            ready |= supervisor.runnable()
-        return ready
+    def refresh_runnable(self, senses: Iterable[str]) -> None:
+        """Tell the scheduler which of `senses` a ready worker can take now (the others keep their triggers)."""
+        ready, held = [], []
+        for sense in senses:
+            settings = self.config.senses.get(sense)
+            supervisor = self.groups.get(settings.group) if settings is not None else None
+            (ready if supervisor is not None and sense in supervisor.runnable() else held).append(sense)
+        self.scheduler.set_runnable(held, False)
+        self.scheduler.set_runnable(ready, True)
 
     def pump(self) -> None:
-        """Start whatever is due now and arm one timer for the next wake-up."""
+        """Start whatever is due now and make sure a timer is armed for the next wake-up.
+
+        Costs O(log N) per start whatever the number of senses N: the scheduler
+        answers from its heaps and knows which senses can run (the supervisors
+        say when that changes, through `group_runnable`).
+        """
         if self.stopping:
             return
         if self._pumping:  # an outcome inside a dispatch asked again: loop once more
@@ -268,29 +279,32 @@ class Engine:
             while self._repump:
                 self._repump = False
                 now = time.time()
-                for start in self.scheduler.take_due(now, self.runnable()):
+                for start in self.scheduler.take_due(now):
                     self._dispatch(start, now)
         finally:
             self._pumping = False
-            self._arm_timer()  # whatever a dispatch did: a lost timer meant no interval sense ever ran again
+            # whatever a dispatch did: a lost timer meant no interval sense ever ran again
+            self._arm(self.scheduler.next_wakeup())
 
-    def _arm_timer(self) -> None:
-        if self._timer:
-            self._timer.cancel()
-            self._timer = None
-        if self.stopping:
+    def _arm(self, wake: float | None) -> None:
+        """One timer, for the earliest wake-up. A timer armed earlier than needed is kept: it finds
+        nothing due, and the pump it runs arms the next one. So a hop re-arms nothing."""
+        if self.stopping or wake is None or (self._timer is not None and self._timer_at <= wake):
             return
-        wake = self.scheduler.next_wakeup(self.runnable())
-        if wake is not None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self.pump)
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = wake
+        self._timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.pump()
 
     def _dispatch(self, start: Start, now: float) -> None:
         compute_id, self.next_id = self.next_id, self.next_id + 1
         lateness = max(0.0, (now - start.due) * 1000) if start.reason == "interval" else 0.0
         if start.reason == "interval":
-            self.lateness_ms.append(lateness)
-            del self.lateness_ms[:-1000]
             self.stats.late(lateness)
         else:
             self.stats.dispatched(start.sense)
@@ -382,6 +396,9 @@ class Engine:
             self.report("error", f"killing worker group={group} pid={detail['pid']}: {detail['why']}")
         elif event == "malformed":
             self.report("warn", f"worker group={group} pid={detail['pid']} wrote a malformed line: {detail['problem']}")
+
+    def group_runnable(self, group: str, senses: set[str]) -> None:
+        self.refresh_runnable(senses)
 
     def group_ready(self, group: str) -> None:
         self.pump()

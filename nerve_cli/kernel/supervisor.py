@@ -51,6 +51,8 @@ class GroupHooks(Protocol):
     def compute_output(self, group: str, message: protocol.Output) -> None: ...
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
     def group_event(self, group: str, event: str, detail: dict) -> None: ...
+    def group_runnable(self, group: str, senses: set[str]) -> None:
+        """These senses became able, or unable, to take computes here (see `runnable`)."""
     def group_ready(self, group: str) -> None: ...
 
 
@@ -65,7 +67,8 @@ class GroupSupervisor:
         self.config = config
         self.hooks = hooks
         self.clock = clock
-        self.state = "stopped"
+        self._state = "stopped"
+        self._published: frozenset[str] = frozenset()
         self.worker: WorkerProcess | None = None
         self.inflight: dict[int, Inflight] = {}
         self.loaded: set[str] = set()
@@ -84,6 +87,22 @@ class GroupSupervisor:
         self._deadlines: asyncio.TimerHandle | None = None
         self._deadlines_at = float("inf")
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+        self._publish()
+
+    def _publish(self) -> None:
+        """Say which senses changed between runnable and not, so the engine never asks every group per event."""
+        now = frozenset(self.runnable())
+        if now != self._published:
+            changed, self._published = now ^ self._published, now
+            self.hooks.group_runnable(self.group, set(changed))
 
     # lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -145,6 +164,7 @@ class GroupSupervisor:
         lost = list(self.inflight.values())
         self.inflight.clear()
         self.loaded = set()
+        self._publish()  # before the lost computes are reported: nothing may be sent here meanwhile
         evidence, self._kill_evidence = self._evidence(worker), None
         # a worker we stopped on purpose is nobody's fault
         computing = frozenset() if self._stopping else frozenset(i.sense for i in lost)
@@ -175,6 +195,7 @@ class GroupSupervisor:
     async def stop(self, timeout: float) -> None:
         """Let in-flight computes finish up to `timeout`, then shut the worker down."""
         self._stopping = True
+        self._publish()
         if self._respawn:
             self._respawn.cancel()
         deadline = time.monotonic() + timeout
@@ -213,6 +234,7 @@ class GroupSupervisor:
     def kill(self) -> None:
         """Forced shutdown: no waiting."""
         self._stopping = True
+        self._publish()
         if self._respawn:
             self._respawn.cancel()
         if self.worker is not None:
