@@ -139,6 +139,19 @@ def test_last_completions_from_meta_and_logs(db: Path) -> None:
     store.close()
 
 
+def test_completion_anchors_are_written_once_per_sense_per_flush_with_the_newest_time(db: Path) -> None:
+    store = LogStore(db)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    for ts in (1000, 3000, 2000):
+        store.append("reflex", "run_complete", "cpu", {"outcome": "signal"}, ts=ts)
+    store.append("reflex", "run_complete", "disk", {"outcome": "signal"}, ts=500)
+    assert store.flush() == 4
+    assert sum(1 for sql in statements if "INTO meta" in sql) == 2  # not one per row
+    assert store.get_meta("last_complete:cpu") == "3000" and store.get_meta("last_complete:disk") == "500"
+    store.close()
+
+
 def test_query_filters_limit_and_after_id(db: Path) -> None:
     store = LogStore(db)
     for i in range(10):

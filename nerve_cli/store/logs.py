@@ -84,6 +84,20 @@ def damage_fix(path: Path) -> str:
             "empty log (the history, threads and interval anchors start over)")
 
 
+def _runs(ops: list[tuple[str, tuple]]) -> Iterator[tuple[str, list[tuple]]]:
+    """Group consecutive ops with the same statement, keeping their order."""
+    run: list[tuple] = []
+    current = None
+    for sql, params in ops:
+        if sql != current and run:
+            yield current, run  # type: ignore[misc]
+            run = []
+        current = sql
+        run.append(params)
+    if run:
+        yield current, run  # type: ignore[misc]
+
+
 class LogStore:
     """The kernel's single writer of data/logs.db. Writes are buffered and flushed in order."""
 
@@ -103,6 +117,7 @@ class LogStore:
         # each op is (sql, params); kept in call order and written in that order
         self._ops: list[tuple[str, tuple]] = []
         self._completions: dict[str, int] = {}
+        self._dirty: set[str] = set()  # senses whose last completion is not in meta yet
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'run_counter'").fetchone()
         self._run_counter = int(row[0]) if row else 0
 
@@ -119,9 +134,10 @@ class LogStore:
         with self._lock:
             self._ops.append((_INSERT_LOG, (source, type, ref_id, dumps(payload), ts)))
             if type == "run_complete" and ref_id:
-                # kept in meta so a restart finds interval anchors without scanning logs
+                # kept in meta so a restart finds interval anchors without scanning logs; written once
+                # per sense per flush (in the same transaction as its rows), however often it ran
                 self._completions[ref_id] = max(ts, self._completions.get(ref_id, 0))
-                self._ops.append((_SET_META, (LAST_COMPLETE + ref_id, str(self._completions[ref_id]))))
+                self._dirty.add(ref_id)
 
     def workflow_event(
         self, run_id: str, workflow: str, type: str, payload: dict | None = None, ts: int | None = None
@@ -144,7 +160,7 @@ class LogStore:
             self._ops.append((_SET_META, (key, str(value))))
 
     def pending(self) -> int:
-        return len(self._ops)
+        return len(self._ops) + len(self._dirty)
 
     def flush(self) -> int:
         """Write every buffered op in one transaction, in order. Returns the number of log rows.
@@ -158,18 +174,23 @@ class LogStore:
         with self._write_lock:
             with self._lock:
                 ops, self._ops = self._ops, []
-            if not ops:
+                dirty, self._dirty = self._dirty, set()
+                anchors = [(LAST_COMPLETE + sense, str(self._completions[sense])) for sense in dirty]
+            if not ops and not anchors:
                 return 0
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-                for sql, params in ops:
-                    self._conn.execute(sql, params)
+                for sql, rows in _runs(ops):  # consecutive ops of one statement go in one executemany
+                    self._conn.executemany(sql, rows)
+                if anchors:
+                    self._conn.executemany(_SET_META, anchors)
                 self._conn.execute("COMMIT")
             except sqlite3.Error:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 with self._lock:
                     self._ops = ops + self._ops
+                    self._dirty |= dirty
                 raise
             return sum(1 for sql, _ in ops if sql == _INSERT_LOG)
 
