@@ -154,3 +154,19 @@ def test_time_display_rule_under_berlin(home: Path) -> None:
     since = run("logs", "--json", "--since", "2026-12-01T13:00", env=env).stdout
     assert [json.loads(line)["type"] for line in since.splitlines()] == ["winter"]
     assert run("logs", "--json", "--since", "2026-12-01T13:00", "--utc", env=env).stdout == ""
+
+
+def test_a_long_table_on_a_terminal_is_shown_as_compact_aligned_columns(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    (home / "data").mkdir()
+    store = LogStore(home / "data" / "logs.db")
+    for i in range(300):
+        store.append("system", "tick", f"s{i}", {"n": i, "why": "x" * (200 if i == 7 else 1)}, ts=1785585600000 + i)
+    store.close()
+    env = {"NERVE_HOME": str(home), "COLUMNS": "200", "NERVE_UTC": "1"}
+    shown = run("logs", "--format", "table", "-n", "300", env=env).stdout.splitlines()
+    header = next(i for i, line in enumerate(shown) if line.split()[:2] == ["time", "source"])
+    rows = [line for line in shown[header + 1:] if line.strip()]
+    assert len(rows) == 300 and not any(ch in "".join(shown) for ch in "┃│━")  # every row, no borders drawn
+    assert len({line.index("system") for line in rows}) == 1  # columns line up
+    assert max(len(line) for line in rows) < 160  # the 200-character payload was cut, not spread over every line
