@@ -156,3 +156,34 @@ def test_transcript_reads_as_a_conversation(home: Path) -> None:
     assert "│" not in text and "id=q rounds=3" in text and "maxRounds" not in text
     failed = cli("thread", "show", ids["role-raises"], "--transcript").output
     assert "failed (role 'a' raised RuntimeError" in failed and "## error" in failed and "Traceback" in failed
+
+
+PRICED = '''
+from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+async def writer(messages):  # what a model-backed role records, with a cost as a role may add
+    n = len(messages)
+    return RoleResult(f"draft {n}", {"model": "gpt-x", "usage": {"input": 12 * n, "output": 48},
+                                     "duration_ms": [0.0, 0.3, 1250.0][n - 1], "cost": 0.0012, "topic": "notes"})
+
+workflow = WorkflowDefinition(roles={"writer": writer}, moderator=lambda m: END if len(m) > 3 else "writer")
+'''
+
+
+def test_model_calls_show_model_tokens_duration_and_cost_and_short_calls_are_not_0ms(home: Path) -> None:
+    from enginekit import nerve
+
+    make_instance(home, {"priced": PRICED}, {"workflows": {"priced": {}}})
+    run = nerve("workflow", "run", "priced", "--prompt", "p", home=home)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "#1 writer  gpt-x · 12→48 tokens · <0.1ms · $0.0012  {\"topic\": \"notes\"}" in lines, lines
+    assert "#2 writer  gpt-x · 24→48 tokens · 0.3ms · $0.0012  {\"topic\": \"notes\"}" in lines, lines
+    assert "#3 writer  gpt-x · 36→48 tokens · 1.2s · $0.0012  {\"topic\": \"notes\"}" in lines, lines
+    shown = nerve("thread", "show", "run-1", "--format", "tsv", home=home).stdout
+    assert "models\t3 model calls · 72→144 tokens · $0.0036" in shown, shown
+    assert "\twriter\tgpt-x · 24→48 tokens · 0.3ms · $0.0012\tdraft 2\t{\"topic\": \"notes\"}\t" in shown, shown
+    assert "0ms" not in shown.replace("<0.1ms", "").replace("0.3ms", "")
+    transcript = nerve("thread", "show", "run-1", "--transcript", home=home).stdout
+    assert "# run-1 · priced · completed (end) · 3/100 rounds · 3 model calls · 72→144 tokens · $0.0036" in transcript
+    assert " · gpt-x · 12→48 tokens · <0.1ms · $0.0012" in transcript

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from nerve_cli.cli import output
+from nerve_cli.contract.times import elapsed
 from nerve_cli.words import plural
 
 START = "__start__"
@@ -45,8 +46,7 @@ def model_line(meta: Any) -> str:
         parts.append(f"{usage.get('input') if _number(usage.get('input')) else '?'}→"
                      f"{usage.get('output') if _number(usage.get('output')) else '?'} tokens")
     if parts and _number(meta.get("duration_ms")):
-        ms = meta["duration_ms"]
-        parts.append(f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s")
+        parts.append(elapsed(meta["duration_ms"] / 1000))
     if _number(meta.get("cost")):
         parts.append(f"${meta['cost']:.4f}")
     return " · ".join(parts)
@@ -113,7 +113,7 @@ def styled_status(status: str) -> Any:
 
 def thread_header(d: dict) -> None:
     """The `thread show` document's header fields, one per line."""
-    duration = f"{d['duration_s']:.1f}s" if d["duration_s"] is not None else ""
+    duration = elapsed(d["duration_s"]) if d["duration_s"] is not None else ""
     rows = [
         ("thread", d["run_id"]), ("workflow", d["workflow"]), ("status", styled_status(d["status"])),
         ("prompt", d["prompt"]), ("rounds", f"{d['rounds']} / {d['max_rounds']}"),

@@ -116,3 +116,21 @@ def span(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f}h"
     return f"{seconds / 86400:.0f}d"
+
+
+def elapsed(seconds: float) -> str:
+    """A measured duration, never rounded away: `<0.1ms`, `0.4ms`, `12ms`, `850ms`, `1.2s`, then as `span`.
+
+    Model calls and short threads take well under a millisecond to a few; `span`
+    would show them all as `0ms`.
+    """
+    ms = seconds * 1000
+    if ms < 0.05:
+        return "<0.1ms"
+    if ms < 9.95:
+        return f"{ms:.1f}ms"
+    if ms < 999.5:
+        return f"{ms:.0f}ms"
+    if seconds < 59.95:
+        return f"{seconds:.1f}s"
+    return span(seconds)
