@@ -137,3 +137,37 @@ def test_compute_on_demand_refuses_at_once_what_cannot_run(home: Path) -> None:
         assert result.returncode == 1
         assert "failed to load" in result.stderr and "sense.py:1" in result.stderr
         engine.stop()
+
+
+def test_a_person_waits_for_a_compute_as_long_as_its_timeout_and_grace_allow_and_the_engine_answers_first(
+        home: Path) -> None:
+    import time
+
+    from nerve_cli.config.load import load_config
+    from nerve_cli.kernel.client import COMPUTE_SOCKET_TIMEOUT
+    from nerve_cli.kernel.requests import QUEUE_SLACK, compute_wait
+
+    write_instance(home, """
+        senses:
+          held: {throttle: 1h, timeout: 200ms, grace_period: 300ms}
+          slow: {timeout: 40s}
+          endless: {timeout: 10m}
+        reflexes: []
+    """, {"held": FAST, "slow": FAST, "endless": FAST})
+    config = load_config(home)
+    # a compute may wait for one already running, each ended at the latest by the grace period's kill
+    assert compute_wait(config, "held") == 2 * (0.2 + 0.3) + QUEUE_SLACK
+    assert compute_wait(config, "slow") == 2 * (40 + 120) + QUEUE_SLACK  # beyond a client's old 30 s
+    assert compute_wait(config, "endless") < COMPUTE_SOCKET_TIMEOUT  # the client never gives up first
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        assert nerve("sense", "compute", "held", home=home).returncode == 0
+        started = time.monotonic()
+        held = nerve("sense", "compute", "held", "--json", home=home)  # its throttle holds it for an hour
+        took = time.monotonic() - started
+        engine.stop()
+    assert held.returncode == 1
+    message = json.loads(held.stdout)["error"]["message"]
+    assert message.startswith("held did not finish within 6s (it is still scheduled; its throttle of 1h holds it "
+                              "until "), message
+    assert 5.5 < took < 20, took  # the engine's answer, at the sense's own limit

@@ -15,6 +15,11 @@ from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
 
 MAX_RESPONSE = 64 * 1024 * 1024
+# The engine waits for a compute asked on its socket as long as the sense's timeout and grace period
+# allow (kernel/requests.py), at most COMPUTE_WAIT_MAX; a client waits a little longer, so the engine's
+# answer (the outcome, or "did not finish within ...") always arrives before the client gives up.
+COMPUTE_WAIT_MAX = 600.0
+COMPUTE_SOCKET_TIMEOUT = COMPUTE_WAIT_MAX + 10.0
 
 
 def engine_running(home: Path) -> bool:
@@ -24,6 +29,11 @@ def engine_running(home: Path) -> bool:
         return True
     except (EngineNotRunning, NerveError):
         return False
+
+
+def compute(home: Path, sense: str) -> dict[str, Any]:
+    """One compute of `sense` now, through the running engine: its answer (outcome, payload or error)."""
+    return request(home, "compute", sense=sense, timeout=COMPUTE_SOCKET_TIMEOUT)
 
 
 def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:

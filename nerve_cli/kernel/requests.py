@@ -15,9 +15,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.client import COMPUTE_WAIT_MAX
 from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE
 from nerve_cli.kernel.scheduler import Scheduler
@@ -25,7 +26,9 @@ from nerve_cli.kernel.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows import WorkflowManager
 from nerve_cli.names import channel_problem
 
-MAX_COMPUTE_WAIT = 600.0
+MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
+QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
+HEALTH_WAIT = 30.0  # nerve-health computes in the kernel, in milliseconds
 
 
 class Target(Protocol):
@@ -73,20 +76,39 @@ async def _compute(engine: Target, request: dict) -> dict:
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         known = ", ".join(sorted(engine.scheduler.states))
         raise NerveError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
-    timeout = _timeout(request.get("timeout"))
+    timeout = _timeout(request.get("timeout"), compute_wait(engine.config, sense))
     _check_can_run(engine, sense)
     future = engine.demand(sense)
     try:
         result = await asyncio.wait_for(future, timeout)
     except asyncio.TimeoutError:
-        raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled)") from None
+        raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled"
+                         f"{_held_by_throttle(engine, sense)})") from None
     return {"sense": sense, **result, **_last_signal(engine, sense, result)}
 
 
-def _timeout(value: Any) -> float:
-    """Seconds to wait for a compute: absent means the most there is; anything else must make sense."""
+def _held_by_throttle(engine: Target, sense: str) -> str:
+    state = engine.scheduler.states.get(sense)
+    if state is None or state.running or state.throttle_free() <= time.time():
+        return ""
+    until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.throttle_free()))  # zone shown
+    return f"; its throttle of {format_duration(state.throttle)} holds it until {until}"
+
+
+def compute_wait(config: NerveConfig, sense: str) -> float:
+    """How long a compute asked for now may take: one already running, then this one, each ended by its
+    timeout and at the latest by its grace period's kill."""
+    settings = config.senses.get(sense)
+    if settings is None:
+        return HEALTH_WAIT
+    return min(MAX_COMPUTE_WAIT, 2 * (settings.timeout + settings.grace) + QUEUE_SLACK)
+
+
+def _timeout(value: Any, default: float) -> float:
+    """Seconds to wait for a compute: absent means as long as the sense's own limits allow (`compute_wait`);
+    anything else must make sense."""
     if value is None:
-        return MAX_COMPUTE_WAIT
+        return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_COMPUTE_WAIT:
         # a negative timeout answered at once while the compute still ran
         raise NerveError(f"timeout must be a number of seconds above 0 and at most {MAX_COMPUTE_WAIT:g}, got {value!r}")

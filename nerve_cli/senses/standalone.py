@@ -17,7 +17,7 @@ from typing import IO, Any
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.kernel.client import compute, engine_running
 from nerve_cli.senses.worker_client import SenseWorkerClient, WorkerGone
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
@@ -46,7 +46,7 @@ def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None)
 
 
 def compute_via_engine(home: Path, name: str) -> ComputeResult:
-    answer = request(home, "compute", sense=name)
+    answer = compute(home, name)  # waits as long as the engine does for this sense
     error = answer.get("error")
     info = None
     if answer.get("outcome") not in ("signal", "silent"):
