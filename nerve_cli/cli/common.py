@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -52,7 +53,6 @@ def instant(text: str | None, option: str) -> int | None:
     """A typed `--since`/`--until` value → unix ms; a bad one is a usage error (exit 2) naming the option."""
     if text is None:
         return None
-    import time
 
     from nerve_cli.cli import output
     from nerve_cli.contract.times import parse_instant

@@ -1,5 +1,7 @@
 """`nerve datasette` and `nerve backup`: looking at the instance's data with other tools, copying it safely."""
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -23,9 +25,6 @@ def datasette(
 
     Example: nerve datasette --port 8001 -- --open
     """
-    import os
-    import subprocess
-
     from nerve_cli.cli import output
     from nerve_cli.home import Layout, require_instance
     from nerve_cli.instance.datasette import command

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import sys
 from typing import Any, Sequence
 
 import typer
@@ -48,8 +49,6 @@ class NerveGroup(HelpGroup):
     _argv: list[str] = []
 
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
-        import sys
-
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().main(args, *a, **kw)
 

@@ -1,4 +1,8 @@
+"""`nerve sense`: scaffold, migrate, compute, list, show (and chart), disable/enable, reset."""
 
+import shutil
+import sys
+import time
 from typing import Annotated, Optional
 
 import typer
@@ -124,9 +128,6 @@ def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False)
 
 
 def _chart(home, name: str, column: str | None, since: str | None, until: str | None, json_: bool) -> None:
-    import shutil
-    import sys
-
     from nerve_cli.cli import output
     from nerve_cli.cli.common import instant
     from nerve_cli.senses import chart_view
@@ -175,8 +176,6 @@ def _render_new(home, result) -> None:
 
 
 def _render_list(senses) -> None:
-    import time
-
     from nerve_cli.cli.output import info, show, table
     from nerve_cli.senses.inspect import ago
 
@@ -190,8 +189,6 @@ def _render_list(senses) -> None:
 
 
 def _render_show(detail) -> None:
-    import time
-
     from nerve_cli.cli.output import info, show, table, when
     from nerve_cli.senses.inspect import ago, sparkline
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nerve_cli.config.model import SenseConfig
 from nerve_cli.contract import VERSION
 from nerve_cli.contract.settings import settings
 from nerve_cli.contract.times import seconds_to_ms, stamp
@@ -26,8 +27,6 @@ def signal(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def sense_show(detail: Any) -> dict[str, Any]:
-    from nerve_cli.config.model import SenseConfig
-
     blocked = None
     if detail.blocked:
         b = detail.blocked

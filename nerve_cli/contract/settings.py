@@ -10,12 +10,12 @@ import typing
 from functools import lru_cache
 from typing import Any
 
+from nerve_cli.config.model import parse_duration
+
 
 @lru_cache(maxsize=None)
 def duration_keys(model: type) -> frozenset[str]:
     """Fields of a config model whose values are durations (validated by `parse_duration`)."""
-    from nerve_cli.config.model import parse_duration
-
     def is_duration(annotation: Any) -> bool:
         if getattr(annotation, "__metadata__", None):
             if any(getattr(m, "func", None) is parse_duration for m in annotation.__metadata__):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.contract import VERSION
 from nerve_cli.contract.settings import settings
 from nerve_cli.contract.times import stamp
@@ -13,8 +14,6 @@ START = "__start__"
 
 def workflow_list(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """`workflows.threads.workflows_overview` rows; a workflow removed from nerve.yaml keeps its thread counts."""
-    from nerve_cli.config.model import WorkflowConfig
-
     out = []
     for r in rows:
         if r.get("removed"):

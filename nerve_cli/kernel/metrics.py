@@ -13,6 +13,7 @@ import os
 import time
 from typing import Any, Iterator, Protocol
 
+import psutil
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -114,8 +115,6 @@ class EngineCollector:
         yield pressure
 
     def _workers(self) -> Iterator[Metric]:
-        import psutil
-
         up = GaugeMetricFamily("nerve_worker_up", "1 when the group's worker is ready.", labels=["group"])
         rss = GaugeMetricFamily("nerve_worker_resident_memory_bytes", "Resident memory of each worker.",
                                 labels=["group"])

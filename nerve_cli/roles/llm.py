@@ -19,8 +19,10 @@ naming the fix); anything else the model raises is an ordinary role failure,
 retried per `role_retries` with back-off. `role_timeout` cancels an async
 model call; a sync one (run in a thread) is abandoned.
 
-`llm` is imported on the first call, never when a workflow file is imported
-elsewhere: only workflow workers running such a role pay for it.
+`llm` is imported when a workflow worker starts with such a role (`warm_up`,
+so the import does not count against the first call's role_timeout) or on the
+first call, never when this module or a workflow file is merely imported:
+only workflow workers running such a role pay for it.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class LlmRole:
         """Import llm and load its plugins' models now (≈ 0.4 s), at worker start rather than inside the
         first call's role_timeout. Problems are left for the call to report."""
         try:
-            import llm
+            import llm  # ≈ 0.4 s: paid by a worker starting such a role, never by importing this module
 
             llm.get_models_with_aliases()
         except Exception:  # the call itself names what is wrong
@@ -129,7 +131,7 @@ def _usage(usage: Any) -> dict[str, Any]:
 
 
 def _is_async(model: Any) -> bool:
-    import llm
+    import llm  # loaded already by resolve_model; kept off the module's top for the same reason
 
     return isinstance(model, (llm.AsyncModel, llm.AsyncKeyModel))
 

@@ -24,7 +24,7 @@ from nerve_cli.contract.threads import thread_show
 from nerve_cli.contract.times import ago, display, span
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.client import request
+from nerve_cli.kernel.client import compute
 from nerve_cli.senses.chart import sense_series
 from nerve_cli.senses.chart_view import draw, summary
 from nerve_cli.store.history import sense_history
@@ -316,7 +316,7 @@ class NerveTop(App):
             return
         self.notify(f"computing {sense}…")
         try:
-            answer = await asyncio.to_thread(request, self.home, "compute", timeout=60.0, sense=sense)
+            answer = await asyncio.to_thread(compute, self.home, sense)  # as long as the engine waits
         except NerveError as exc:
             self.notify(str(exc), severity="error")
             return
