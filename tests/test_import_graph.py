@@ -186,6 +186,40 @@ def test_packages_import_only_the_layers_below_them() -> None:
     assert not broken, "imports that do not point down the layers:\n" + "\n".join(broken)
 
 
+def unexplained_function_imports() -> list[str]:
+    """Imports inside functions that do not say why they are there (the house rule: only to spare start-up
+    time, and saying so). Said on the import's line or the lines just above it, in the function's docstring,
+    or once in the module's docstring naming the module imported late; cli/ states its rule once, in its
+    package docstring (a command imports the code it calls in its body, so `nerve --help` loads none)."""
+    found = []
+    for name, path in sorted(modules().items()):
+        if name == "nerve_cli.cli" or name.startswith("nerve_cli.cli."):
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        module_doc = (ast.get_docstring(tree) or "").lower()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            doc = (ast.get_docstring(fn) or "").lower()
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                imported = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                said = (any("#" in line for line in lines[max(0, node.lineno - 4):node.lineno])
+                        or "import" in doc
+                        or ("import" in module_doc and all(i.split(".")[-1].lower() in module_doc for i in imported)))
+                if not said:
+                    found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return found
+
+
+def test_imports_inside_functions_say_why() -> None:
+    found = unexplained_function_imports()
+    assert not found, ("imports inside functions with no word on why (import at the top, or say what it "
+                       "spares):\n" + "\n".join(found))
+
+
 if __name__ == "__main__":
     packages = package_graph(graph())
     for source, targets in sorted(packages.items(), key=lambda kv: (ROW.get(kv[0], -1), kv[0])):

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "sense":
         from nerve_cli.worker.sense_runtime import main as run
     else:
-        from nerve_cli.worker.workflow_runtime import main as run
+        from nerve_cli.worker.workflow_runtime import main as run  # (likewise)
     return run(args)
 
 
