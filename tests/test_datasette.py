@@ -155,3 +155,38 @@ def _utc_day(ts_ms: int) -> str:
     from datetime import datetime, timezone
 
     return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def test_backup_of_data_is_as_private_as_data(instance: Path, tmp_path: Path) -> None:
+    import os
+    import stat
+
+    with RunningEngine(instance) as engine:
+        engine.wait_ready()
+        wait_for(lambda: (instance / "data" / "senses" / "counter.db").exists(), 10, what="the counter's db")
+        engine.stop()
+    blobs = instance / "data" / "blobs" / "ab"
+    blobs.mkdir(parents=True, exist_ok=True)
+    (blobs / "abcd").write_bytes(b"blob")
+    os.chmod(blobs / "abcd", 0o400)
+    (instance / "data" / "archive" / "logs").mkdir(parents=True, exist_ok=True)
+    (instance / "data" / "archive" / "logs" / "2026-01-01.jsonl").write_text("{}\n")
+    os.chmod(instance / "data" / "archive" / "logs" / "2026-01-01.jsonl", 0o644)  # an older instance's file
+    old = os.umask(0o022)
+    try:
+        made = nerve("backup", str(tmp_path / "copy"), home=instance)
+    finally:
+        os.umask(old)
+    assert made.returncode == 0, made.stderr
+    copy = tmp_path / "copy"
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    inside = [copy / "data", *(copy / "data").rglob("*")]
+    assert {p.relative_to(copy).as_posix(): mode(p) for p in inside if p.is_dir() and mode(p) != 0o700} == {}
+    files = {p.relative_to(copy).as_posix(): mode(p) for p in inside if p.is_file()}
+    assert files["data/logs.db"] == files["data/senses/counter.db"] == 0o600
+    assert files["data/archive/logs/2026-01-01.jsonl"] == 0o600 and files["data/blobs/ab/abcd"] == 0o400
+    assert all(m in (0o600, 0o400) for m in files.values()), files
+    assert mode(copy / "nerve.yaml") == mode(instance / "nerve.yaml")  # outside data/: as it was

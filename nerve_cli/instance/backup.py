@@ -6,6 +6,9 @@ file alone can lose rows. Each database is copied with `VACUUM INTO`, which
 writes one self-contained file from a consistent snapshot (no WAL needed to
 read it); every other file (config, code, git history, archived days, blobs)
 is copied as it is. WAL/SHM files, the socket and the lock are left out.
+The copy of `data/` is as private as the instance's own: folders 0700, files
+0600 (or stricter, as blobs' 0400), each database created 0600 before it is
+written.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +24,7 @@ from nerve_cli.errors import NerveError
 
 SKIP_SUFFIXES = ("-wal", "-shm", "-journal")
 SKIP_NAMES = {"nerve.sock", "nerve.lock", "__pycache__"}
+PRIVATE = "data"  # the top-level folder whose copy only its owner may read, as data/ itself
 
 
 @dataclass
@@ -43,7 +48,7 @@ def backup(home: Path, dest: Path) -> BackupReport:
         shutil.rmtree(staging)
     report = BackupReport(dest)
     try:
-        _copy_tree(home, staging, staging, report)
+        _copy_tree(home, staging, staging, report, private=False)
         if dest.exists():
             dest.rmdir()
         os.replace(staging, dest)  # nothing half-written under the name asked for
@@ -53,29 +58,41 @@ def backup(home: Path, dest: Path) -> BackupReport:
     return report
 
 
-def _copy_tree(src: Path, dst: Path, root: Path, report: BackupReport) -> None:
-    dst.mkdir(parents=True)
+def _copy_tree(src: Path, dst: Path, root: Path, report: BackupReport, private: bool) -> None:
+    if private:
+        dst.mkdir(mode=0o700)
+        os.chmod(dst, 0o700)  # whatever the umask
+    else:
+        dst.mkdir(parents=True)
     for entry in sorted(src.iterdir()):
         if entry.name in SKIP_NAMES or entry.name.endswith(SKIP_SUFFIXES) or entry.is_socket():
             continue
         target = dst / entry.name
+        inside = private or (dst == root and entry.name == PRIVATE)
         if entry.is_symlink():
             os.symlink(os.readlink(entry), target)
         elif entry.is_dir():
-            _copy_tree(entry, target, root, report)
+            _copy_tree(entry, target, root, report, inside)
         elif entry.suffix == ".db" and _is_sqlite(entry):
-            copy_database(entry, target)
+            copy_database(entry, target, private=inside)
             size = target.stat().st_size
             report.databases.append({"path": str(target.relative_to(root)), "bytes": size})
             report.bytes += size
         else:
             shutil.copy2(entry, target)
+            if inside:  # 0644 becomes 0600; a stricter mode (a blob's 0400) stays
+                os.chmod(target, stat.S_IMODE(entry.stat().st_mode) & 0o700)
             report.files += 1
             report.bytes += target.stat().st_size
 
 
-def copy_database(src: Path, dst: Path) -> None:
-    """A consistent, self-contained copy of a live WAL database (readable with `immutable=1`, no -wal file)."""
+def copy_database(src: Path, dst: Path, *, private: bool = True) -> None:
+    """A consistent, self-contained copy of a live WAL database (readable with `immutable=1`, no -wal file).
+
+    `private`: the copy is created 0600 before anything is written to it (VACUUM INTO fills an empty file).
+    """
+    if private:
+        os.close(os.open(dst, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(src.resolve().as_uri() + "?mode=ro", uri=True)
     try:
         conn.execute("PRAGMA busy_timeout = 5000")
