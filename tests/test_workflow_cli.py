@@ -146,3 +146,31 @@ def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path)
         engine.send_signal(signal.SIGTERM)
         engine.wait(timeout=20)
     assert workflow_runs(home / LOGS)[0]["status"] == "queued"  # untouched by the refused fix
+
+
+def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(home: Path) -> None:
+    from enginekit import RunningEngine, wait_for
+
+    make_instance(home, {"x": PINGPONG}, {"workflows": {"x": {"concurrency": 1, "overflow": "drop"}}})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        env = {**os.environ, "NERVE_HOME": str(home)}
+        follower = subprocess.Popen([sys.executable, "-m", "nerve_cli", "workflow", "run", "x", "--prompt",
+                                     "id=s rounds=3 sleep=0.6", "--json"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        assert json.loads(follower.stdout.readline())["round"] == 1  # its first round printed, two to come
+        dropped = nerve(home, "workflow", "run", "x", "--prompt", "id=d rounds=1", "--json")
+        assert dropped.returncode == 4, dropped.stdout + dropped.stderr
+        assert json.loads(dropped.stdout.splitlines()[-1])["status"] == "dropped"
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=20)
+        assert follower.returncode == 130, (out, err)
+        outcome = json.loads(out.splitlines()[-1])
+        assert (outcome["event"], outcome["status"], outcome["via"]) == ("outcome", "interrupted", "engine")
+        assert "goes on in the engine" in outcome["reason"] and "Traceback" not in err
+        # the thread itself was not stopped
+        wait_for(lambda: {r["run_id"]: r["status"] for r in workflow_runs(home / LOGS)}["run-1"] == "completed", 20,
+                 what="run-1 to complete")
+        engine.stop()
+    assert {r["run_id"]: r["status"] for r in workflow_runs(home / LOGS)} == {"run-1": "completed",
+                                                                              "run-2": "dropped"}

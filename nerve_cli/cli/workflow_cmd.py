@@ -99,7 +99,8 @@ def run(
     in this process (holding the instance lock). Stops when a role asks a
     person (the thread waits; answer with `nerve thread approve|reject`).
     Exit code: 0 completed, 1 failed or crashed, 4 dropped (overflow),
-    5 waiting for a person, 130 interrupted.
+    5 waiting for a person, 130 interrupted (Ctrl-C: a standalone thread is
+    marked failed; one in the engine goes on, only the printing stops).
 
     Example: nerve workflow run code-review --prompt "review PR 12" --max-rounds 6
     """
@@ -135,7 +136,12 @@ def run(
         output.print_json_line(outcome_line(result, len(rounds)))
     if status == "interrupted":
         if not json_:
-            output.warn(f"{result['run_id']} interrupted; see `nerve thread show {result['run_id']}`")
+            run_id = result["run_id"]
+            if result.get("via") == "engine":
+                output.warn(f"stopped following {run_id}: it goes on in the engine; "
+                            f"see `nerve thread show {run_id}`")
+            else:
+                output.warn(f"{run_id} interrupted; see `nerve thread show {run_id}`")
         raise typer.Exit(EXIT_INTERRUPTED)
     if status == "waiting":
         raise typer.Exit(EXIT_WAITING)

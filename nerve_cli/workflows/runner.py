@@ -35,7 +35,11 @@ def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
     """Run one thread to its end, or until it waits for a person; returns {"run_id", "status", "reason", "via"}."""
     if engine_running(home):
         answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds)
-        end = follow_run(home, answer["run_id"], on_event)
+        try:
+            end = follow_run(home, answer["run_id"], on_event)
+        except KeyboardInterrupt:  # Ctrl-C stops the following, not the thread: the engine runs it
+            end = {"run_id": answer["run_id"], "status": "interrupted",
+                   "reason": "stopped following it; the thread goes on in the engine"}
         return {**end, "via": "engine"}
     return {**run_standalone(home, name, prompt, max_rounds, on_event, report), "via": "standalone"}
 
