@@ -99,8 +99,9 @@ def run(
     in this process (holding the instance lock). Stops when a role asks a
     person (the thread waits; answer with `nerve thread approve|reject`).
     Exit code: 0 completed, 1 failed or crashed, 4 dropped (overflow),
-    5 waiting for a person, 130 interrupted (Ctrl-C: a standalone thread is
-    marked failed; one in the engine goes on, only the printing stops).
+    5 waiting for a person, 130 interrupted (Ctrl-C: a standalone thread ends
+    crashed, or resumes at the next `nerve run` if its workflow is idempotent;
+    one in the engine goes on, only the printing stops).
 
     Example: nerve workflow run code-review --prompt "review PR 12" --max-rounds 6
     """
