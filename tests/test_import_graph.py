@@ -186,9 +186,22 @@ def test_packages_import_only_the_layers_below_them() -> None:
     assert not broken, "imports that do not point down the layers:\n" + "\n".join(broken)
 
 
+def _commented(lines: list[str], at: int) -> bool:
+    """A comment on line `at` (0-based), or on the lines of imports, comments and blanks just above it."""
+    if "#" in lines[at]:
+        return True
+    for line in reversed(lines[:at]):
+        text = line.strip()
+        if text and not text.startswith(("import ", "from ", "#")):
+            return False
+        if "#" in text:
+            return True
+    return False
+
+
 def unexplained_function_imports() -> list[str]:
     """Imports inside functions that do not say why they are there (the house rule: only to spare start-up
-    time, and saying so). Said on the import's line or the lines just above it, in the function's docstring,
+    time, and saying so). Said on the import's line or above its block of imports, in the function's docstring,
     or once in the module's docstring naming the module imported late; cli/ states its rule once, in its
     package docstring (a command imports the code it calls in its body, so `nerve --help` loads none)."""
     found = []
@@ -206,7 +219,7 @@ def unexplained_function_imports() -> list[str]:
                 if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
                 imported = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                said = (any("#" in line for line in lines[max(0, node.lineno - 4):node.lineno])
+                said = (_commented(lines, node.lineno - 1)
                         or "import" in doc
                         or ("import" in module_doc and all(i.split(".")[-1].lower() in module_doc for i in imported)))
                 if not said:

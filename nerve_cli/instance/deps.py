@@ -60,6 +60,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _check(number: int, text: str) -> Requirement:
+    # ≈ 60 ms (packaging) + 20 ms: paid only when there is a requirements.txt to check (config check reads it)
     from importlib import metadata
 
     from packaging.requirements import InvalidRequirement

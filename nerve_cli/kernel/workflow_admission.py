@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig
+from nerve_cli.config.rules import nearest
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflow_journal import Journal
 from nerve_cli.kernel.workflow_kind import Kind, Thread
@@ -29,8 +30,6 @@ def check_request(config: NerveConfig, workflow: str, prompt: Any, max_rounds: A
 def launchable(config: NerveConfig, workflow: str) -> WorkflowConfig:
     cfg = config.workflows.get(workflow)
     if cfg is None:
-        from nerve_cli.config.rules import nearest
-
         known = ", ".join(sorted(config.workflows)) or "none"
         close = nearest(workflow, list(config.workflows))
         fix = f"did you mean `{close}`?" if close else f"create it with `nerve workflow new {workflow}`"

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "check":
         from nerve_cli.worker.check import main as run
     elif args.kind == "sense":
-        from nerve_cli.worker.sense_runtime import main as run
+        from nerve_cli.worker.sense_runtime import main as run  # (likewise)
     else:
         from nerve_cli.worker.workflow_runtime import main as run  # (likewise)
     return run(args)
