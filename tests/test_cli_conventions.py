@@ -170,3 +170,32 @@ def test_a_long_table_on_a_terminal_is_shown_as_compact_aligned_columns(home: Pa
     assert len(rows) == 300 and not any(ch in "".join(shown) for ch in "┃│━")  # every row, no borders drawn
     assert len({line.index("system") for line in rows}) == 1  # columns line up
     assert max(len(line) for line in rows) < 160  # the 200-character payload was cut, not spread over every line
+
+
+def test_a_failure_has_the_same_error_type_with_or_without_an_engine(home: Path) -> None:
+    from enginekit import RunningEngine
+    from workflow_support import PINGPONG
+
+    write_instance(home, "senses:\n  s: {}\nworkflows:\n  x: {}\n", {"s": "def compute(db, peers):\n    return 1\n"})
+    (home / "workflows").mkdir()
+    (home / "workflows" / "x.py").write_text(PINGPONG)
+    env = {"NERVE_HOME": str(home)}
+    assert run("workflow", "run", "x", "--prompt", "id=a rounds=1", env=env).returncode == 0  # run-1, completed
+    asks = {"unknown workflow": ("workflow", "run", "nope", "--prompt", "p", "--json"),
+            "answer a thread that does not wait": ("thread", "approve", "run-1", "--json"),
+            "unknown sense": ("sense", "compute", "nope", "--json")}
+
+    def errors() -> dict[str, tuple[int, str]]:
+        out = {}
+        for what, args in asks.items():
+            done = run(*args, env=env)
+            out[what] = (done.returncode, json.loads(done.stdout)["error"]["type"])
+        return out
+
+    offline = errors()
+    assert offline == {"unknown workflow": (1, "workflow_error"), "answer a thread that does not wait": (1, "workflow_error"),
+                       "unknown sense": (1, "sense_error")}, offline
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=1)
+        assert errors() == offline  # the engine's answer carries the kind of error too
+        engine.stop()

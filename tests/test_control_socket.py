@@ -131,12 +131,19 @@ def test_compute_on_demand_refuses_at_once_what_cannot_run(home: Path) -> None:
           broken: {}
         reflexes: []
     """, {"broken": "def compute(db, peers)\n    return 1\n"})
+    alone = nerve("sense", "compute", "broken", "--json", home=home)  # in a one-off worker
     with RunningEngine(home) as engine:
         engine.wait_ready()
         result = nerve("sense", "compute", "broken", home=home)
         assert result.returncode == 1
-        assert "failed to load" in result.stderr and "sense.py:1" in result.stderr
+        assert "broken: SyntaxError: expected ':' at senses/broken/sense.py:1" in result.stderr, result.stderr
+        engine_doc = nerve("sense", "compute", "broken", "--json", home=home)
         engine.stop()
+    # the same answer either way: an error outcome with the load failure's type, file:line and traceback
+    assert alone.returncode == engine_doc.returncode == 1
+    one, two = json.loads(alone.stdout), json.loads(engine_doc.stdout)
+    assert (one["via"], two["via"]) == ("worker", "engine")
+    assert one["outcome"] == two["outcome"] == "error" and one["error"] == two["error"], (one, two)
 
 
 def test_a_person_waits_for_a_compute_as_long_as_its_timeout_and_grace_allow_and_the_engine_answers_first(

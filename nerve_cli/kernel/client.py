@@ -1,7 +1,9 @@
 """Talk to a running engine over its control socket (`data/nerve.sock`).
 
 One JSON object per line each way: `{"op": "status"}` → `{"ok": true, ...}` or
-`{"ok": false, "error": "..."}`. Synchronous on purpose: the CLI is.
+`{"ok": false, "error": "...", "error_type": "WorkflowError"}` (raised here as that
+NerveError, so a command fails the same way with or without an engine).
+Synchronous on purpose: the CLI is.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.errors import EngineNotRunning, NerveError
+from nerve_cli.errors import ConfigError, EngineNotRunning, MigrationError, NerveError, SenseError, WorkflowError
 from nerve_cli.home import Layout
 
 MAX_RESPONSE = 64 * 1024 * 1024
+ERRORS = {cls.__name__: cls for cls in (NerveError, ConfigError, SenseError, MigrationError, WorkflowError)}
 # The engine waits for a compute asked on its socket as long as the sense's timeout and grace period
 # allow (kernel/requests.py), at most COMPUTE_WAIT_MAX; a client waits a little longer, so the engine's
 # answer (the outcome, or "did not finish within ...") always arrives before the client gives up.
@@ -65,5 +68,6 @@ def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[
         raise NerveError(f"the engine closed the connection without answering `{op}`")
     answer = json.loads(data)
     if not answer.get("ok"):
-        raise NerveError(answer.get("error", f"the engine refused `{op}`"))
+        kind = ERRORS.get(answer.get("error_type"), NerveError)
+        raise kind(answer.get("error", f"the engine refused `{op}`"))
     return answer

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from nerve_cli.config.model import NerveConfig, format_duration
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import COMPUTE_WAIT_MAX
 from nerve_cli.kernel.guards import Guards
@@ -25,6 +25,7 @@ from nerve_cli.kernel.scheduler import Scheduler
 from nerve_cli.kernel.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows import WorkflowManager
 from nerve_cli.names import channel_problem
+from nerve_cli.wire.protocol import ErrorInfo
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
@@ -59,8 +60,8 @@ async def handle(engine: Target, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": f"unknown op {op!r}; known: {', '.join(sorted(_OPS))}"}
     try:
         return {"ok": True, **await handler(engine, request)}
-    except NerveError as exc:
-        return {"ok": False, "error": str(exc)}
+    except NerveError as exc:  # its kind travels too: a client raises the same error the command would offline
+        return {"ok": False, "error": str(exc), "error_type": type(exc).__name__}
 
 
 async def _ping(engine: Target, request: dict) -> dict:
@@ -75,9 +76,12 @@ async def _compute(engine: Target, request: dict) -> dict:
     sense = request.get("sense")
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         known = ", ".join(sorted(engine.scheduler.states))
-        raise NerveError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+        raise SenseError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
     timeout = _timeout(request.get("timeout"), compute_wait(engine.config, sense))
     _check_can_run(engine, sense)
+    failed = _load_failure(engine, sense)
+    if failed is not None:  # answered as a one-off compute answers it: an error outcome with file:line
+        return {"sense": sense, "outcome": "error", "error": failed.to_dict(), "duration_ms": None}
     future = engine.demand(sense)
     try:
         result = await asyncio.wait_for(future, timeout)
@@ -116,11 +120,12 @@ def _timeout(value: Any, default: float) -> float:
 
 
 def _check_can_run(engine: Target, sense: str) -> None:
-    """Refuse at once what would otherwise wait: a quarantined sense, one that failed to load, a worker that is down."""
+    """Refuse at once what would otherwise wait: a quarantined sense, a worker that is down (a sense that failed
+    to load is answered at once too, by `_compute`, with its error)."""
     state = engine.scheduler.states[sense]
     if state.quarantined:
         until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.blocked_until or 0))  # zone shown
-        raise NerveError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
+        raise SenseError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
                          f"lift it with `nerve sense reset {sense}`")
     if state.blocked_until:
         engine.scheduler.unblock(sense)  # asked for by a person: the back-off does not apply to this one
@@ -128,12 +133,18 @@ def _check_can_run(engine: Target, sense: str) -> None:
         return
     supervisor = engine.groups.get(engine.config.senses[sense].group)
     if supervisor is None:
-        raise NerveError(f"{sense}: its worker group is not running")
-    if sense in supervisor.failed:
-        raise NerveError(f"{sense} failed to load in worker group={supervisor.group}: {supervisor.failed[sense].summary()}")
-    if supervisor.state == "backoff":
-        raise NerveError(f"{sense}: worker group={supervisor.group} is down ({supervisor.last_exit}); "
+        raise SenseError(f"{sense}: its worker group is not running")
+    if supervisor.state == "backoff" and sense not in supervisor.failed:
+        raise SenseError(f"{sense}: worker group={supervisor.group} is down ({supervisor.last_exit}); "
                          "it is being restarted with back-off, see `nerve status`")
+
+
+def _load_failure(engine: Target, sense: str) -> ErrorInfo | None:
+    """The ErrorInfo of a sense whose code did not load in its worker, else None."""
+    if sense == HEALTH_SENSE:
+        return None
+    supervisor = engine.groups.get(engine.config.senses[sense].group)
+    return supervisor.failed.get(sense) if supervisor is not None else None
 
 
 def _last_signal(engine: Target, sense: str, result: dict) -> dict:
