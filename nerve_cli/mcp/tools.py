@@ -35,6 +35,12 @@ from nerve_cli.workflows.threads import list_threads, thread_detail
 LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
 
 
+class BadArgument(NerveError):
+    """An argument the CLI's option parsing would refuse: the same `usage` error, exit code 2."""
+
+    exit_code = 2
+
+
 class Tools:
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
@@ -59,7 +65,10 @@ class Tools:
     def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,
                    since: str | None = None, limit: int = 50) -> dict[str, Any]:
         """`nerve logs --json` lines, as one list: the engine's log rows, newest last (archived days too)."""
-        since_ms = parse_instant(since, now_ms=now_ms(), utc=True) if since else None
+        try:
+            since_ms = parse_instant(since, now_ms=now_ms(), utc=True) if since else None
+        except ValueError as exc:
+            raise BadArgument(f"Invalid value for since: {exc}") from None
         history = read_logs(self.home, source=source, type=type, ref=ref, since_ms=since_ms,
                             limit=max(1, min(limit, LOGS_LIMIT)))
         return {"version": VERSION, "logs": [log_row(r) for r in history.rows]}
@@ -111,6 +120,8 @@ class Tools:
 
 def error_document(exc: BaseException) -> dict[str, Any]:
     """A failure as the CLI's --json error document: `{"version", "error": {"type", "message", "exit_code", ...}}`."""
+    if isinstance(exc, BadArgument):
+        return error_docs.error("usage", str(exc), exc.exit_code)
     if isinstance(exc, NerveError):
         return error_docs.from_nerve_error(exc)
     if isinstance(exc, sqlite3.Error):
