@@ -228,3 +228,14 @@ def test_naming_rule_check_catches_the_old_shapes() -> None:
     assert naming_problems({"last_signal_ms": 5})
     assert naming_problems({"x_ms": 5, "x": "yesterday"})
     assert not naming_problems({"x_ms": None, "x": None, "payload": {"ts": 1}})
+
+
+def test_an_invalid_nerve_yaml_gives_documents_that_match_their_schemas(home: Path) -> None:
+    write_instance(home, "senses:\n  a: {throttle: 5}\n  b: {timeout: x}\n", {})
+    check = Checked()
+    failed = check.cli("error", "sense", "list", "--json", code=1)["error"]
+    assert failed["type"] == "config_error" and [p["path"] for p in failed["problems"]] == [
+        "senses.a.throttle", "senses.b.timeout"]
+    assert all(p["file"] == "nerve.yaml" and p["line"] for p in failed["problems"])
+    report = check.cli("config-check", "config", "check", "--json", code=1)
+    assert report["valid"] is False and report["problems"][:2] == failed["problems"]

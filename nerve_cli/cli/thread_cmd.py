@@ -11,7 +11,7 @@ from nerve_cli.cli.group import HelpGroup
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
-    help="Inspect workflow threads.\n\nExample: nerve thread list --status failed && nerve thread show run-7",
+    help="Inspect workflow threads, and answer the ones waiting for a person.\n\nExample: nerve thread list --status waiting && nerve thread approve run-7 --note \"ship it\"",
 )
 
 

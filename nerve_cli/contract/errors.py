@@ -23,7 +23,7 @@ def type_name(exc: BaseException) -> str:
 
 def from_nerve_error(exc: Any) -> dict[str, Any]:
     problems = [p.to_dict() if hasattr(p, "to_dict") else {"path": "", "message": str(p), "severity": "error",
-                                                             "line": None}
+                                                             "line": None, "file": ""}
                 for p in getattr(exc, "problems", None) or []]
     return error(type_name(exc), str(exc), exc.exit_code, problems=problems)
 
