@@ -12,6 +12,8 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.roles.llm import llm_role as llm_role, transcript as transcript
     from nerve_cli.schema.declare import index as index, table as table
     from nerve_cli.store.blobs import BlobStore as BlobStore
+    from nerve_cli.store.logview import LogReader as LogReader
+    from nerve_cli.worker.events import KEEP as KEEP, Event as Event, Trigger as Trigger
     from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
     from nerve_cli.workflow.model import (
         END as END, PERSON as PERSON, START as START, AskPerson as AskPerson, Moderator as Moderator,
@@ -38,6 +40,10 @@ _EXPORTS = {
     "BlobStore": "nerve_cli.store.blobs",
     "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
     "transcript": "nerve_cli.roles.llm",
+    "KEEP": "nerve_cli.worker.events",
+    "Event": "nerve_cli.worker.events",
+    "Trigger": "nerve_cli.worker.events",
+    "LogReader": "nerve_cli.store.logview",
 }
 
 __all__ = sorted(_EXPORTS)

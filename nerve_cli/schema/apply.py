@@ -24,6 +24,8 @@ ENGINE_TABLES_SQL = (
     "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)",
     "CREATE TABLE IF NOT EXISTS _nerve_archive (table_name TEXT PRIMARY KEY, time_column TEXT NOT NULL)",
+    # what this sense consumed of each `on:` source (store.events); moved only inside its computes
+    "CREATE TABLE IF NOT EXISTS _nerve_cursors (source TEXT PRIMARY KEY, last_id INTEGER NOT NULL, ts INTEGER NOT NULL)",
 )
 
 

@@ -21,6 +21,9 @@ LOGS_VIEWS = {
     "logs_view": f"SELECT id, {ISO.format(col='ts')} AS time, source, type, ref_id, payload, ts FROM logs",
     "workflow_runs_view": f"SELECT run_id, workflow, status, {ISO.format(col='ts')} AS time, ts FROM workflow_runs",
 }
+EVENTS_VIEWS = {  # data/events.db (store/events.py)
+    "events_view": f"SELECT id, {ISO.format(col='ts')} AS time, channel, payload, key, ts FROM events",
+}
 
 
 def q(name: str) -> str:

@@ -171,11 +171,11 @@ class SenseDB:
         row = self.conn.execute("SELECT id, ts, payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
         return _signal(row) if row else None
 
-    def record_signal(self, ts_ms: int, payload_json: bytes | str) -> None:
-        """Append a `_signals` row inside the current transaction (the runtime's job, not sense code's)."""
+    def record_signal(self, ts_ms: int, payload_json: bytes | str) -> int:
+        """Append a `_signals` row inside the current transaction (the runtime's job, not sense code's); its id."""
         if isinstance(payload_json, bytes):
             payload_json = payload_json.decode()
-        self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts_ms, payload_json))
+        return self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts_ms, payload_json)).lastrowid or 0
 
     def close(self) -> None:
         self.conn.close()

@@ -19,10 +19,17 @@ import orjson
 
 MAX_LINE = 16 * 1024 * 1024  # asyncio stream limit; payloads above this are refused
 LOG_PREFIX = "worker group="  # a sense worker's own stderr lines start with this; user output does not
-# The largest payload (as JSON) a compute may return: its Signal line, with the id,
-# the sense name, a directive and the timings around it, must stay under MAX_LINE.
-# The worker checks it before COMMIT, so a payload too big is an error, never a row.
+# The one limit on a payload, in bytes of JSON: a signal (checked in the worker before COMMIT; its Signal
+# line, with the id, the sense name, a directive and the timings around it, must stay under MAX_LINE) and an
+# external event (checked before it is stored: it becomes a listener's event just like a signal).
 MAX_PAYLOAD = MAX_LINE - 64 * 1024
+
+
+def payload_too_large(size: int, what: str) -> str:
+    """The one wording of a refused payload: `what` is e.g. "compute returned" or "the event payload is"."""
+    return (f"{what} {size / 2**20:.1f} MiB of JSON; a signal or event carries at most {MAX_PAYLOAD / 2**20:.1f} MiB "
+            f"({MAX_PAYLOAD:,} bytes), so nothing was stored. Keep large data in the sense's tables or in "
+            "db.blobs.put(data), and send something small (e.g. its hash)")
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class Compute(Message):
     id: int
     sense: str
     reason: str = "demand"
+    # the sense's `on:` sources, name → "sense" | "channel"; a compute that takes `trigger` reads their events
+    sources: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,7 @@ class Ready(Message):
     pid: int
     senses: list[str] = field(default_factory=list)
     failed: dict[str, ErrorInfo] = field(default_factory=dict)
+    takes_trigger: list[str] = field(default_factory=list)  # senses whose compute receives events
 
 
 @dataclass(frozen=True)
@@ -135,16 +145,22 @@ class Signal(Message):
     ts: int
     duration_ms: float
     workflow: str | None = None
+    signal_id: int | None = None  # its `_signals` row: the event id its listeners receive
+    events: int = 0  # events this compute consumed
+    more: bool = False  # events beyond this compute's batch still wait
 
 
 @dataclass(frozen=True)
 class Silent(Message):
-    """Compute `id` returned None; everything it wrote was rolled back."""
+    """Compute `id` emitted no signal: None rolled its rows back, KEEP (`kept`) committed them."""
 
     type: ClassVar[str] = "silent"
     id: int
     sense: str
     duration_ms: float
+    kept: bool = False
+    events: int = 0  # events this compute consumed (its cursor advanced past them either way)
+    more: bool = False
 
 
 @dataclass(frozen=True)

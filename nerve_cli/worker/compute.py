@@ -1,10 +1,16 @@
 """The transaction contract of one compute.
 
 One transaction per compute on the sense's own connection (`BEGIN IMMEDIATE`):
-- a value → it must encode as JSON; its `_signals` row is inserted and the
-  transaction COMMITs, then the worker sends `Signal`;
-- `None` (or `SenseResult(None)`) → ROLLBACK, nothing stored → `Silent`;
-- an exception, or a payload that is not JSON → ROLLBACK → `Error`.
+- a value → it must encode as JSON within `MAX_PAYLOAD`; its `_signals` row is
+  inserted and the transaction COMMITs, then the worker sends `Signal`;
+- `KEEP` → COMMIT without a signal → `Silent(kept=True)`;
+- `None` (or `SenseResult(None)`) → the compute's rows roll back → `Silent`;
+- an exception, or a payload that is not JSON or too large → ROLLBACK → `Error`.
+
+A compute that takes a third parameter also receives its events (see
+`worker.events`): they are read right after BEGIN, and the cursors move in the
+same transaction — with the rows on a value or KEEP, alone on None (the
+compute's rows are rolled back to a savepoint taken after the read).
 
 Cancellation (the kernel's soft timeout) races with the end of a compute; a
 `Job` settles that race under a lock: either the compute settles first (and its
@@ -28,7 +34,8 @@ import orjson
 
 from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.sensedb import Peers, SenseDB
-from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo
+from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
+from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, parse_reason
 from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.workflow.directive import SenseResult
 
@@ -49,17 +56,24 @@ class LoadedSense:
     is_async: bool
     nargs: int
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    events: EventReader | None = None  # set when the compute takes `trigger`
 
-    def args(self) -> tuple[Any, ...]:
-        return (self.db, self.peers)[: self.nargs]
+    @property
+    def takes_trigger(self) -> bool:
+        return self.nargs >= 3
+
+    def args(self, trigger: Trigger | None = None) -> tuple[Any, ...]:
+        return (self.db, self.peers, trigger)[: self.nargs]
 
     def close(self) -> None:
         self.peers.close()
+        if self.events is not None:
+            self.events.close()
         self.db.close()
 
 
 def signature_problem(fn: Callable[..., Any]) -> str | None:
-    """Why `fn` cannot serve as a compute (called as `compute(db, peers)`), or None when it can."""
+    """Why `fn` cannot serve as a compute (called as `compute(db, peers[, trigger])`), or None when it can."""
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         return "compute is a generator (it uses `yield`); return the signal's value instead"
     try:
@@ -67,9 +81,9 @@ def signature_problem(fn: Callable[..., Any]) -> str | None:
     except (TypeError, ValueError):
         return None  # a builtin or C callable: nothing to check
     required = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(required) > 2:
+    if len(required) > 3:
         return (f"compute takes {len(required)} required arguments ({', '.join(required)}) but is called as "
-                "compute(db, peers); take at most those two (or fewer)")
+                "compute(db, peers, trigger); take at most those three (or fewer)")
     keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
     if keyword:
         return f"compute has required keyword-only argument(s) {', '.join(keyword)}; Nerve passes none: give them defaults"
@@ -77,21 +91,27 @@ def signature_problem(fn: Callable[..., Any]) -> str | None:
 
 
 def compute_arity(fn: Callable[..., Any]) -> int:
-    """How many of (db, peers) `fn` takes: `compute()`, `compute(db)` and `compute(db, peers)` all work."""
+    """How many of (db, peers, trigger) `fn` takes: `compute()` … `compute(db, peers, trigger)` all work.
+
+    `*args` counts as two, as it always did: a trigger is given only to a
+    compute that names a third parameter.
+    """
     params = list(inspect.signature(fn).parameters.values())
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return 2
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return min(len(positional), 2)
+    return min(len(positional), 3)
 
 
 class Job:
     """One compute request and the settle-or-cancel race around it."""
 
-    def __init__(self, id: int, sense: str, reason: str) -> None:
+    def __init__(self, id: int, sense: str, reason: str, sources: dict[str, str] | None = None) -> None:
         self.id = id
         self.sense = sense
         self.reason = reason
+        self.sources = sources or {}
+        self.batch = Batch()  # the events this compute was given
         self.received = time.perf_counter()
         self.started: float | None = None
         self.state = "queued"  # queued | running | cancelled | settled
@@ -139,6 +159,8 @@ class Outcome:
     ts: int = 0
     workflow: str | None = None
     error: ErrorInfo | None = None
+    signal_id: int | None = None
+    kept: bool = False
 
 
 ABANDONED = Outcome("abandoned")
@@ -149,7 +171,7 @@ def run_sync(sense: LoadedSense, job: Job) -> Outcome:
     if not _begin(sense, job):
         return ABANDONED
     try:
-        result = sense.compute(*sense.args())
+        result = sense.compute(*sense.args(_trigger(sense, job)))
         if inspect.isawaitable(result):
             _close_awaitable(result)
             raise TypeError("compute returned an awaitable: declare it `async def compute(db, peers)`")
@@ -162,7 +184,11 @@ async def run_async(sense: LoadedSense, job: Job) -> Outcome:
     """An `async def` compute as its own task, so a cancel can reach it."""
     if not _begin(sense, job):
         return ABANDONED
-    job.task = asyncio.ensure_future(sense.compute(*sense.args()))
+    try:
+        args = sense.args(_trigger(sense, job))
+    except BaseException as exc:
+        return _fail(sense, job, exc)
+    job.task = asyncio.ensure_future(sense.compute(*args))
     try:
         result = await job.task
     except asyncio.CancelledError:
@@ -185,9 +211,27 @@ def _begin(sense: LoadedSense, job: Job) -> bool:
     return True
 
 
+def _trigger(sense: LoadedSense, job: Job) -> Trigger | None:
+    """Read the compute's events inside its transaction (only for a compute that takes them)."""
+    if not sense.takes_trigger:
+        return None
+    if sense.events is not None and job.sources:
+        job.batch = sense.events.read(sense.db.conn, job.sources)
+    if job.batch.consumes:
+        sense.db.conn.execute(f"SAVEPOINT {SAVEPOINT}")  # None rolls back to here and keeps the cursors
+    kind, source = parse_reason(job.reason)
+    return Trigger(kind, source, job.batch.events, tuple(job.sources), job.batch.more, job.id, sense.home)
+
+
 def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
+    if result is KEEP:
+        return _commit(sense, job, Outcome("silent", kept=True))
     payload, workflow = (result.payload, result.workflow) if isinstance(result, SenseResult) else (result, None)
+    if payload is KEEP:
+        return _commit(sense, job, Outcome("silent", kept=True))
     if payload is None:
+        if job.batch.consumes:
+            return _consumed_only(sense, job)
         return _rolled_back(sense, job, Outcome("silent"))
     try:
         encoded = orjson.dumps(payload, option=_JSON_OPTIONS)
@@ -201,15 +245,38 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
         return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
     ts = time.time_ns() // 1_000_000
     try:
-        sense.db.record_signal(ts, encoded)
-        if not job.settle():
-            return _rolled_back(sense, job, ABANDONED)
-        _quiet(sense)
-        sense.db.conn.execute("COMMIT")
+        signal_id = sense.db.record_signal(ts, encoded)
     except BaseException as exc:
         return _fail(sense, job, exc)
     # the Signal line embeds the JSON already stored: no decode and re-encode on the hop
-    return Outcome("signal", payload=orjson.Fragment(encoded), ts=ts, workflow=wf)
+    return _commit(sense, job, Outcome("signal", payload=orjson.Fragment(encoded), ts=ts, workflow=wf,
+                                       signal_id=signal_id))
+
+
+def _commit(sense: LoadedSense, job: Job, outcome: Outcome) -> Outcome:
+    """COMMIT the compute's rows and cursors, unless a cancel won the race or the transaction is gone."""
+    conn = sense.db.conn
+    if not conn.in_transaction:
+        return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
+    try:
+        commit_cursors(conn, job.batch, time.time_ns() // 1_000_000)
+        if not job.settle():
+            return _rolled_back(sense, job, ABANDONED)
+        _quiet(sense)
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        return _fail(sense, job, exc)
+    return outcome
+
+
+def _consumed_only(sense: LoadedSense, job: Job) -> Outcome:
+    """None after events: drop the compute's own rows, keep the cursors (the events were looked at)."""
+    conn = sense.db.conn
+    try:
+        conn.execute(f"ROLLBACK TO {SAVEPOINT}")
+    except Exception:  # the compute ended Nerve's transaction or its savepoint itself
+        return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
+    return _commit(sense, job, Outcome("silent"))
 
 
 def _fail(sense: LoadedSense, job: Job, exc: BaseException) -> Outcome:
@@ -263,13 +330,7 @@ def _not_json(sense: LoadedSense, payload: Any, exc: Exception) -> ErrorInfo:
 
 def _too_large(sense: LoadedSense, size: int) -> ErrorInfo:
     file, line = _defined_at(sense)
-    return ErrorInfo(
-        type="PayloadTooLarge",
-        message=f"compute returned {size / 2**20:.1f} MiB of JSON; a signal carries at most "
-                f"{MAX_PAYLOAD / 2**20:.1f} MiB, so nothing was stored. Keep large data in the sense's tables "
-                "or in db.blobs.put(data), and return something small (e.g. its hash)",
-        file=file, line=line,
-    )
+    return ErrorInfo(type="PayloadTooLarge", message=payload_too_large(size, "compute returned"), file=file, line=line)
 
 
 def _txn_ended(sense: LoadedSense) -> ErrorInfo:

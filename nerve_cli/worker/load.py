@@ -27,6 +27,7 @@ from nerve_cli.store.sqlitefile import damaged, is_damage
 from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import LoadedSense, compute_arity, signature_problem
+from nerve_cli.worker.events import EventReader
 from nerve_cli.worker.failure import error_info, shown_path
 
 
@@ -71,9 +72,11 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
     specs = schema_specs(schema, folder, name, layout.home)
     db = _open_db(layout, name, folder, specs, blobs)
     peers = Peers(name, peer_names, layout.sense_db, blobs)
+    nargs = compute_arity(compute)
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
-        is_async=inspect.iscoroutinefunction(compute), nargs=compute_arity(compute),
+        is_async=inspect.iscoroutinefunction(compute), nargs=nargs,
+        events=EventReader(layout.data) if nargs >= 3 else None,
     )
 
 
@@ -104,7 +107,7 @@ def _import(folder: Path, name: str, home: Path) -> tuple[object | None, object]
 
 
 def compute_problem(compute: object, code: Path, home: Path) -> ErrorInfo | None:
-    """ErrorInfo (at the `def` line) when `compute` is missing or cannot be called as compute(db, peers)."""
+    """ErrorInfo (at the `def` line) when `compute` is missing or cannot be called as compute(db, peers[, trigger])."""
     if not callable(compute):
         return ErrorInfo("SenseError", "sense.py defines no `compute(db, peers)` function",
                          file=shown_path(str(code), home), line=1)

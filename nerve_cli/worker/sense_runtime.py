@@ -152,7 +152,7 @@ class SenseRuntime:
             log.error("unexpected message for a sense worker: %s", type(msg).__name__)
 
     def _start(self, msg: Compute) -> None:
-        job = Job(msg.id, msg.sense, msg.reason)
+        job = Job(msg.id, msg.sense, msg.reason, msg.sources)
         sense = self.senses.get(job.sense)
         with self._lock:
             if job.id in self.jobs:
@@ -258,9 +258,10 @@ class SenseRuntime:
             if job.started is not None:  # a queued job was answered when it was cancelled
                 self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
         elif outcome.kind == "signal":
-            self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow))
+            self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
+                                   outcome.signal_id, len(job.batch.events), job.batch.more))
         elif outcome.kind == "silent":
-            self._send(job, Silent(job.id, job.sense, ms))
+            self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more))
         elif outcome.kind == "error":
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))
@@ -320,7 +321,8 @@ def main(args: Any) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
     runtime.input_fd = fds.read
-    out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed))
+    out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed,
+                   sorted(n for n, s in runtime.senses.items() if s.takes_trigger)))
     clean = asyncio.run(runtime.serve())
     if not clean:
         out.close()
