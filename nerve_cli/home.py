@@ -43,6 +43,7 @@ class Layout:
         self.workflows = home / "workflows"
         self.data = home / "data"
         self.logs_db = self.data / "logs.db"
+        self.events_db = self.data / "events.db"  # external events (`nerve emit`), see store/events.py
         self.sense_data = self.data / "senses"
         self.archive = self.data / "archive"
         self.blobs = self.data / "blobs"

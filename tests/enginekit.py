@@ -95,10 +95,10 @@ def errors(home: Path, sense: str | None = None) -> list[dict]:
     return read_logs(home, "system", "error", sense)
 
 
-def nerve(*args: str, home: Path, timeout: float = 30.0) -> subprocess.CompletedProcess:
-    """Run the CLI as a real process."""
+def nerve(*args: str, home: Path, timeout: float = 30.0, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the CLI as a real process (`stdin`: text piped into it)."""
     return subprocess.run([sys.executable, "-m", "nerve_cli", *args, "--home", str(home)],
-                          capture_output=True, text=True, timeout=timeout, env=_env())
+                          capture_output=True, text=True, timeout=timeout, env=_env(), input=stdin)
 
 
 def _env() -> dict[str, str]:

@@ -101,7 +101,7 @@ def test_emit_triggers_listeners_and_is_logged(engine: RunningEngine, home: Path
     assert "b" in result.stdout
     wait_for(lambda: completes(home, "b"), 10, what="b to run")
     emitted = read_logs(home, "signal", "emit", "task.created")
-    assert emitted[0]["payload"] == {"payload": {"id": 7}}
+    assert emitted[0]["payload"] == {"payload": {"id": 7}, "event_id": 1}
     refused = nerve("emit", "a", home=home)
     assert refused.returncode == 1 and "is a sense" in refused.stderr
     bad = nerve("emit", "x", "--payload", "{", home=home)

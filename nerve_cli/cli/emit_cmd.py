@@ -1,4 +1,3 @@
-
 from typing import Annotated, Optional
 
 import typer
@@ -10,33 +9,46 @@ from nerve_cli.cli.common import HomeOption, JsonOption
 def emit(
     channel: Annotated[str, typer.Argument(help="External channel name, as used in a reflex's on: list.",
                                          autocompletion=complete.channels)],
-    payload: Annotated[Optional[str], typer.Option("--payload", help="JSON payload to send with the signal.")] = None,
+    payload_arg: Annotated[Optional[str], typer.Argument(
+        metavar="[PAYLOAD]", help="The event's payload as JSON, or - to read it from stdin.")] = None,
+    payload: Annotated[Optional[str], typer.Option("--payload", help="The payload as JSON (same as PAYLOAD).")] = None,
+    key: Annotated[Optional[str], typer.Option(
+        "--key", help="Idempotency key: an event with a key already stored is not stored again.")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Send a signal on an external channel to the running engine.
+    """Send an event to an external channel; it is committed to disk before this returns.
 
-    Example: nerve emit task.created --payload '{"id": 7}'
+    With the engine running, prints the senses it woke. With no engine, the
+    event is stored in data/events.db and delivered when the engine starts.
+    Payloads are JSON, at most 16 MiB - 64 KiB.
+
+    Example: gh api repos/me/app/pulls/7 | nerve emit pr.opened -
     """
-    import json
-
     from nerve_cli.cli import output
+    from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
-    from nerve_cli.kernel.client import request
+    from nerve_cli.senses.emit import emit_event, read_payload
 
+    if payload is not None and payload_arg is not None:
+        raise typer.BadParameter("give the payload once: as the PAYLOAD argument or with --payload, not both")
     path = require_instance(home)
-    value = None
-    if payload is not None:
-        try:
-            value = json.loads(payload)
-        except ValueError as exc:
-            raise typer.BadParameter(f"not valid JSON: {exc}", param_hint="--payload") from None
-    answer = request(path, "emit", channel=channel, payload=value)
+    try:
+        value = read_payload(payload if payload is not None else payload_arg)
+    except NerveError as exc:  # what was typed (or piped) is not a payload we can send: a usage error
+        raise typer.BadParameter(str(exc), param_hint="--payload" if payload is not None else "PAYLOAD") from None
+    sent = emit_event(path, channel, value, key)
     if json_:
-        from nerve_cli.contract.engine import emit as emit_document
-
-        output.print_json(emit_document(channel, answer["triggered"]))
-    elif answer["triggered"]:
-        output.info(f"emitted {channel}: triggered {', '.join(answer['triggered'])}")
+        output.print_json(sent.to_json())
+        return
+    what = f"event #{sent.event_id} on {channel}"
+    if sent.duplicate:
+        output.info(f"{what} was already stored with key {key!r}; nothing new was sent")
+    elif sent.via == "disk":
+        to = f"to {', '.join(sent.listeners)}" if sent.listeners else "(no enabled reflex listens to it yet)"
+        output.info(f"no engine is running: {what} is stored in data/events.db and will be delivered {to} "
+                    "when the engine starts")
+    elif sent.triggered:
+        output.info(f"{what} committed; woke {', '.join(sent.triggered)}")
     else:
-        output.warn(f"emitted {channel}, but no enabled reflex listens to it (add it to a reflex's on: list)")
+        output.warn(f"{what} committed, but no enabled reflex listens to it (add it to a reflex's on: list)")

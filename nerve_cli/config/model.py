@@ -113,6 +113,8 @@ class EngineConfig(_Model):
     quarantine_after: StrictInt = Field(default=3, ge=1)
     quarantine_window: Duration = 3600.0
     quarantine_for: Duration = 3600.0
+    respawn_backoff_first: Duration = 0.5
+    respawn_backoff_max: Duration = 30.0
 
 
 class GroupConfig(_Model):

@@ -77,5 +77,9 @@ def compute(result: Any) -> dict[str, Any]:
     }
 
 
-def emit(channel: str, triggered: list[str]) -> dict[str, Any]:
-    return {"version": VERSION, "channel": channel, "triggered": list(triggered)}
+def emit(channel: str, triggered: list[str], *, event_id: int, stored_ms: int, delivered: str,
+         listeners: list[str], duplicate: bool = False) -> dict[str, Any]:
+    """`nerve emit --json`: the stored event, and who it woke (`triggered`, now) or will reach (`listeners`)."""
+    return {"version": VERSION, "channel": channel, "event_id": event_id, **stamp("stored", stored_ms),
+            "duplicate": duplicate, "delivered": delivered, "triggered": list(triggered),
+            "listeners": list(listeners)}

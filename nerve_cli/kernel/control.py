@@ -23,7 +23,9 @@ import struct
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-MAX_REQUEST = 1024 * 1024
+from nerve_cli.wire.protocol import MAX_PAYLOAD
+
+MAX_REQUEST = MAX_PAYLOAD + 64 * 1024  # an emit at the payload limit, with room for its envelope
 MAX_CONNECTIONS = 64  # the CLI opens one per request; `nerve top` one at a time
 IDLE_TIMEOUT = 60.0  # seconds a connection may wait before sending its next request
 MAX_DEPTH = 32  # nesting of a request's JSON (an emit payload included)

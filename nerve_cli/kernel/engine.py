@@ -11,6 +11,12 @@ The engine's parts never import it: each is handed what it needs (guards the
 scheduler and the log store, the watchdog the supervisors and a breach
 callback), or drives the engine through a small Protocol it declares
 (`supervisor.GroupHooks`, `reload.Target`, `requests.Target`).
+
+Events are durable, the bus is not: a signal is committed in its sense's
+database and an emit in data/events.db before any listener is woken, and a
+listener reads its events from those files (`kernel.delivery`,
+`worker.events`), so nothing is lost with the bus. The ledger
+(`kernel.ledger`) writes the log rows a killed kernel still owed.
 """
 
 from __future__ import annotations
@@ -31,8 +37,11 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel import reload, requests
 from nerve_cli.kernel.archive_job import archive_daily
 from nerve_cli.kernel.control import ControlServer
+from nerve_cli.kernel.delivery import Delivery
+from nerve_cli.kernel.emits import EmitDesk
 from nerve_cli.kernel.guards import Guards
 from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
+from nerve_cli.kernel.ledger import Ledger
 from nerve_cli.kernel.lock import InstanceLock
 from nerve_cli.kernel.penalty import Blame
 from nerve_cli.kernel.scheduler import Scheduler, Start
@@ -109,6 +118,12 @@ class Engine:
             await self.metrics.start()
             self.report("info", f"metrics on {self.metrics.url}")
         self.logs = LogStore(self.layout.logs_db)
+        self.ledger = Ledger(self.layout, self.logs, self.log)
+        signals, events = self.ledger.start()  # before anything reads the log: it owes these rows
+        if signals or events:
+            self.report("warn", f"logged {signals} signal(s) and {events} event(s) committed while no engine "
+                                "was logging them (a previous engine was killed, or `nerve emit` stored them)")
+        self.logs.flush()
         try:
             self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
         except BaseException:
@@ -122,6 +137,8 @@ class Engine:
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
         self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report)
+        self.delivery = Delivery(self.layout.data, self.config, self._trigger)
+        self.emits = EmitDesk(self.layout.events_db, self._route_events)
         self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
                                                     "groups": sorted(self.config.sense_groups()),
                                                     "loop": eventloop.name()})
@@ -211,10 +228,12 @@ class Engine:
             await self.control.close()
         if self.metrics is not None:
             await self.metrics.close()
+        await self.emits.close()
         timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
         await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
         if self.workflows is not None:
             await self.workflows.stop(timeout)
+        self.ledger.catch_up_all([*self.config.senses, HEALTH_SENSE])
         self.log("system", "engine_stopped", None, {"pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 3)})
         if self._health_write is not None:
             await asyncio.wait([self._health_write])  # its row and run_complete, before the files close
@@ -225,8 +244,9 @@ class Engine:
         self.report("info", "engine stopped")
 
     # logging ---------------------------------------------------------------
-    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None:
-        self.logs.append(source, type_, ref, payload)
+    def log(self, source: str, type_: str, ref: str | None, payload: dict | None, ts: int | None = None,
+            mark: tuple[str, int] | None = None) -> None:
+        self.logs.append(source, type_, ref, payload, ts, mark)
         if self._flush_handle is None and not self.stopping:
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
 
@@ -303,24 +323,29 @@ class Engine:
 
     def _dispatch(self, start: Start, now: float) -> None:
         compute_id, self.next_id = self.next_id, self.next_id + 1
-        lateness = max(0.0, (now - start.due) * 1000) if start.reason == "interval" else 0.0
-        if start.reason == "interval":
+        reason = start.reason
+        if reason in ("interval", "cron") and start.due < self.started_at:
+            reason = "overdue"  # missed while no engine ran: once now, not a late tick (RFC §4.2)
+        lateness = max(0.0, (now - start.due) * 1000) if reason == "interval" else 0.0
+        if reason == "interval":
             self.stats.late(lateness)
         else:
             self.stats.dispatched(start.sense)
-        self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": start.reason,
+        self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": reason,
                                                       "lateness_ms": round(lateness, 3)})
         if self.report_computes:
-            self.report("debug", f"compute {start.sense} #{compute_id} ({start.reason})")
+            self.report("debug", f"compute {start.sense} #{compute_id} ({reason})")
         if start.sense == HEALTH_SENSE:
-            self._compute_health(compute_id, start.reason)
+            self._compute_health(compute_id, reason)
             return
         group = self.config.senses[start.sense].group
         supervisor = self.groups.get(group)
-        if supervisor is None or not supervisor.compute(compute_id, start.sense, start.reason):
+        sources = self.delivery.sources_for(start.sense)
+        if supervisor is None or not supervisor.compute(compute_id, start.sense, reason, sources):
             self._record_error(start.sense, {"message": f"worker group={group} could not take the compute",
                                              "error_type": "WorkerUnavailable", "compute_id": compute_id})
-            self._finish(start.sense, compute_id, start.reason, "error", 0.0)
+            self._finish(start.sense, compute_id, reason, "error", 0.0)
+            self.delivery.failed(start.sense)
 
     # answers from workers (GroupHooks) ----------------------------------------
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None:
@@ -328,18 +353,25 @@ class Engine:
         duration = getattr(message, "duration_ms", 0.0)
         if inflight.cancelled:
             self._finish(sense, inflight.id, inflight.reason, "timeout", duration, discarded=True)
+            self.delivery.failed(sense)
             return
         if isinstance(message, protocol.Signal):
+            self._log_skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump inside _finish starts them
             self._route_signal(sense, message.payload, message.workflow)
-            self._finish(sense, inflight.id, inflight.reason, "signal", duration)
+            self.delivery.answered(sense, message.more)
+            self._finish(sense, inflight.id, inflight.reason, "signal", duration,
+                         signal_id=message.signal_id, events=message.events)
         elif isinstance(message, protocol.Silent):
-            self._finish(sense, inflight.id, inflight.reason, "silent", duration)
+            self.delivery.answered(sense, message.more)
+            self._finish(sense, inflight.id, inflight.reason, "silent", duration, kept=message.kept,
+                         events=message.events)
         elif isinstance(message, protocol.Error):
             info = message.error
             self._record_error(sense, {"message": info.message, "error_type": info.type,
                                        "traceback": info.traceback, "file": info.file, "line": info.line,
                                        "compute_id": inflight.id})
+            self.delivery.failed(sense)
             self._finish(sense, inflight.id, inflight.reason, "error", duration)
 
     def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None:
@@ -362,8 +394,17 @@ class Engine:
             self._record_error(inflight.sense, {"message": f"compute lost: {why}{cause}", "error_type": "WorkerDied",
                                                 "compute_id": inflight.id,
                                                 "blamed": None if blame is None else blame.sense})
+        # the worker may have died after its COMMIT, before answering: such a signal is real, log and route it
+        self._log_skipped(inflight.sense, self.ledger.catch_up(inflight.sense))
+        self.delivery.failed(inflight.sense)
         self._finish(inflight.sense, inflight.id, inflight.reason, "lost", (time.time() - inflight.started) * 1000,
                      group=group, blame=blame)
+
+    def _log_skipped(self, sense: str, signal_ids: list[int]) -> None:
+        """Signals committed whose answer never came (the ledger logged them): their listeners still hear."""
+        if signal_ids:
+            self.report("warn", f"{sense}: {len(signal_ids)} committed signal(s) arrived without an answer; logged")
+            self.scheduler.on_signal(sense, time.time())
 
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
         grace = self.config.senses[inflight.sense].grace if inflight.sense in self.config.senses else 0
@@ -401,6 +442,9 @@ class Engine:
         self.refresh_runnable(senses)
 
     def group_ready(self, group: str) -> None:
+        supervisor = self.groups.get(group)
+        if supervisor is not None:
+            self.delivery.ready(supervisor.loaded, supervisor.takers)
         self.pump()
 
     def watchdog_breach(self, group: str, pid: int, problem: str) -> None:
@@ -414,7 +458,8 @@ class Engine:
 
     # outcomes --------------------------------------------------------------
     def _finish(self, sense: str, compute_id: int, reason: str, outcome: str, duration_ms: float,
-                discarded: bool = False, group: str | None = None, blame: Blame | None = None) -> None:
+                discarded: bool = False, group: str | None = None, blame: Blame | None = None,
+                signal_id: int | None = None, kept: bool = False, events: int = 0) -> None:
         now = time.time()
         payload = {"compute_id": compute_id, "outcome": outcome, "duration_ms": round(duration_ms, 3), "reason": reason}
         if discarded:
@@ -423,7 +468,17 @@ class Engine:
         if printed:
             self.log("reflex", "output", sense, {"compute_id": compute_id, "lines": printed})
         error = self.compute_errors.pop(compute_id, None)
-        self.log("reflex", "run_complete", sense, payload)
+        if signal_id is not None:
+            payload["signal_id"] = signal_id
+        if kept:
+            payload["kept"] = True
+        if events:
+            payload["events"] = events
+        if signal_id is not None:  # with its watermark, in one transaction (kernel.ledger)
+            self.log("reflex", "run_complete", sense, payload, mark=self.ledger.signal_mark(sense, signal_id))
+            self.ledger.logged(sense, signal_id)
+        else:
+            self.log("reflex", "run_complete", sense, payload)
         self.stats.finished(sense, outcome, duration_ms)
         if outcome in ("signal", "silent") and sense in self.errors:
             self.errors[sense]["last"] = self.errors[sense]["last_ts"] = None  # recovered; the log keeps the history
@@ -478,7 +533,7 @@ class Engine:
         error = stored.exception()
         if error is None:  # a signal is a committed row, as for any sense
             self._route_signal(HEALTH_SENSE, payload, None)
-            self._finish(HEALTH_SENSE, compute_id, reason, "signal", duration)
+            self._finish(HEALTH_SENSE, compute_id, reason, "signal", duration, signal_id=stored.result())
             return
         self._record_error(HEALTH_SENSE, {"message": f"could not store its signal in "
                                           f"{self.layout.sense_db(HEALTH_SENSE)}: {error}",
@@ -502,13 +557,36 @@ class Engine:
         self.pump()
         return future
 
-    def emit(self, channel: str, payload: Any) -> list[str]:
-        self.log("signal", "emit", channel, {"payload": payload})
-        self.report("signal", f"emit {channel}: {_short(payload)}")
-        targets = self.scheduler.on_signal(channel, time.time())
-        self.stats.signalled(targets)
+    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+        """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed."""
+        return self.emits.emit(channel, payload, key)
+
+    def _route_events(self, stored: list[tuple[Any, Any]]) -> list[list[str]]:
+        """Committed events (EmitDesk): log each, wake its listeners, then start them."""
+        woken = []
+        now = time.time()
+        for event, payload in stored:
+            self.log("signal", "emit", event.channel, {"payload": payload, "event_id": event.id}, event.ts,
+                     self.ledger.event_mark(event.id))
+            self.ledger.event_logged(event.id)
+            if self.report_signals:
+                self.report("signal", f"emit {event.channel} #{event.id}: {_short(payload)}")
+            targets = self.scheduler.on_signal(event.channel, now)
+            self.stats.signalled(targets)
+            woken.append(targets)
         self.pump()
-        return targets
+        return woken
+
+    def events_stored(self, channel: str | None) -> int:
+        """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""
+        logged = self.ledger.catch_up_events()
+        self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or channel in src],
+                            "backlog")
+        return logged
+
+    def _trigger(self, sense: str, reason: str) -> None:
+        if not self.stopping and self.scheduler.trigger(sense, reason):
+            self.pump()
 
 
 def _short(value: Any, limit: int = 120) -> str:

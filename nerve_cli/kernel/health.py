@@ -62,15 +62,15 @@ class HealthStore:
             raise damaged(self.path, " ".join(problem.replace("*** in database main ***", "").split()), self.fix)
 
     def record(self, payload: dict[str, Any]) -> int:
-        """Insert one signal row (runs in a thread: SQLite may wait for a lock here)."""
+        """Insert one signal row (runs in a thread: SQLite may wait for a lock here); its `_signals` id."""
         ts = time.time_ns() // 1_000_000
         try:
-            self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
+            cur = self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
         except sqlite3.DatabaseError as exc:
             if is_damage(exc):
                 raise damaged(self.path, str(exc), self.fix) from None
             raise
-        return ts
+        return cur.lastrowid or 0
 
     def close(self) -> None:
         self.conn.close()

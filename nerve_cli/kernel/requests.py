@@ -48,7 +48,10 @@ class Target(Protocol):
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
-    def emit(self, channel: str, payload: Any) -> list[str]: ...
+    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+        """Resolves to (StoredEvent, woken senses) once the event is committed."""
+
+    def events_stored(self, channel: str | None) -> int: ...
 
     def pump(self) -> None: ...
 
@@ -164,6 +167,7 @@ def _last_signal(engine: Target, sense: str, result: dict) -> dict:
 
 
 async def _emit(engine: Target, request: dict) -> dict:
+    """Answered only once the event is committed to data/events.db (and its listeners are woken)."""
     channel = request.get("channel")
     problem = channel_problem(channel)
     if problem is not None:
@@ -171,8 +175,15 @@ async def _emit(engine: Target, request: dict) -> dict:
         raise NerveError(f"emit needs a channel name: {problem} ({shown})")
     if channel in engine.config.senses or channel == HEALTH_SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
-    targets = engine.emit(channel, request.get("payload"))
-    return {"channel": channel, "triggered": targets}
+    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"))
+    return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
+            "triggered": woken}
+
+
+async def _events_stored(engine: Target, request: dict) -> dict:
+    """`nerve emit` stored events itself while this engine was starting: log them and wake their listeners."""
+    channel = request.get("channel")
+    return {"logged": engine.events_stored(channel if isinstance(channel, str) else None)}
 
 
 async def _start_thread(engine: Target, request: dict) -> dict:
@@ -251,4 +262,4 @@ def status(engine: Target) -> dict:
 
 
 _OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
-        "answer_thread": _answer_thread, "reset": _reset}
+        "answer_thread": _answer_thread, "reset": _reset, "events_stored": _events_stored}

@@ -22,8 +22,6 @@ from nerve_cli.kernel.process import WorkerProcess, worker_argv
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
 
-BACKOFF_FIRST = 0.5
-BACKOFF_MAX = 30.0
 STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
 READY_TIMEOUT = 30.0
 
@@ -72,6 +70,7 @@ class GroupSupervisor:
         self.worker: WorkerProcess | None = None
         self.inflight: dict[int, Inflight] = {}
         self.loaded: set[str] = set()
+        self.takers: set[str] = set()  # loaded senses whose compute takes `trigger` (receives events)
         self.failed: dict[str, protocol.ErrorInfo] = {}
         self.failed_since: dict[str, float] = {}  # sense → when it first failed to load (kept across respawns)
         self.restarts = 0
@@ -141,6 +140,7 @@ class GroupSupervisor:
         self.loaded, self.failed = set(ready.senses), dict(ready.failed)
         now = self.clock()
         self.failed_since = {s: self.failed_since.get(s, now) for s in self.failed}
+        self.takers = set(ready.takes_trigger)
         self.state = "ready"
         self.hooks.group_event(self.group, "worker_started", {
             "pid": worker.pid, "senses": sorted(self.loaded), "restarts": self.restarts,
@@ -176,7 +176,8 @@ class GroupSupervisor:
             self.state = "stopped"
             return
         self.failures = 0 if lived >= STABLE_AFTER else self.failures + 1
-        delay = min(BACKOFF_MAX, BACKOFF_FIRST * (2 ** max(0, self.failures - 1))) if self.failures else BACKOFF_FIRST
+        first, most = self.config.engine.respawn_backoff_first, self.config.engine.respawn_backoff_max
+        delay = min(most, first * (2 ** max(0, self.failures - 1))) if self.failures else first
         self.restarts += 1
         self.hooks.group_event(self.group, "worker_exited", {
             "pid": worker.pid, "why": why, "code": worker.returncode, "respawn_in": delay,
@@ -246,7 +247,7 @@ class GroupSupervisor:
             return set()
         return self.loaded
 
-    def compute(self, compute_id: int, sense: str, reason: str) -> bool:
+    def compute(self, compute_id: int, sense: str, reason: str, sources: dict[str, str] | None = None) -> bool:
         worker = self.worker
         if self.state != "ready" or worker is None:
             return False
@@ -259,7 +260,7 @@ class GroupSupervisor:
             if inflight.deadline < self._deadlines_at:
                 self._arm_deadlines(loop, inflight.deadline)
         self.inflight[compute_id] = inflight
-        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason)):
+        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason, sources=sources)):
             self.inflight.pop(compute_id, None)
             inflight.disarm()
             if worker.alive:

@@ -18,6 +18,8 @@ from nerve_cli.config.load import load_config
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import compute, engine_running
+from nerve_cli.kernel.delivery import sources_of
+from nerve_cli.kernel.ledger import Ledger
 from nerve_cli.senses.worker_client import SenseWorkerClient, WorkerGone
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
@@ -36,6 +38,7 @@ class ComputeResult:
     workflow: str | None = None
     via: str = "worker"  # worker | engine
     output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
+    signal_id: int | None = None  # its `_signals` row (standalone runs log it, as the engine does)
 
 
 def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
@@ -59,7 +62,8 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
                        log: bool = True) -> ComputeResult:
     """Spawn a worker for `name` alone, run one compute, stop the worker."""
-    settings = load_config(home).senses.get(name)
+    config = load_config(home)
+    settings = config.senses.get(name)
     if settings is None:
         raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
                          f"`nerve sense new {name}` creates one")
@@ -69,13 +73,15 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
     recorder = _Recorder(home, name) if log else None
     if recorder:
         recorder.start()
-    result = _run(home, name, settings.group, settings.timeout, settings.grace, stderr)
+    # its `on:` sources: a compute that takes `trigger` consumes its events here as it would under the engine
+    result = _run(home, name, settings.group, settings.timeout, settings.grace, stderr, sources_of(config).get(name))
     if recorder:
         recorder.finish(result)
     return result
 
 
-def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any) -> ComputeResult:
+def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any,
+         sources: dict[str, str] | None = None) -> ComputeResult:
     # By default the sense's own output passes through to our stderr, but not the worker's
     # log lines: what they say (e.g. a load failure) is in the result we render.
     forward = _user_output if stderr is None else None
@@ -85,7 +91,7 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
         if name in ready.failed:
             return ComputeResult(name, "error", error=ready.failed[name])
         compute_id = client.next_id()
-        client.send(Compute(compute_id, name, "demand"))
+        client.send(Compute(compute_id, name, "demand", sources))
         try:
             answer = client.answer(compute_id, timeout=soft)
         except TimeoutError:
@@ -103,7 +109,7 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
     printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
     if isinstance(answer, Signal):
         return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
-                             output=printed)
+                             output=printed, signal_id=answer.signal_id)
     if isinstance(answer, Error):
         return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error, output=printed)
     return ComputeResult(name, "silent", duration_ms=answer.duration_ms, output=printed)
@@ -133,12 +139,16 @@ class _Recorder:
             e = result.error
             entries.append(("error", {"sense": self.name, "message": e.message, "error_type": e.type,
                                       "traceback": e.traceback, "file": e.file, "line": e.line}))
-        entries.append(("run_complete", {"compute_id": 0, "outcome": result.outcome,
-                                         "duration_ms": result.duration_ms or 0.0, "reason": "demand",
-                                         "standalone": True}))
-        self._write(entries)
+        done = {"compute_id": 0, "outcome": result.outcome, "duration_ms": result.duration_ms or 0.0,
+                "reason": "demand", "standalone": True}
+        if result.signal_id is not None:
+            done["signal_id"] = result.signal_id
+        entries.append(("run_complete", done))
+        self._write(entries, result.signal_id)
 
-    def _write(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    def _write(self, entries: list[tuple[str, dict[str, Any]]], signal_id: int | None = None) -> None:
         with LogStore(self.path) as store:
             for kind, payload in entries:
-                store.append("system" if kind == "error" else "reflex", kind, self.name, payload)
+                # the signal's watermark goes with its row, so the next engine does not log it again
+                mark = Ledger.signal_mark(self.name, signal_id) if kind == "run_complete" and signal_id else None
+                store.append("system" if kind == "error" else "reflex", kind, self.name, payload, mark=mark)

@@ -1,6 +1,6 @@
 """Cold archive (RFC §5.4, DESIGN §7): move whole old UTC days out of the databases into JSONL.
 
-For each database (logs.db and every data/senses/<name>.db), one day at a time:
+For each database (logs.db, events.db and every data/senses/<name>.db), one day at a time:
 
 1. stream the day's rows into `<day>.jsonl.tmp`, fsync file and folder;
 2. in ONE transaction: delete exactly those rows (the delete must remove as
@@ -42,6 +42,8 @@ def databases(layout: Layout) -> list[tuple[str, Path, Path, bool]]:
     found = []
     if layout.logs_db.exists():
         found.append(("logs", layout.logs_db, layout.archive / "logs", True))
+    if layout.events_db.exists():  # archived like a sense database: its `_nerve_archive` names events(ts)
+        found.append(("events", layout.events_db, layout.archive / "events", False))
     if layout.sense_data.is_dir():
         for path in sorted(layout.sense_data.glob("*.db")):
             found.append((f"sense {path.stem}", path, layout.archive / "senses" / path.stem, False))

@@ -116,6 +116,7 @@ class LogStore:
         self._write_lock = threading.RLock()  # the connection: one transaction at a time (taken before _lock)
         # each op is (sql, params); kept in call order and written in that order
         self._ops: list[tuple[str, tuple]] = []
+        self._marks: dict[str, int] = {}  # meta key → highest id whose log row is in the buffer (see mark)
         self._completions: dict[str, int] = {}
         self._dirty: set[str] = set()  # senses whose last completion is not in meta yet
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'run_counter'").fetchone()
@@ -129,10 +130,14 @@ class LogStore:
         ref_id: str | None = None,
         payload: dict | None = None,
         ts: int | None = None,
+        mark: tuple[str, int] | None = None,
     ) -> None:
+        """Buffer one row; `mark=(key, id)` raises that watermark in the same transaction (see `mark`)."""
         ts = now_ms() if ts is None else ts
         with self._lock:
             self._ops.append((_INSERT_LOG, (source, type, ref_id, dumps(payload), ts)))
+            if mark is not None and mark[1] > self._marks.get(mark[0], -1):
+                self._marks[mark[0]] = mark[1]
             if type == "run_complete" and ref_id:
                 # kept in meta so a restart finds interval anchors without scanning logs; written once
                 # per sense per flush (in the same transaction as its rows), however often it ran
@@ -159,8 +164,18 @@ class LogStore:
         with self._lock:
             self._ops.append((_SET_META, (key, str(value))))
 
+    def mark(self, key: str, value: int) -> None:
+        """Raise meta `key` to `value` in the same transaction as the rows buffered so far.
+
+        A watermark of what is logged (e.g. the last signal id of a sense whose
+        run_complete row is written): one meta write per flush, not per row.
+        """
+        with self._lock:
+            if value > self._marks.get(key, -1):
+                self._marks[key] = value
+
     def pending(self) -> int:
-        return len(self._ops) + len(self._dirty)
+        return len(self._ops) + len(self._dirty) + len(self._marks)
 
     def flush(self) -> int:
         """Write every buffered op in one transaction, in order. Returns the number of log rows.
@@ -176,14 +191,15 @@ class LogStore:
                 ops, self._ops = self._ops, []
                 dirty, self._dirty = self._dirty, set()
                 anchors = [(LAST_COMPLETE + sense, str(self._completions[sense])) for sense in dirty]
-            if not ops and not anchors:
+                marks, self._marks = self._marks, {}
+            if not ops and not anchors and not marks:
                 return 0
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 for sql, rows in _runs(ops):  # consecutive ops of one statement go in one executemany
                     self._conn.executemany(sql, rows)
-                if anchors:
-                    self._conn.executemany(_SET_META, anchors)
+                if anchors or marks:
+                    self._conn.executemany(_SET_META, anchors + [(k, str(v)) for k, v in marks.items()])
                 self._conn.execute("COMMIT")
             except sqlite3.Error:
                 if self._conn.in_transaction:
@@ -191,6 +207,8 @@ class LogStore:
                 with self._lock:
                     self._ops = ops + self._ops
                     self._dirty |= dirty
+                    for key, value in marks.items():
+                        self._marks[key] = max(value, self._marks.get(key, -1))
                 raise
             return sum(1 for sql, _ in ops if sql == _INSERT_LOG)
 
@@ -200,6 +218,14 @@ class LogStore:
             self.flush()
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             return row[0] if row else None
+
+    def meta_with_prefix(self, prefix: str) -> dict[str, str]:
+        """meta keys starting with `prefix` (prefix removed) → value."""
+        with self._write_lock:
+            self.flush()
+            rows = self._conn.execute("SELECT substr(key, ?), value FROM meta WHERE substr(key, 1, ?) = ?",
+                                      (len(prefix) + 1, len(prefix), prefix))
+            return dict(rows.fetchall())
 
     def last_completions(self) -> dict[str, int]:
         """sense → ts (ms) of its last `reflex/run_complete`, from meta, else from the logs."""

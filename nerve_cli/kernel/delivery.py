@@ -1,0 +1,82 @@
+"""When a listener must run again to receive its events (the kernel's half of exactly-once delivery).
+
+The worker reads a compute's events and moves its cursors inside the
+compute's transaction (`worker.events`); the kernel only decides *when* a
+listener runs. Besides the usual `on:` trigger, it runs one again when:
+
+- its compute answered `more` (a batch limit left events waiting): at once;
+- its compute failed, timed out or was lost with its worker, and the files say
+  it still has unconsumed events: at once (the failure back-off spaces
+  repeated failures) — reason `retry`;
+- its worker (re)started (engine start, respawn, hot reload) and it has
+  unconsumed events: this is how events emitted while the engine was stopped,
+  or while the listener's worker was down, are delivered — reason `backlog`;
+- a reload gave it new sources that already hold events.
+
+Only senses whose compute takes `trigger` are listeners in this sense (the
+worker says which in `Ready`); the others run exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Callable, Iterable
+
+from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
+from nerve_cli.store.events import has_backlog
+
+
+def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
+    """listener → {source: "sense" | "channel"}, from the active reflexes, in `on:` order."""
+    out: dict[str, dict[str, str]] = {}
+    for reflex in config.active_reflexes():
+        for source in reflex.on:
+            kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
+            out.setdefault(reflex.sense, {})[source] = kind
+    return out
+
+
+class Delivery:
+    def __init__(self, data: Path, config: NerveConfig, trigger: Callable[[str, str], None]) -> None:
+        """`trigger(sense, reason)` asks the scheduler for one more compute and pumps."""
+        self.data = Path(data)
+        self.trigger = trigger
+        self.sources: dict[str, dict[str, str]] = sources_of(config)
+        self.takers: set[str] = set()
+
+    def apply_config(self, config: NerveConfig) -> None:
+        old, self.sources = self.sources, sources_of(config)
+        changed = [s for s in self.sources if self.sources[s] != old.get(s)]
+        self.check(changed, "backlog")
+
+    def sources_for(self, sense: str) -> dict[str, str] | None:
+        return self.sources.get(sense)
+
+    def ready(self, senses: Iterable[str], takers: Iterable[str]) -> None:
+        """A worker is up with `senses` loaded, `takers` of them taking `trigger`."""
+        senses = set(senses)
+        self.takers = (self.takers - senses) | set(takers)
+        self.check(sorted(set(takers) & senses), "backlog")
+
+    def answered(self, sense: str, more: bool) -> None:
+        if more:
+            self.trigger(sense, "backlog")
+
+    def failed(self, sense: str) -> None:
+        self.check([sense], "retry")
+
+    def check(self, senses: Iterable[str], reason: str) -> None:
+        """Trigger each listener that has unconsumed events (the files are read off the loop)."""
+        wanted = [(s, dict(self.sources[s])) for s in senses if s in self.takers and self.sources.get(s)]
+        if not wanted:
+            return
+        loop = asyncio.get_running_loop()
+        for sense, sources in wanted:
+            done = loop.run_in_executor(None, has_backlog, self.data, sense, sources)
+            done.add_done_callback(lambda f, s=sense: self._checked(s, reason, f))
+
+    def _checked(self, sense: str, reason: str, done: asyncio.Future) -> None:
+        if done.cancelled() or done.exception() is not None or not done.result():
+            return
+        self.trigger(sense, reason)

@@ -1,0 +1,127 @@
+"""Send events to a running engine the way a tight-looped script would, and read what listeners stored."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+STORE_SCHEMA = """
+from nerve_cli.sdk import table
+
+@table(pk="n")
+class Got:
+    n: int
+    event_id: int
+    payload: str
+"""
+
+# Stores each event it receives, one row per event, numbered in arrival order.
+STORE = """
+import json, time
+from .schema import Got
+
+def compute(db, peers, trigger):
+    time.sleep(SLOW)
+    n = db.query("SELECT count(*) AS c FROM got")[0]["c"]
+    for i, e in enumerate(trigger.events):
+        db.insert(Got(n=n + i, event_id=e.id, payload=json.dumps(e.payload)))
+    return {"events": len(trigger.events), "reason": trigger.reason}
+"""
+
+
+def store_sense(slow: float = 0.0) -> str:
+    return STORE.replace("SLOW", repr(slow))
+
+
+class Emitter:
+    """One control-socket connection; `emit` returns only once the engine acknowledged (committed) the event.
+
+    With `retry`, a refused or broken connection (engine killed or restarting)
+    is retried until `deadline`, with the same key, so an event whose answer was
+    lost is not stored twice.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "data" / "nerve.sock"
+        self.sock: socket.socket | None = None
+        self.buf = b""
+        self.acked: list[dict] = []
+
+    def _connect(self) -> socket.socket:
+        if self.sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(10)
+            sock.connect(str(self.path))
+            self.sock, self.buf = sock, b""
+        return self.sock
+
+    def request(self, body: dict) -> dict:
+        sock = self._connect()
+        sock.sendall(json.dumps(body).encode() + b"\n")
+        while b"\n" not in self.buf:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("engine closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def emit(self, channel: str, payload: Any, key: str | None = None, *, retry_for: float = 0.0) -> dict:
+        deadline = time.monotonic() + retry_for
+        while True:
+            try:
+                answer = self.request({"op": "emit", "channel": channel, "payload": payload, "key": key})
+                if answer.get("ok"):
+                    self.acked.append(answer)
+                return answer
+            except (OSError, ConnectionError, ValueError):
+                self.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def got(home: Path, sense: str) -> list[tuple[int, int, Any]]:
+    """(n, event_id, payload) rows a store sense kept, in order."""
+    path = home / "data" / "senses" / f"{sense}.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT n, event_id, payload FROM got ORDER BY n").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [(n, i, json.loads(p)) for n, i, p in rows]
+
+
+def events_db(home: Path, sql: str = "SELECT id, channel, payload, key FROM events ORDER BY id") -> list[tuple]:
+    path = home / "data" / "events.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def worker_pid(engine, group: str) -> int | None:
+    try:
+        workers = engine.status()["workers"]
+    except Exception:
+        return None
+    for w in workers:
+        if w["group"] == group and w["state"] == "ready":
+            return w["pid"]
+    return None

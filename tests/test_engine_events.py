@@ -1,0 +1,260 @@
+"""Events that carry data, on the real engine: every trigger reaches its compute, exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance, write_sense
+from eventkit import STORE_SCHEMA, Emitter, events_db, got, store_sense, worker_pid
+from nerve_cli.schema.migrate import generate_migration
+
+# Kills and retries must not be slowed by the guard rails meant for real failures.
+FAST_RECOVERY = """
+engine:
+  respawn_backoff_first: 50ms
+  respawn_backoff_max: 50ms
+  failure_backoff_after: 1000
+  quarantine_after: 1000
+"""
+
+
+def store_instance(home: Path, extra_config: str = "", *, slow: float = 0.0, channel: str = "burst",
+                   reflex: str = "") -> Path:
+    write_instance(home, f"""
+        {FAST_RECOVERY}
+        senses:
+          store: {{group: listeners}}
+        reflexes:
+          - {{sense: store, on: [{channel}]{reflex}}}
+        {extra_config}
+    """.replace("\n        ", "\n"), {})
+    write_sense(home, "store", store_sense(slow), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    return home
+
+
+def payloads(home: Path) -> list:
+    return [p for _, _, p in got(home, "store")]
+
+
+def test_a_burst_to_a_slow_listener_is_stored_exactly_once_in_order(home: Path) -> None:
+    store_instance(home, slow=0.02)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        for i in range(1000):
+            answer = emitter.emit("burst", {"i": i})
+            assert answer["ok"] and answer["event_id"] == i + 1, answer
+        emitter.close()
+        wait_for(lambda: len(got(home, "store")) >= 1000, 30, what="the listener to store 1,000 events")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == [{"i": i} for i in range(1000)]
+    runs = [c["payload"] for c in completes(home, "store")]
+    assert sum(r.get("events", 0) for r in runs) == 1000
+    assert len(runs) < 1000  # a slow listener gets the burst in batches, not one compute per event
+
+
+@pytest.mark.timeout(120)
+def test_listener_worker_killed_20_times_during_the_burst_loses_and_repeats_nothing(home: Path) -> None:
+    store_instance(home, slow=0.005)
+    rng = random.Random(11)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        sent = threading.Event()
+
+        def burst() -> None:
+            for i in range(1000):
+                assert emitter.emit("burst", {"i": i})["ok"]
+                time.sleep(0.008)  # spread over seconds, so the kills land during the burst
+            sent.set()
+
+        sender = threading.Thread(target=burst)
+        sender.start()
+        kills = 0
+        while kills < 20:
+            pid = wait_for(lambda: worker_pid(engine, "listeners"), 10, what="the listener's worker")
+            time.sleep(rng.uniform(0.0, 0.15))
+            try:
+                os.kill(pid, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+            wait_for(lambda: worker_pid(engine, "listeners") not in (None, pid), 10, what="a respawn")
+        sender.join(60)
+        assert sent.is_set()
+        emitter.close()
+        wait_for(lambda: len(got(home, "store")) >= 1000, 30, what="the listener to catch up")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == [{"i": i} for i in range(1000)]
+    assert len([e for e in read_logs(home, "system", "worker_exited") if e["ref"] == "listeners"]) >= 20
+
+
+@pytest.mark.timeout(180)
+def test_kernel_killed_5_times_mid_burst_loses_and_repeats_nothing(home: Path) -> None:
+    store_instance(home, slow=0.002)
+    rng = random.Random(5)
+    engines = [RunningEngine(home)]
+    engines[0].wait_ready()
+    done = threading.Event()
+
+    def killer() -> None:  # kill -9 the kernel at random moments while the burst goes on, and restart it
+        for _ in range(5):
+            time.sleep(rng.uniform(0.2, 0.8))
+            if done.is_set():
+                return
+            engines[-1].proc.kill()
+            engines[-1].proc.wait(10)
+            engines.append(RunningEngine(home))
+            engines[-1].wait_ready()
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    emitter = Emitter(home)
+    try:
+        for i in range(1000):
+            # the same key after a lost answer: stored once, whatever happened to the first try
+            answer = emitter.emit("burst", {"i": i}, key=f"e{i}", retry_for=30)
+            assert answer["ok"], answer
+            time.sleep(0.003)
+        thread.join(60)
+        done.set()
+        wait_for(lambda: len(got(home, "store")) >= 1000, 60, what="the listener to catch up")
+        code, out = engines[-1].stop()
+        assert code == 0, out
+    finally:
+        done.set()
+        emitter.close()
+        for engine in engines:
+            engine.__exit__()
+    assert len(engines) == 6, "the burst ended before five kills"
+    assert payloads(home) == [{"i": i} for i in range(1000)]
+    assert [k for *_, k in events_db(home)] == [f"e{i}" for i in range(1000)]
+    assert len(read_logs(home, "system", "engine_started")) == 6
+
+
+def test_a_raising_compute_gets_the_event_again_and_consumes_it_once_fixed(home: Path) -> None:
+    store_instance(home)
+    write_instance(home, """
+        engine:
+          failure_backoff_after: 2
+          failure_backoff_first: 200ms
+          failure_backoff_max: 200ms
+        senses:
+          store: {group: listeners}
+        reflexes:
+          - {sense: store, on: [burst]}
+    """, {})
+    code = store_sense().replace("def compute(db, peers, trigger):\n",
+                                 "def compute(db, peers, trigger):\n"
+                                 "    if any(e.payload == 500 for e in trigger.events):\n"
+                                 "        raise ValueError('cannot take event 500')\n")
+    (home / "senses" / "store" / "sense.py").write_text(code)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        for i in range(1000):
+            assert emitter.emit("burst", i)["ok"]
+        emitter.close()
+        wait_for(lambda: len(errors(home, "store")) >= 3, 20, what="event 500 to fail more than once")
+        stuck = payloads(home)  # batches before the one holding 500 committed; nothing after it was skipped
+        assert stuck == list(range(len(stuck))) and len(stuck) <= 500
+        (home / "senses" / "store" / "sense.py").write_text(store_sense())  # fixed; hot reload picks it up
+        wait_for(lambda: len(got(home, "store")) >= 1000, 30, what="the fixed code to consume the rest")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == list(range(1000))
+    assert all("cannot take event 500" in e["payload"]["message"] for e in errors(home, "store"))
+
+
+def test_a_sense_on_another_sense_receives_its_signal_payloads(home: Path) -> None:
+    write_instance(home, f"""
+        senses:
+          counter: {{group: a}}
+          store: {{group: b}}
+        reflexes:
+          - {{sense: counter, on: [tick]}}
+          - {{sense: store, on: [counter]}}
+    """, {"counter": "def compute(db, peers, trigger):\n"
+                     "    return {'tick': trigger.events[-1].payload, 'n': len(trigger.events)}\n"})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        emitter = Emitter(home)
+        for i in range(5):
+            assert emitter.emit("tick", i)["ok"]
+            wait_for(lambda: len(got(home, "store")) > i, 10, what=f"store to receive counter's signal {i}")
+        emitter.close()
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == [{"tick": i, "n": 1} for i in range(5)]
+
+
+def test_emit_with_the_engine_stopped_is_delivered_at_the_next_start(home: Path) -> None:
+    store_instance(home)
+    result = nerve("emit", "burst", '{"id": 7}', home=home)
+    assert result.returncode == 0, result.stderr
+    assert "no engine is running" in result.stdout and "delivered to store when the engine starts" in result.stdout
+    piped = nerve("emit", "burst", "-", "--json", home=home, stdin='{"id": 8}')
+    assert json.loads(piped.stdout)["delivered"] == "at next start"
+    assert got(home, "store") == []
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(got(home, "store")) == 2, 15, what="the stored events to be delivered")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == [{"id": 7}, {"id": 8}]
+    logged = read_logs(home, "signal", "emit", "burst")
+    assert [(r["payload"]["event_id"], r["payload"]["payload"]) for r in logged] == [(1, {"id": 7}), (2, {"id": 8})]
+    assert completes(home, "store")[0]["payload"]["reason"] == "backlog"
+
+
+@pytest.mark.parametrize("running", [True, False], ids=["engine", "no-engine"])
+def test_an_oversized_or_non_json_payload_is_refused_and_nothing_is_stored(home: Path, running: bool) -> None:
+    store_instance(home)
+    big = json.dumps({"blob": "x" * (1024 * 1024)})
+    engine = RunningEngine(home) if running else None
+    try:
+        if engine:
+            engine.wait_ready()
+        too_big = nerve("emit", "burst", "-", home=home, stdin=big)
+        assert too_big.returncode == 1 and "the limit is 1,048,576 bytes" in too_big.stderr, too_big.stderr
+        not_json = nerve("emit", "burst", "{id: 7", home=home)
+        assert not_json.returncode == 1 and "is not valid JSON" in not_json.stderr
+        empty = nerve("emit", "burst", "-", home=home, stdin="")
+        assert empty.returncode == 1 and "stdin was empty" in empty.stderr
+        if engine:  # the socket applies the same limit to a client that skips the CLI
+            answer = Emitter(home).emit("burst", {"blob": "x" * (1024 * 1024)})
+            assert not answer["ok"] and "limit is 1,048,576 bytes" in answer["error"]
+    finally:
+        if engine:
+            engine.stop()
+    assert events_db(home) == []
+    assert read_logs(home, "signal", "emit") == []
+
+
+def test_a_debounced_burst_of_50_is_one_compute_that_receives_50_events(home: Path) -> None:
+    store_instance(home, reflex=", debounce: 300ms")
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        for i in range(50):
+            assert emitter.emit("burst", i)["ok"]
+        emitter.close()
+        wait_for(lambda: completes(home, "store"), 10, what="the debounced compute")
+        code, out = engine.stop()
+    assert code == 0, out
+    runs = [c["payload"] for c in completes(home, "store")]
+    assert len(runs) == 1 and runs[0]["events"] == 50 and runs[0]["reason"] == "on burst (debounced)"
+    assert payloads(home) == list(range(50))
