@@ -26,17 +26,22 @@ Name = Annotated[str, typer.Argument(help="Name of the new sense.")]
 def new(
     name: Name,
     group: Annotated[str, typer.Option("--group", help="Worker group to run it in.")] = "default",
+    recipe: Annotated[Optional[str], typer.Option(
+        "--from", help="Start from a recipe: projection, reaction, wait-all, merge or switch.")] = None,
+    on: Annotated[Optional[str], typer.Option(
+        "--on", help="Comma-separated senses or channels it listens to (instead of running every 1m).")] = None,
     home: HomeOption = None,
 ) -> None:
     """Scaffold a new sense, generate its first migration, register and commit it.
 
-    Example: nerve sense new open-prs --group github
+    Example: nerve sense new open-tasks --from projection --on task.created,task.closed
     """
     from nerve_cli.home import require_instance
     from nerve_cli.senses.scaffold import new_sense
 
     where = require_instance(home)
-    _render_new(where, new_sense(where, name, group))
+    sources = tuple(s.strip() for s in (on or "").split(",") if s.strip())
+    _render_new(where, new_sense(where, name, group, recipe=recipe, on=sources))
 
 
 @app.command("list")
@@ -161,13 +166,16 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
 def _render_new(home, result) -> None:
     from nerve_cli.cli.output import info, notes
 
-    info(f"Created sense `{result.name}` (group {result.group}):", style="bold")
+    recipe = f" from the {result.recipe} recipe" if result.recipe else ""
+    info(f"Created sense `{result.name}` (group {result.group}){recipe}:", style="bold")
     for path in result.files:
         info(f"  {path.relative_to(home)}")
-    info(f"  nerve.yaml: senses.{result.name}, and a reflex running it every 1m")
+    when = f"on {', '.join(result.on)}" if result.on else "every 1m"
+    info(f"  nerve.yaml: senses.{result.name}, and a reflex running it {when}")
     notes(result.notes)
     if result.commit:
-        info(f"Committed {result.commit[:8]} \"nerve: sense new {result.name}\".")
+        recipe = f" --from {result.recipe}" if result.recipe else ""
+        info(f"Committed {result.commit[:8]} \"nerve: sense new {result.name}{recipe}\".")
     info("Next:")
     info(f"  edit     senses/{result.name}/sense.py")
     info(f"  tables   senses/{result.name}/schema.py, then: nerve sense migrate {result.name}")

@@ -1,7 +1,10 @@
 """`nerve sense new`: write senses/<name>/ from templates/sense/, its first migration, register it, commit.
 
-A failure before the nerve.yaml edit removes the half-written folder, so the
-command can simply be run again.
+`--from RECIPE` writes templates/recipes/<recipe>/ instead (projection,
+reaction, wait-all, merge, switch: patterns of the neighbouring designs on the
+events contract), and `--on` registers a reflex on those sources instead of
+the 1m interval. A failure before the nerve.yaml edit removes the
+half-written folder, so the command can simply be run again.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from nerve_cli.home import Layout
 from nerve_cli.instance.change import Change
 from nerve_cli.instance.scaffold import templates_dir
 from nerve_cli.schema.migrate import generate_migration
+from nerve_cli.store.events import EventError, check_channel
 
 TEMPLATE_FILES = ("schema.py", "sense.py")
 DEFAULT_INTERVAL = "1m"
+RECIPES = ("projection", "reaction", "wait-all", "merge", "switch")
+JOINS = ("wait-all", "merge")  # recipes that combine several sources
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,30 @@ class NewSense:
     migration: Path | None
     commit: str | None  # sha, or None when the instance is not a git repo
     notes: tuple[str, ...] = ()  # e.g. that uncommitted edits of nerve.yaml were committed separately first
+    recipe: str | None = None
+    on: tuple[str, ...] = ()  # the reflex's sources; empty: the 1m interval
 
 
-def sense_template_dir() -> Path:
-    return templates_dir("sense")
+def sense_template_dir(recipe: str | None = None) -> Path:
+    return templates_dir("sense") if recipe is None else templates_dir("recipes") / recipe
+
+
+def check_recipe(name: str, recipe: str | None, on: tuple[str, ...]) -> None:
+    """A known recipe with the sources it needs; sources that are names a reflex could list."""
+    if recipe is not None and recipe not in RECIPES:
+        raise SenseError(f"unknown recipe {recipe!r}; --from takes one of: {', '.join(RECIPES)}")
+    for source in on:
+        try:
+            check_channel(source)
+        except EventError as exc:
+            raise SenseError(f"--on {source!r}: {exc}") from None
+        if source == name:
+            raise SenseError(f"--on {source}: a sense cannot listen to its own signals here; list other sources")
+    if recipe is not None and not on:
+        example = "task.created,task.closed" if recipe in JOINS else "task.created"
+        raise SenseError(f"--from {recipe} listens to events: give its sources with --on, e.g. --on {example}")
+    if recipe in JOINS and len(set(on)) < 2:
+        raise SenseError(f"--from {recipe} combines several sources: give two or more with --on, e.g. --on a,b")
 
 
 def check_new_sense(home: Path, name: str, group: str) -> None:
@@ -62,28 +88,32 @@ def render(template: str, name: str) -> str:
     return template.replace("{{name}}", name)
 
 
-def new_sense(home: Path, name: str, group: str = "default") -> NewSense:
-    """Scaffold, migrate, register (reflex: every 1m) and commit a new sense."""
+def new_sense(home: Path, name: str, group: str = "default", *, recipe: str | None = None,
+              on: tuple[str, ...] = ()) -> NewSense:
+    """Scaffold (from the template or a recipe), migrate, register (every 1m, or `on:` sources) and commit."""
     home = Path(home)
+    on = tuple(dict.fromkeys(on))
     check_new_sense(home, name, group)
+    check_recipe(name, recipe, on)
     layout = Layout(home)
     folder = layout.sense_dir(name)
-    change = Change(home, f"sense new {name}", [layout.config, folder])
+    change = Change(home, f"sense new {name}" + (f" --from {recipe}" if recipe else ""), [layout.config, folder])
     change.protect()
+    reflex = {"sense": name, "on": list(on)} if on else {"sense": name, "interval": DEFAULT_INTERVAL}
     try:
-        written = _write_files(folder, name)
+        written = _write_files(folder, name, recipe)
         migration = generate_migration(folder)
-        add_sense(home, name, {"group": group}, reflex={"sense": name, "interval": DEFAULT_INTERVAL})
+        add_sense(home, name, {"group": group}, reflex=reflex)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     files = tuple(written + ([migration] if migration else []))
     sha = change.commit([*files, layout.config])
-    return NewSense(name, group, folder, files, migration, sha, tuple(change.notes()))
+    return NewSense(name, group, folder, files, migration, sha, tuple(change.notes()), recipe, on)
 
 
-def _write_files(folder: Path, name: str) -> list[Path]:
-    template = sense_template_dir()
+def _write_files(folder: Path, name: str, recipe: str | None = None) -> list[Path]:
+    template = sense_template_dir(recipe)
     (folder / "migrations").mkdir(parents=True)
     out = []
     for filename in TEMPLATE_FILES:

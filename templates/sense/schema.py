@@ -11,3 +11,5 @@ from nerve_cli.sdk import table
 class Reading:
     ts: int  # unix ms
     count: int  # how many times this sense has produced a signal
+    reason: str  # why that compute ran (trigger.reason: interval, signal, demand, ...)
+    events: int  # how many events of its `on:` sources it received
