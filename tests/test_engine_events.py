@@ -258,3 +258,17 @@ def test_a_debounced_burst_of_50_is_one_compute_that_receives_50_events(home: Pa
     runs = [c["payload"] for c in completes(home, "store")]
     assert len(runs) == 1 and runs[0]["events"] == 50 and runs[0]["reason"] == "on burst (debounced)"
     assert payloads(home) == list(range(50))
+
+
+def test_a_source_added_by_reload_delivers_the_events_already_waiting(home: Path) -> None:
+    store_instance(home, channel="first")
+    early = nerve("emit", "late", '"waiting"', home=home)
+    assert "no enabled reflex listens to it yet" in early.stdout
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        config = home / "nerve.yaml"
+        config.write_text(config.read_text().replace("on: [first]", "on: [first, late]"))
+        wait_for(lambda: payloads(home) == ["waiting"], 15, what="the waiting event after the reload")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert completes(home, "store")[0]["payload"]["reason"] == "backlog"

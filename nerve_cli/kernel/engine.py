@@ -207,6 +207,7 @@ class Engine:
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.scheduler.apply_config(config, completions, now=time.time())
         self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
+        self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
 
     def config_applied(self) -> None:
         if self.workflows is not None:
