@@ -190,3 +190,15 @@ def test_backup_of_data_is_as_private_as_data(instance: Path, tmp_path: Path) ->
     assert files["data/archive/logs/2026-01-01.jsonl"] == 0o600 and files["data/blobs/ab/abcd"] == 0o400
     assert all(m in (0o600, 0o400) for m in files.values()), files
     assert mode(copy / "nerve.yaml") == mode(instance / "nerve.yaml")  # outside data/: as it was
+
+
+def test_datasette_shows_events_once_there_are_any(instance: Path) -> None:
+    from nerve_cli.instance.datasette import databases, metadata
+    from nerve_cli.store.events import store_event
+
+    layout = Layout(instance)
+    assert layout.events_db not in databases(layout)  # no emit yet: no events.db
+    store_event(layout.events_db, "task.created", {"id": 7})
+    assert layout.events_db in databases(layout)
+    tables = metadata(layout)["databases"]["events"]["tables"]
+    assert not tables["events_view"].get("hidden") and tables["_nerve_archive"]["hidden"]

@@ -47,6 +47,14 @@ SENSE_TABLES: dict[str, Any] = {
                                            "_nerve_cursors", "sqlite_sequence")},
 }
 
+EVENTS_TABLES: dict[str, Any] = {
+    "events_view": {"description": "Every external event (`nerve emit`), committed before it was acknowledged",
+                    "sort_desc": "id", "columns": {"time": TIME, "channel": "the channel it was sent to",
+                                                   "payload": "its payload, as JSON",
+                                                   "key": "the sender's idempotency key, if any", "ts": TS}},
+    **{name: {"hidden": True} for name in ("_nerve_archive", "_nerve_meta", "sqlite_sequence")},
+}
+
 QUERIES = {
     "recent_errors": {
         "title": "Recent errors",
@@ -75,8 +83,8 @@ QUERIES = {
 
 
 def databases(layout: Layout) -> list[Path]:
-    """logs.db first, then every sense database, by name."""
-    found = [layout.logs_db] if layout.logs_db.is_file() else []
+    """logs.db first, events.db, then every sense database, by name."""
+    found = [db for db in (layout.logs_db, layout.events_db) if db.is_file()]
     if layout.sense_data.is_dir():
         found += sorted(layout.sense_data.glob("*.db"))
     return found
@@ -89,6 +97,8 @@ def metadata(layout: Layout) -> dict[str, Any]:
         if path == layout.logs_db:
             dbs["logs"] = {"description": "The engine's log and workflow threads", "tables": LOGS_TABLES,
                            "queries": QUERIES}
+        elif path == layout.events_db:
+            dbs["events"] = {"description": "External events sent to channels", "tables": EVENTS_TABLES}
         else:
             dbs[path.stem] = {"description": f"Sense {path.stem}: its own tables and its signals",
                               "tables": SENSE_TABLES}

@@ -27,7 +27,7 @@ OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
 class EmitDesk:
     def __init__(self, path: Path, on_stored: OnStored) -> None:
         self.path = Path(path)
-        self.store = EventStore(self.path)
+        self.store: EventStore | None = None  # opened by the first emit: no events, no events.db
         self.on_stored = on_stored
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
         self._queue: list[tuple[str, str | None, str | None, Any, asyncio.Future]] = []
@@ -48,8 +48,14 @@ class EmitDesk:
     def _write(self) -> None:
         batch, self._queue = self._queue, []
         loop = asyncio.get_running_loop()
-        self._writing = loop.run_in_executor(self._executor, self.store.append, [b[:3] for b in batch])
+        self._writing = loop.run_in_executor(self._executor, self._append, [b[:3] for b in batch])
         self._writing.add_done_callback(lambda done: self._written(batch, done))
+
+    def _append(self, items: list[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
+        """In the writer thread."""
+        if self.store is None:
+            self.store = EventStore(self.path)
+        return self.store.append(items)
 
     def _written(self, batch: list, done: asyncio.Future) -> None:
         self._writing = None
@@ -76,4 +82,5 @@ class EmitDesk:
             await asyncio.wait([self._writing])
             await asyncio.sleep(0)  # let _written run (and start the next batch, if any)
         self._executor.shutdown(wait=True)
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
