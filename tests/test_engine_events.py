@@ -15,6 +15,7 @@ import pytest
 from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, events_db, got, store_sense, worker_pid
 from nerve_cli.schema.migrate import generate_migration
+from nerve_cli.wire.protocol import MAX_PAYLOAD
 
 # Kills and retries must not be slowed by the guard rails meant for real failures.
 FAST_RECOVERY = """
@@ -223,20 +224,20 @@ def test_emit_with_the_engine_stopped_is_delivered_at_the_next_start(home: Path)
 @pytest.mark.parametrize("running", [True, False], ids=["engine", "no-engine"])
 def test_an_oversized_or_non_json_payload_is_refused_and_nothing_is_stored(home: Path, running: bool) -> None:
     store_instance(home)
-    big = json.dumps({"blob": "x" * (1024 * 1024)})
+    big = json.dumps({"blob": "x" * MAX_PAYLOAD})
     engine = RunningEngine(home) if running else None
     try:
         if engine:
             engine.wait_ready()
         too_big = nerve("emit", "burst", "-", home=home, stdin=big)
-        assert too_big.returncode == 1 and "the limit is 1,048,576 bytes" in too_big.stderr, too_big.stderr
+        assert too_big.returncode == 1 and "the payload read from stdin is 15.9 MiB of JSON" in too_big.stderr, too_big.stderr
         not_json = nerve("emit", "burst", "{id: 7", home=home)
         assert not_json.returncode == 1 and "is not valid JSON" in not_json.stderr
         empty = nerve("emit", "burst", "-", home=home, stdin="")
         assert empty.returncode == 1 and "stdin was empty" in empty.stderr
         if engine:  # the socket applies the same limit to a client that skips the CLI
-            answer = Emitter(home).emit("burst", {"blob": "x" * (1024 * 1024)})
-            assert not answer["ok"] and "limit is 1,048,576 bytes" in answer["error"]
+            answer = Emitter(home).emit("burst", {"blob": "x" * MAX_PAYLOAD})
+            assert not answer["ok"] and "at most 16,711,680 bytes" in answer["error"], answer
     finally:
         if engine:
             engine.stop()

@@ -169,7 +169,8 @@ def test_an_oversized_signal_payload_is_refused_before_commit(home: Path) -> Non
         cid = client.next_id()
         client.send(Compute(cid, "big", "demand"))
         answer = client.answer(cid, timeout=20)
-    assert isinstance(answer, Error) and "limit is 1,048,576 bytes" in answer.error.message
+    assert isinstance(answer, Error) and answer.error.type == "PayloadTooLarge"
+    assert f"({MAX_PAYLOAD + 3:,} bytes)" in answer.error.message and "at most 16,711,680 bytes" in answer.error.message
     assert answer.error.file == "senses/big/sense.py"
     assert db_rows(home, "big", "SELECT count(*) FROM _signals") == [(0,)]
     assert db_rows(home, "big", "SELECT count(*) FROM sample") == [(0,)]

@@ -100,7 +100,7 @@ def encode_payload(value: Any, what: str = "the event payload") -> str | None:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise EventError(f"{what} cannot be stored as JSON: {exc}") from None
     if len(data) > MAX_PAYLOAD:
-        raise EventError(payload_too_large(len(data), what))
+        raise EventError(payload_too_large(len(data), f"{what} is"))
     return data.decode()
 
 
@@ -108,7 +108,7 @@ def parse_payload_text(text: str, what: str = "the payload") -> Any:
     """JSON text from a user (command line or stdin) → value, refused past MAX_PAYLOAD bytes or when not JSON."""
     size = len(text.encode())
     if size > MAX_PAYLOAD:
-        raise EventError(payload_too_large(size, what))
+        raise EventError(payload_too_large(size, f"{what} is"))
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as exc:

@@ -27,9 +27,9 @@ MAX_PAYLOAD = MAX_LINE - 64 * 1024
 
 def payload_too_large(size: int, what: str) -> str:
     """The one wording of a refused payload: `what` is e.g. "compute returned" or "the event payload is"."""
-    return (f"{what} {size / 2**20:.1f} MiB of JSON; a signal or event carries at most {MAX_PAYLOAD / 2**20:.1f} MiB "
-            f"({MAX_PAYLOAD:,} bytes), so nothing was stored. Keep large data in the sense's tables or in "
-            "db.blobs.put(data), and send something small (e.g. its hash)")
+    return (f"{what} {size / 2**20:.1f} MiB of JSON ({size:,} bytes); a signal or event carries at most "
+            f"{MAX_PAYLOAD:,} bytes ({MAX_PAYLOAD / 2**20:.1f} MiB), so nothing was stored. Keep large data in the "
+            "sense's tables or in db.blobs.put(data), and send something small (e.g. its hash)")
 
 
 @dataclass(frozen=True)
