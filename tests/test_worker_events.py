@@ -201,3 +201,39 @@ def test_the_log_handle_reads_and_cannot_write(home: Path) -> None:
         answer = client.answer(cid, timeout=20)
     assert isinstance(answer, Signal), answer
     assert answer.payload == {"messages": ["disk full"], "wrote": False, "methods": ["layout", "query", "runs", "thread"]}
+
+
+def test_an_async_compute_receives_its_events_too(home: Path) -> None:
+    code = "async def compute(db, peers, trigger):\n    return [e.payload for e in trigger.events]\n"
+    write_instance(home, {"listener": {"code": code, "schema": None, "migration": None}},
+                   reflexes=[{"sense": "listener", "on": ["task.created"]}])
+    emit(home, 1)
+    emit(home, 2)
+    with worker(home) as client:
+        assert client.ready.takes_trigger == ["listener"]
+        assert compute(client).payload == [1, 2]
+        assert compute(client).payload == []
+
+
+def test_a_recreated_source_database_is_read_from_its_new_first_event(home: Path) -> None:
+    upstream = "def compute(db, peers):\n    return db.query('SELECT count(*) AS c FROM _signals')[0]['c']\n"
+    write_instance(home, {"up": {"code": upstream, "schema": None, "migration": None},
+                          "listener": {"code": LISTENER, "schema": SEEN_SCHEMA, "migration": SEEN_SQL}},
+                   reflexes=[{"sense": "listener", "on": ["up"]}])
+
+    def run(client, sense: str, times: int = 1):
+        for _ in range(times):
+            cid = client.next_id()
+            client.send(Compute(cid, sense, "on up" if sense == "listener" else "demand",
+                                {"up": "sense"} if sense == "listener" else None))
+            answer = client.answer(cid, timeout=20)
+        return answer
+
+    with worker(home) as client:
+        run(client, "up", 3)
+        assert run(client, "listener").payload["ids"] == [1, 2, 3]
+    for path in (home / "data" / "senses").glob("up.db*"):
+        path.unlink()  # "a sense database is derived data": deleted, rebuilt, its ids start again
+    with worker(home) as client:
+        run(client, "up", 2)
+        assert run(client, "listener").payload["payloads"] == [0, 1]
