@@ -35,6 +35,19 @@ CHAIN = "def compute(db, peers, trigger):\n    return len(trigger.events)\n"
 TICKER = "def compute(db, peers):\n    return 1\n"
 
 
+def orphans(home: Path, engine_pid: int) -> list[int]:
+    """Workers of this instance that the running engine did not spawn (left by a killed engine, still draining)."""
+    import psutil
+
+    mine = {c.pid for c in psutil.Process(engine_pid).children()}
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "nerve_cli.worker" in cmd and str(home) in cmd and proc.info["pid"] not in mine:
+            found.append(proc.info["pid"])
+    return found
+
+
 def signal_ids(home: Path, sense: str) -> list[int]:
     conn = sqlite3.connect((home / "data" / "senses" / f"{sense}.db").resolve().as_uri() + "?mode=ro", uri=True)
     try:
@@ -75,7 +88,7 @@ def test_kernel_killed_10_times_under_emit_load_loses_no_acknowledged_work(home:
         time.sleep(0.5)
         stop.set()
         sender.join(30)
-        time.sleep(1.5)  # workers orphaned by the last kill have finished (shutdown_timeout 1s)
+        wait_for(lambda: not orphans(home, engines[-1].proc.pid), 15, what="workers of killed engines to exit")
         code, out = engines[-1].stop()
         assert code == 0, out
     finally:
