@@ -12,6 +12,7 @@ import pytest
 
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance
 from nerve_cli.kernel.client import request
+from nerve_cli.kernel.control import MAX_REQUEST
 
 FAST = "def compute(db, peers):\n    return {'n': 42}\n"
 
@@ -58,7 +59,7 @@ def test_malformed_and_oversized_requests_get_errors_and_the_engine_carries_on(e
     assert b"not JSON" in _raw(home, b"{nope\n")
     assert b"expected" in _raw(home, b"[1, 2]\n")
     assert b"unknown op" in _raw(home, b'{"op": "reboot"}\n')
-    assert b"larger than" in _raw(home, b'{"op": "status", "x": "' + b"y" * (2 * 1024 * 1024) + b'"}\n')
+    assert b"larger than" in _raw(home, b'{"op": "status", "x": "' + b"y" * (MAX_REQUEST + 1) + b'"}\n')
     assert request(home, "status")["pid"] == engine.proc.pid
 
 

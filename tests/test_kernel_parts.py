@@ -121,8 +121,14 @@ class FakeRunning:
     def demand(self, sense: str) -> asyncio.Future:
         raise AssertionError("not reached in these tests")
 
-    def emit(self, channel: str, payload: Any) -> list[str]:
-        return self.scheduler.on_signal(channel, 1.0)
+    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+        from nerve_cli.kernel.emits import EmitDesk
+
+        desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, _ in stored])
+        return desk.emit(channel, payload, key)
+
+    def events_stored(self, channel: str | None) -> int:
+        return 0
 
     def pump(self) -> None:
         self.pumps += 1

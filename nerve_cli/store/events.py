@@ -221,7 +221,7 @@ def head(conn: sqlite3.Connection, kind: str) -> int:
     table = "events" if kind == "channel" else "_signals"
     try:
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
-    except sqlite3.OperationalError:
+    except sqlite3.Error:  # no table yet, or a damaged file (reported by whoever opens it for writing)
         return 0
     return int(row[0]) if row else 0
 
