@@ -187,7 +187,9 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     check.cli("archive", "archive", "--dry-run", "--json")
     copy = check.cli("backup", "backup", str(home.parent / "copy"), "--json")
     assert {d["path"] for d in copy["databases"]} == {"data/logs.db", "data/senses/a.db", "data/senses/b.db"}
-    check.cli("error", "emit", "task.created", "--json", code=1)
+    assert "is a sense" in check.cli("error", "emit", "a", "--json", code=1)["error"]["message"]
+    offline = check.cli("emit", "emit", "task.created", '{"id": 1}', "--json")  # no engine: stored for the next start
+    assert (offline["delivered"], offline["listeners"], offline["triggered"]) == ("at next start", ["b"], [])
     assert check.cli("error", "sense", "show", "nope", "--json", code=1)["error"]["type"] == "sense_error"
     assert check.cli("error", "logs", "--since", "yesterday", "--json", code=2)["error"]["type"] == "usage"
     # engine running

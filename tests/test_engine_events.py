@@ -230,11 +230,11 @@ def test_an_oversized_or_non_json_payload_is_refused_and_nothing_is_stored(home:
         if engine:
             engine.wait_ready()
         too_big = nerve("emit", "burst", "-", home=home, stdin=big)
-        assert too_big.returncode == 1 and "the payload read from stdin is 15.9 MiB of JSON" in too_big.stderr, too_big.stderr
+        assert too_big.returncode == 2 and "the payload read from stdin is 15.9 MiB of JSON" in too_big.stderr, too_big.stderr
         not_json = nerve("emit", "burst", "{id: 7", home=home)
-        assert not_json.returncode == 1 and "is not valid JSON" in not_json.stderr
+        assert not_json.returncode == 2 and "is not valid JSON" in not_json.stderr
         empty = nerve("emit", "burst", "-", home=home, stdin="")
-        assert empty.returncode == 1 and "stdin was empty" in empty.stderr
+        assert empty.returncode == 2 and "stdin was empty" in empty.stderr
         if engine:  # the socket applies the same limit to a client that skips the CLI
             answer = Emitter(home).emit("burst", {"blob": "x" * MAX_PAYLOAD})
             assert not answer["ok"] and "at most 16,711,680 bytes" in answer["error"], answer
