@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.schema.declare import index as index, table as table
     from nerve_cli.store.blobs import BlobStore as BlobStore
     from nerve_cli.store.logview import LogReader as LogReader
-    from nerve_cli.worker.events import KEEP as KEEP, Event as Event, Trigger as Trigger
+    from nerve_cli.store.events import KEEP as KEEP, Event as Event, Trigger as Trigger
     from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
     from nerve_cli.workflow.model import (
         END as END, PERSON as PERSON, START as START, AskPerson as AskPerson, Moderator as Moderator,
@@ -40,9 +40,9 @@ _EXPORTS = {
     "BlobStore": "nerve_cli.store.blobs",
     "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
     "transcript": "nerve_cli.roles.llm",
-    "KEEP": "nerve_cli.worker.events",
-    "Event": "nerve_cli.worker.events",
-    "Trigger": "nerve_cli.worker.events",
+    "KEEP": "nerve_cli.store.events",
+    "Event": "nerve_cli.store.events",
+    "Trigger": "nerve_cli.store.events",
     "LogReader": "nerve_cli.store.logview",
 }
 

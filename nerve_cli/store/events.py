@@ -16,6 +16,8 @@ lets an id come back).
   only if the compute committed (see `worker.events`).
 - `has_backlog` answers, from the files alone, whether a listener has events
   it has not consumed (the kernel asks at start-up and after a failed compute).
+- `Event`, `Trigger` and `KEEP` are what a compute sees of all this (the SDK
+  re-exports them; `worker.events` reads the events and builds the trigger).
 
 Durability: WAL with `synchronous=NORMAL`, like every database here. A commit
 survives the death of any process (kernel, worker, CLI); a power cut or OS
@@ -27,18 +29,21 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 import orjson
 
 from nerve_cli.errors import NerveError
+from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
+if TYPE_CHECKING:
+    from nerve_cli.store.logview import LogReader
+
 BUSY_TIMEOUT_MS = 5000
-MAX_CHANNEL = 200  # characters in a channel name
 MAX_KEY = 200  # characters in an idempotency key
 CURSORS = "_nerve_cursors"
 CURSORS_SQL = (f"CREATE TABLE IF NOT EXISTS {CURSORS} "
@@ -54,6 +59,84 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS _nerve_archive (table_name TEXT PRIMARY KEY, time_column TEXT NOT NULL)",
     "INSERT OR IGNORE INTO _nerve_archive (table_name, time_column) VALUES ('events', 'ts')",
 )
+
+
+# -- what a compute receives (the SDK re-exports these; worker.events builds them) ----
+
+class _Keep:
+    """Return `KEEP` from a compute to commit what it wrote (and its consumed events) without a signal."""
+
+    _instance: "_Keep | None" = None
+
+    def __new__(cls) -> "_Keep":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+    def __reduce__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event: a signal of sense `source` (kind "sense") or an event sent to channel `source` (kind "channel")."""
+
+    source: str
+    id: int  # grows within a source
+    ts: int  # unix ms when it was stored
+    payload: Any
+    kind: str  # "sense" | "channel"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why this compute runs and the events it receives (see the module docstring)."""
+
+    reason: str  # interval | cron | signal | debounced | demand | overdue | backlog | retry
+    source: str | None = None  # for signal/debounced: the source whose event woke it
+    events: tuple[Event, ...] = ()
+    sources: tuple[str, ...] = ()  # the sense's `on:` sources
+    more: bool = False  # more events wait beyond this batch; another compute follows at once
+    compute_id: int = 0
+    home: Path | None = field(default=None, repr=False)
+    _log: list = field(default_factory=list, repr=False, compare=False)
+
+    def of(self, source: str) -> list[Event]:
+        """The events of one source, in order."""
+        return [e for e in self.events if e.source == source]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @property
+    def log(self) -> "LogReader":
+        """A read-only handle on the engine's Log (logs and workflow_runs, archived days on request)."""
+        if not self._log:
+            from nerve_cli.store.logview import LogReader
+
+            if self.home is None:
+                raise RuntimeError("this trigger was built without an instance folder; it has no Log")
+            self._log.append(LogReader(self.home))
+        return self._log[0]
+
+
+def parse_reason(reason: str) -> tuple[str, str | None]:
+    """The kernel's reason string → (kind, source): `on x` → ("signal", "x"), `on x (debounced)` → ("debounced", "x")."""
+    if reason.startswith("on "):
+        rest = reason[3:]
+        if rest.endswith(" (debounced)"):
+            return "debounced", rest[: -len(" (debounced)")]
+        return "signal", rest
+    return reason, None
 
 
 class EventError(NerveError):
@@ -73,13 +156,11 @@ def now_ms() -> int:
 
 
 def check_channel(channel: Any) -> str:
-    """A channel name as `nerve emit` and the control socket accept it."""
-    if not isinstance(channel, str) or not channel:
-        raise EventError("an event needs a channel name (the name a reflex lists under on:)")
-    if len(channel) > MAX_CHANNEL:
-        raise EventError(f"channel name is {len(channel):,} characters; at most {MAX_CHANNEL} allowed")
-    if not channel.isprintable() or any(c.isspace() for c in channel):
-        raise EventError(f"channel name {channel[:60]!r} has spaces or control characters; use a name like task.created")
+    """A channel name as `on:` accepts it (names.channel_problem: the one rule), or EventError."""
+    problem = channel_problem(channel)
+    if problem is not None:
+        shown = repr(channel)[:60] + ("…" if len(repr(channel)) > 60 else "")
+        raise EventError(f"{problem} ({shown}); use the name a reflex lists under on:, e.g. task.created")
     return channel
 
 

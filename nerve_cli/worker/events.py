@@ -37,94 +37,18 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Mapping
 
 import orjson
 
-from nerve_cli.store.events import connect_readonly, head, read_cursors, read_source, source_path, write_cursors
+from nerve_cli.store.events import (KEEP, Event, Trigger, connect_readonly, head, parse_reason, read_cursors,
+                                     read_source, source_path, write_cursors)
 
-if TYPE_CHECKING:
-    from nerve_cli.store.logview import LogReader
+__all__ = ["KEEP", "Event", "Trigger", "parse_reason", "EventReader", "Batch", "commit_cursors"]
 
 MAX_EVENTS = 10_000
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 SAVEPOINT = "nerve_compute"
-
-
-class _Keep:
-    """Return `KEEP` from a compute to commit what it wrote (and its consumed events) without a signal."""
-
-    _instance: "_Keep | None" = None
-
-    def __new__(cls) -> "_Keep":
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-    def __reduce__(self) -> str:
-        return "KEEP"
-
-
-KEEP = _Keep()
-
-
-@dataclass(frozen=True)
-class Event:
-    """One event: a signal of sense `source` (kind "sense") or an event sent to channel `source` (kind "channel")."""
-
-    source: str
-    id: int  # grows within a source
-    ts: int  # unix ms when it was stored
-    payload: Any
-    kind: str  # "sense" | "channel"
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """Why this compute runs and the events it receives (see the module docstring)."""
-
-    reason: str  # interval | cron | signal | debounced | demand | overdue | backlog | retry
-    source: str | None = None  # for signal/debounced: the source whose event woke it
-    events: tuple[Event, ...] = ()
-    sources: tuple[str, ...] = ()  # the sense's `on:` sources
-    more: bool = False  # more events wait beyond this batch; another compute follows at once
-    compute_id: int = 0
-    home: Path | None = field(default=None, repr=False)
-    _log: list = field(default_factory=list, repr=False, compare=False)
-
-    def of(self, source: str) -> list[Event]:
-        """The events of one source, in order."""
-        return [e for e in self.events if e.source == source]
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    @property
-    def log(self) -> "LogReader":
-        """A read-only handle on the engine's Log (logs and workflow_runs, archived days on request)."""
-        if not self._log:
-            from nerve_cli.store.logview import LogReader
-
-            if self.home is None:
-                raise RuntimeError("this trigger was built without an instance folder; it has no Log")
-            self._log.append(LogReader(self.home))
-        return self._log[0]
-
-
-def parse_reason(reason: str) -> tuple[str, str | None]:
-    """The kernel's reason string → (kind, source): `on x` → ("signal", "x"), `on x (debounced)` → ("debounced", "x")."""
-    if reason.startswith("on "):
-        rest = reason[3:]
-        if rest.endswith(" (debounced)"):
-            return "debounced", rest[: -len(" (debounced)")]
-        return "signal", rest
-    return reason, None
 
 
 @dataclass
