@@ -156,7 +156,7 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             assert _ticks(home) == 1  # nothing was written
 
             emitted = await _call(session, "emit", channel="poke", payload={"by": "agent"})
-            assert emitted == {"version": 1, "channel": "poke", "triggered": ["listener"]}
+            assert (emitted["channel"], emitted["triggered"], emitted["delivered"]) == ("poke", ["listener"], "now")
             wait_for(lambda: last_signal(home, "listener") == {"heard": True}, 15, what="the listener's compute")
 
             computed = await _call(session, "compute_sense", sense="counter")
@@ -213,7 +213,9 @@ def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Pat
     async def body(session: ClientSession) -> None:
         senses = (await _call(session, "list_senses"))["senses"]
         assert [s["name"] for s in senses] == ["counter", "listener"]
-        for tool, args in (("emit", {"channel": "poke"}), ("compute_sense", {"sense": "counter"}),
+        stored = await _call(session, "emit", channel="poke", payload={"by": "agent"})  # kept for the next start
+        assert (stored["delivered"], stored["listeners"], stored["triggered"]) == ("at next start", ["listener"], [])
+        for tool, args in (("compute_sense", {"sense": "counter"}),
                            ("start_thread", {"workflow": "gated", "prompt": "x"}), ("engine_status", {})):
             error = await _error(session, tool, **args)
             assert error["type"] == "engine_not_running" and "start it with `nerve run`" in error["message"], error

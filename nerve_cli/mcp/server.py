@@ -25,7 +25,8 @@ INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python func
 database) observe the world on schedules or on signals, and workflows run multi-role threads. Start with
 list_senses (each with its last signal), then show_sense or query_sense (read-only SQL on one sense's
 database; see its tables with show_sense or `SELECT name, sql FROM sqlite_master`). query_logs reads the
-engine's log. emit, compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
+engine's log. emit sends an event to a channel (stored for the next start when no engine runs);
+compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
 for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them."""
 
 # what every tool returns: an object, checked against this output schema by the SDK
@@ -93,9 +94,11 @@ def build(home: Path) -> MCPServer:
         return call(tools.status)
 
     @app.tool(annotations=ACT)
-    def emit(channel: str, payload: Any = None) -> Document:
-        """Signal an external channel (a name in a reflex's on: list) with a JSON payload; its listeners compute."""
-        return call(tools.emit, channel, payload)
+    def emit(channel: str, payload: Any = None, key: str | None = None) -> Document:
+        """Send an event to an external channel (a name in a reflex's on: list) with a JSON payload: it is
+        committed before the answer and its listeners compute (delivered at the next start if no engine runs).
+        A key makes a resend of the same event a no-op."""
+        return call(tools.emit, channel, payload, key)
 
     @app.tool(annotations=ACT)
     def compute_sense(sense: str) -> Document:

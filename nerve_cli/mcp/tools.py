@@ -24,6 +24,7 @@ from nerve_cli.contract.times import parse_instant
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.senses.emit import emit_event
 from nerve_cli.senses.inspect import list_senses, require_sense, show_sense
 from nerve_cli.senses.standalone import compute_via_engine
 from nerve_cli.store.history import read_logs
@@ -87,10 +88,10 @@ class Tools:
         """`nerve status --json`: the running engine's workers, senses and workflows."""
         return engine_docs.status(self._engine("status"))
 
-    def emit(self, channel: str, payload: Any = None) -> dict[str, Any]:
-        """`nerve emit CHANNEL --json`: signal an external channel; its listeners compute."""
-        answer = self._engine("emit", channel=channel, payload=payload)
-        return engine_docs.emit(channel, answer["triggered"])
+    def emit(self, channel: str, payload: Any = None, key: str | None = None) -> dict[str, Any]:
+        """`nerve emit CHANNEL --json`: an event, committed before the answer; its listeners compute
+        (with no engine running it is stored and delivered at the next start)."""
+        return emit_event(self.home, channel, payload, key).to_json()
 
     def compute_sense(self, sense: str) -> dict[str, Any]:
         """`nerve sense compute NAME --json`, through the engine: one compute now, its outcome and payload."""
