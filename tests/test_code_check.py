@@ -77,7 +77,7 @@ def test_missing_compute_bad_arity_generator_and_import_error(home: Path) -> Non
         reflexes: []
     """, {
         "none": "def compute_it(db, peers):\n    return 1\n",
-        "three": "x = 1\n\ndef compute(db, peers, extra):\n    return 1\n",
+        "three": "x = 1\n\ndef compute(db, peers, trigger, extra):\n    return 1\n",
         "gen": "def compute(db, peers):\n    yield 1\n",
         "imports": "import os\nimport no_such_module_here\n",
         "fine": "async def compute(db):\n    return 1\n",
@@ -87,7 +87,7 @@ def test_missing_compute_bad_arity_generator_and_import_error(home: Path) -> Non
     assert "defines no `compute(db, peers)`" in found["senses.none"]["message"]
     three = found["senses.three"]
     assert (three["file"], three["line"]) == ("senses/three/sense.py", 3)
-    assert "3 required arguments (db, peers, extra)" in three["message"]
+    assert "4 required arguments (db, peers, trigger, extra)" in three["message"]
     assert "generator" in found["senses.gen"]["message"]
     imports = found["senses.imports"]
     assert imports["message"].startswith("ModuleNotFoundError: No module named 'no_such_module_here'")
