@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from nerve_cli.config.load import load_config
+from nerve_cli.contract.engine import emit
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
-from nerve_cli.store.events import parse_payload_text
+from nerve_cli.kernel.client import engine_running, request
+from nerve_cli.store.events import parse_payload_text, store_event
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,6 @@ class Emitted:
 
     def to_json(self) -> dict[str, Any]:
         """The `emit` document (nerve_cli.contract)."""
-        from nerve_cli.contract.engine import emit
-
         return emit(self.channel, self.triggered, event_id=self.event_id, stored_ms=self.ts,
                     delivered="now" if self.via == "engine" else "at next start", listeners=self.listeners,
                     duplicate=self.duplicate)
@@ -53,8 +54,6 @@ def read_payload(text: str | None, stdin: IO[str] | None = None) -> Any:
 
 
 def listeners_of(home: Path, channel: str) -> list[str]:
-    from nerve_cli.config.load import load_config
-
     config = load_config(home)
     if channel in config.senses or channel == "nerve-health":
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
@@ -63,8 +62,6 @@ def listeners_of(home: Path, channel: str) -> list[str]:
 
 def emit_event(home: Path, channel: str, payload: Any, key: str | None = None) -> Emitted:
     """Send one event through the running engine, or store it for the next start."""
-    from nerve_cli.kernel.client import request
-
     try:
         answer = request(home, "emit", channel=channel, payload=payload, key=key)
     except EngineNotRunning:
@@ -74,9 +71,6 @@ def emit_event(home: Path, channel: str, payload: Any, key: str | None = None) -
 
 
 def _store_offline(home: Path, channel: str, payload: Any, key: str | None) -> Emitted:
-    from nerve_cli.kernel.client import engine_running, request
-    from nerve_cli.store.events import store_event
-
     listeners = listeners_of(home, channel)
     event = store_event(Layout(home).events_db, channel, payload, key)
     if engine_running(home):  # one started meanwhile and may have looked already: tell it

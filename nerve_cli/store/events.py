@@ -31,17 +31,16 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
 from nerve_cli.errors import NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
+from nerve_cli.store.logview import LogReader
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
-if TYPE_CHECKING:
-    from nerve_cli.store.logview import LogReader
 
 BUSY_TIMEOUT_MS = 5000
 MAX_KEY = 200  # characters in an idempotency key
@@ -121,8 +120,6 @@ class Trigger:
     def log(self) -> "LogReader":
         """A read-only handle on the engine's Log (logs and workflow_runs, archived days on request)."""
         if not self._log:
-            from nerve_cli.store.logview import LogReader
-
             if self.home is None:
                 raise RuntimeError("this trigger was built without an instance folder; it has no Log")
             self._log.append(LogReader(self.home))

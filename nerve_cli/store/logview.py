@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.home import Layout
+from nerve_cli.store.logs import workflow_runs
 
 DEFAULT_LIMIT = 100
 
@@ -34,6 +35,8 @@ class LogReader:
         date `2026-08-01`) or unix ms; archived days are read when it reaches
         them. Rows: {"id", "source", "type", "ref_id", "payload", "ts", "time"}.
         """
+        # store.history loads the config model (pydantic, ≈ 11 MiB in a worker): only a compute that reads
+        # the Log pays for it
         from nerve_cli.store.history import read_logs
 
         return read_logs(self.layout.home, source=source, type=type, ref=ref,
@@ -41,8 +44,6 @@ class LogReader:
 
     def runs(self, *, status: str | None = None, workflow: str | None = None) -> list[dict[str, Any]]:
         """Workflow threads (`workflow_runs`): {"run_id", "workflow", "status", "ts", "time"}, in run order."""
-        from nerve_cli.store.logs import workflow_runs
-
         return workflow_runs(self.layout.logs_db, status=status, workflow=workflow)
 
     def thread(self, run_id: str, *, since: str | int | None = None) -> list[dict[str, Any]]:
@@ -53,6 +54,6 @@ class LogReader:
     def _since_ms(since: str | int | None) -> int | None:
         if since is None or isinstance(since, int):
             return since
-        from nerve_cli.store.history import parse_since
+        from nerve_cli.store.history import parse_since  # see query: pydantic only when the Log is read
 
         return parse_since(since)
