@@ -174,3 +174,23 @@ def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(ho
         engine.stop()
     assert {r["run_id"]: r["status"] for r in workflow_runs(home / LOGS)} == {"run-1": "completed",
                                                                               "run-2": "dropped"}
+
+
+def test_a_max_rounds_too_large_to_log_is_refused_cleanly_standalone_and_through_the_engine(home: Path) -> None:
+    from enginekit import RunningEngine
+
+    make_instance(home, {"x": PINGPONG}, {"workflows": {"x": {}}})
+    huge = str(10**20)  # beyond a 64-bit JSON integer
+
+    def refused() -> None:
+        done = nerve(home, "workflow", "run", "x", "--prompt", "id=h rounds=1", "--max-rounds", huge)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "max_rounds must be a whole number from 1 to" in done.stderr and "Error:" not in done.stderr
+        assert "Traceback" not in done.stderr and "TypeError" not in done.stderr, done.stderr
+
+    refused()
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        refused()
+        engine.stop()
+    assert workflow_runs(home / LOGS) == []

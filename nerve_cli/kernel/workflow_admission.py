@@ -40,12 +40,16 @@ def launchable(config: NerveConfig, workflow: str) -> WorkflowConfig:
     return cfg
 
 
+MAX_REQUEST = 2**63 - 1  # a larger request could not be logged (64-bit JSON integers)
+
+
 def capped_rounds(config: NerveConfig, requested: Any) -> int:
     cap = config.engine.max_rounds
     if requested is None:
         return cap
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-        raise WorkflowError(f"max_rounds must be a whole number >= 1, got {requested!r}")
+    if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= MAX_REQUEST:
+        raise WorkflowError(f"max_rounds must be a whole number from 1 to {MAX_REQUEST}, got {requested!r:.40} "
+                            f"(the engine caps it at engine.max_rounds, {cap}, anyway)")
     return min(requested, cap)  # the engine has the last word (PR #81 review, point 1)
 
 
