@@ -191,3 +191,11 @@ while not (db.parent.parent / "stop").exists():
 store.close()
 print(n)
 """
+
+
+def test_an_age_reaching_before_1970_archives_nothing(hundred_days: Path, home: Path) -> None:
+    layout = copy_of(hundred_days, home)
+    for dry_run in (True, False):
+        report = archive(home, older_than_s=100_000_000 * 86400, now_ms=now_after(100), dry_run=dry_run)
+        assert report.up_to == "1969-12-31" and report.rows == 0, report
+    assert db_count(layout.logs_db, "logs") == 100 * LOGS_PER_DAY

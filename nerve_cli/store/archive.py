@@ -102,7 +102,9 @@ def archive(
     """
     layout = Layout(Path(home))
     cutoff = (_now_ms() if now_ms is None else now_ms) - int(older_than_s * 1000)
-    last_day = cutoff // DAY_MS - 1  # the last day that ended before the cut-off
+    # the last day that ended before the cut-off; an age reaching before 1970 archives nothing (and a
+    # date that far back is not one datetime can name)
+    last_day = max(cutoff // DAY_MS - 1, -1)
     report = ArchiveReport(up_to=day_str(last_day), dry_run=dry_run)
     found = databases(layout)
     if dry_run:
