@@ -147,6 +147,10 @@ def test_backup_refuses_a_used_destination_and_datasette_needs_data(instance: Pa
     assert (tmp_path / "taken" / "x").read_text() == "mine"
     inside = nerve("backup", str(instance / "data" / "b"), home=instance)
     assert inside.returncode == 1 and "inside the instance" in inside.stderr
+    (tmp_path / "a-file").write_text("not a folder")
+    nowhere = nerve("backup", str(tmp_path / "a-file" / "copy"), home=instance)
+    assert nowhere.returncode == 1 and "Traceback" not in nowhere.stderr, nowhere.stderr
+    assert f"cannot back up to {tmp_path / 'a-file' / 'copy'}: its folder cannot be made" in nowhere.stderr
     empty = nerve("datasette", home=instance)
     assert empty.returncode == 1 and "has no databases yet" in empty.stderr
 

@@ -43,6 +43,10 @@ def backup(home: Path, dest: Path) -> BackupReport:
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise NerveError(f"{dest} already exists and is not an empty folder: choose a new path "
                          "(backup never overwrites)")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NerveError(f"cannot back up to {dest}: its folder cannot be made ({exc.strerror}: {exc.filename})") from None
     staging = dest.with_name(f".{dest.name}.partial")
     if staging.exists():
         shutil.rmtree(staging)
