@@ -223,6 +223,10 @@ def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Pat
         assert "no sense `nosuch`" in missing["message"]
         unknown = await _error(session, "show_thread", run_id="run-9")
         assert "no thread run-9" in unknown["message"]
+        choice = await _error(session, "list_threads", status="broken")  # as `nerve thread list --status broken`
+        assert (choice["type"], choice["exit_code"]) == ("usage", 2) and "'waiting'" in choice["message"], choice
+        typed = await _error(session, "show_sense", sense="counter", limit="many")
+        assert typed["type"] == "usage" and typed["message"].startswith("Invalid arguments for show_sense: limit:")
         when = await _error(session, "query_logs", since="yesterday")  # as `nerve logs --since yesterday --json`
         assert (when["type"], when["exit_code"]) == ("usage", 2) and "Invalid value for since" in when["message"]
 

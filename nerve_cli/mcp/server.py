@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
 
+from nerve_cli.contract import errors as error_docs
 from nerve_cli.mcp.tools import Tools, error_document
 
 INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
@@ -35,9 +38,26 @@ READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
 
+class NerveServer(MCPServer):
+    """MCPServer whose refusal of a tool's arguments (a wrong type, a value not among the choices) is the
+    `usage` error document, exit code 2, as the CLI's refusal of a bad option is, not the SDK's own text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = "; ".join(f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                                 for error in exc.__cause__.errors(include_url=False))
+            document = error_docs.error("usage", f"Invalid arguments for {name}: {problems}", 2)
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(document, ensure_ascii=False))],
+                                  is_error=True)
+
+
 def build(home: Path) -> MCPServer:
     tools = Tools(home)
-    app = MCPServer("nerve", instructions=INSTRUCTIONS)
+    app = NerveServer("nerve", instructions=INSTRUCTIONS)
 
     def call(fn: Any, *args: Any, **kwargs: Any) -> CallToolResult:
         """The document as structured content and as JSON text; a failure as the error document (is_error)."""
