@@ -72,7 +72,8 @@ def test_bad_config_with_json_lists_every_problem(inst: Path) -> None:
 def test_a_bad_choice_exits_2_listing_the_valid_values(inst: Path) -> None:
     for args, values in ((["thread", "list", "--status", "broken"], "'queued', 'started'"),
                          (["logs", "--source", "bogus"], "'reflex', 'workflow', 'system', 'signal'"),
-                         (["mesh", "--format", "yaml"], "'tree', 'mermaid', 'dot', 'json'")):
+                         (["mesh", "--format", "yaml"], "'tree', 'mermaid', 'dot', 'json'"),
+                         (["service", "status", "--platform", "windows"], "'linux', 'macos'")):
         result = cli(*args)
         assert result.exit_code == 2 and values in result.output, (args, result.output)
     assert {s.value for s in ThreadStatus} == set(STATUSES)

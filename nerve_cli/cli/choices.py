@@ -46,5 +46,12 @@ class LogSource(str, Enum):
     signal = "signal"
 
 
+class Platform(str, Enum):
+    """What `nerve service` writes: a systemd user unit or a launchd agent (instance.service.unit_for)."""
+
+    linux = "linux"
+    macos = "macos"
+
+
 def value(choice: Enum | None) -> str | None:
     return None if choice is None else str(choice.value)

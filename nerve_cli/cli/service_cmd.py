@@ -6,10 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import choices
 from nerve_cli.cli.common import HomeOption, JsonOption
 
 app = typer.Typer(help="Keep the engine running under systemd (Linux) or launchd (macOS).", no_args_is_help=True)
-Platform = Annotated[Optional[str], typer.Option("--platform", help="linux (systemd user unit) or macos (launchd agent); default: this machine.")]
+Platform = Annotated[Optional[choices.Platform], typer.Option("--platform", help="linux (systemd user unit) or macos (launchd agent); default: this machine.")]
 
 
 @app.command("install")
@@ -96,7 +97,7 @@ def _unit(root, platform):  # type: ignore[no-untyped-def]
     from nerve_cli.config.load import load_config
     from nerve_cli.instance.service import unit_for
 
-    return unit_for(root, platform, stop_timeout=load_config(root).engine.shutdown_timeout)
+    return unit_for(root, choices.value(platform), stop_timeout=load_config(root).engine.shutdown_timeout)
 
 
 def _render(state) -> None:  # type: ignore[no-untyped-def]
