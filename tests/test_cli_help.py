@@ -18,15 +18,18 @@ def _walk(cmd, path: list[str]):
             yield from _walk(sub, path + [name])
 
 
-def test_every_command_has_help_with_an_example() -> None:
+def test_every_command_and_group_has_help_with_an_example_and_whole_summaries() -> None:
     root = typer.main.get_command(app)
     runner = CliRunner()
     seen = 0
     for path, cmd in _walk(root, []):
-        result = runner.invoke(app, path + ["--help"])
+        result = runner.invoke(app, path + ["--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
         assert result.exit_code == 0, (path, result.output)
-        if not hasattr(cmd, "commands"):
+        if path:  # the root's own help lists the groups; each of them shows an example
             assert "Example:" in result.output, f"`nerve {' '.join(path)} --help` has no example"
+        if hasattr(cmd, "commands"):
+            commands = result.output.split("Commands:", 1)[-1]
+            assert "..." not in commands, f"`nerve {' '.join(path)} --help` cuts a summary:\n{commands}"
         seen += 1
     assert seen > 20
 

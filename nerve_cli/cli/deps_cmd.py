@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 
 from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer()  # `nerve deps` itself checks: its help is the callback's docstring
+app = typer.Typer(cls=HelpGroup)  # `nerve deps` itself checks: its help is the callback's docstring
 
 
 @app.callback(invoke_without_command=True)

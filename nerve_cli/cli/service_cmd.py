@@ -8,8 +8,13 @@ import typer
 
 from nerve_cli.cli import choices
 from nerve_cli.cli.common import HomeOption, JsonOption
+from nerve_cli.cli.group import HelpGroup
 
-app = typer.Typer(help="Keep the engine running under systemd (Linux) or launchd (macOS).", no_args_is_help=True)
+app = typer.Typer(
+    cls=HelpGroup, no_args_is_help=True,
+    help="Keep the engine running under systemd (Linux) or launchd (macOS).\n\n"
+         "Example: nerve service install --dry-run && nerve service install && nerve service status",
+)
 Platform = Annotated[Optional[choices.Platform], typer.Option("--platform", help="linux (systemd user unit) or macos (launchd agent); default: this machine.")]
 
 
