@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -273,3 +274,26 @@ def test_a_source_added_by_reload_delivers_the_events_already_waiting(home: Path
         code, out = engine.stop()
     assert code == 0, out
     assert completes(home, "store")[0]["payload"]["reason"] == "backlog"
+
+
+def test_an_emit_waits_for_a_held_lock_off_the_loop_and_is_committed_once_it_is_free(home: Path) -> None:
+    store_instance(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        assert Emitter(home).emit("burst", "first")["ok"]  # events.db exists from here on
+        holder = sqlite3.connect(home / "data" / "events.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer (e.g. `nerve archive`) holds the write lock
+        answers: list = []
+        sender = threading.Thread(target=lambda: answers.append(Emitter(home).emit("burst", "second")))
+        sender.start()
+        started = time.monotonic()
+        assert engine.status()["pid"]  # the engine's loop answers meanwhile: the emit waits in the writer thread
+        assert time.monotonic() - started < 2.0 and not answers
+        holder.execute("ROLLBACK")
+        holder.close()
+        sender.join(10)
+        assert answers and answers[0]["ok"] and answers[0]["event_id"] == 2
+        wait_for(lambda: len(got(home, "store")) == 2, 10, what="both events delivered")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == ["first", "second"]

@@ -1,27 +1,41 @@
 """Durable emits: an external event is committed to data/events.db before anyone hears of it.
 
-`emit()` validates the event on the loop (channel, payload size, key), queues
-it and returns a future. One writer thread commits the queue in a single
-transaction (group commit: emits that arrive while a commit is running go into
-the next one), and only then, back on the loop, are the events logged and
-their listeners triggered (`on_stored`), and the futures resolved — so the
-answer to `nerve emit` means "committed", and no listener can start before
-the event it is woken for is readable. A write that fails (disk full, the
-database locked past its timeout) refuses every emit of that batch with the
-reason: nothing half-stored, nothing acknowledged that is not on disk.
+`emit()` validates the event on the loop (channel, payload size, key) and
+commits it, and only then are the events logged, their listeners triggered
+(`on_stored`) and the futures resolved — so the answer to `nerve emit` means
+"committed", and no listener can start before the event it is woken for is
+readable.
+
+Where the commit runs: on the loop itself, when it can take the write lock at
+once (a one-row WAL commit costs tens of µs; a hop through a thread costs
+more and, on a busy machine, much more at the tail). When it cannot — another
+writer (`nerve archive`, an offline `nerve emit`) holds the lock, or a write
+is already waiting — the batch goes to the one writer thread, which waits for
+the lock (busy_timeout) while the loop carries on; emits arriving meanwhile
+queue behind it and are committed together (group commit), in order. The
+loop's connection never checkpoints (`wal_autocheckpoint=0`: a checkpoint
+fsyncs); the writer thread checkpoints, on its own connection, every
+`CHECKPOINT_EVERY` commits. A write that fails (disk full, the lock held past
+its timeout) refuses every emit of its batch with the reason: nothing
+half-stored, nothing acknowledged that is not on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from nerve_cli.store.events import EventError, EventStore, StoredEvent, check_channel, check_key, encode_payload
+from nerve_cli.store.events import (EventError, EventStore, StoredEvent, check_channel, check_key, checkpoint,
+                                     encode_payload)
 
 # Gets each stored event with its decoded payload, in order; returns the senses each one woke.
 OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
+CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
+
+Item = tuple[str, "str | None", "str | None", Any, asyncio.Future]
 
 
 class EmitDesk:
@@ -30,11 +44,13 @@ class EmitDesk:
         self.store: EventStore | None = None  # opened by the first emit: no events, no events.db
         self.on_stored = on_stored
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
-        self._queue: list[tuple[str, str | None, str | None, Any, asyncio.Future]] = []
-        self._writing: asyncio.Future | None = None
+        self._queue: list[Item] = []
+        self._writing: asyncio.Future | None = None  # a batch in the writer thread
+        self._checkpointing: asyncio.Future | None = None
+        self._commits = 0
 
     def emit(self, channel: Any, payload: Any, key: Any = None) -> asyncio.Future:
-        """Queue one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
+        """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
         Raises EventError at once for an event that cannot be stored as given.
         """
@@ -47,40 +63,60 @@ class EmitDesk:
 
     def _write(self) -> None:
         batch, self._queue = self._queue, []
-        loop = asyncio.get_running_loop()
-        self._writing = loop.run_in_executor(self._executor, self._append, [b[:3] for b in batch])
+        items = [b[:3] for b in batch]
+        if self.store is not None:
+            try:
+                stored = self.store.append(items, wait=False)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    self._refuse(batch, exc)
+                    return
+            else:
+                self._stored(batch, stored)
+                return
+        # first emit (the database is created in the thread), or the lock is taken: wait for it off the loop
+        self._writing = asyncio.get_running_loop().run_in_executor(self._executor, self._append, items)
         self._writing.add_done_callback(lambda done: self._written(batch, done))
 
     def _append(self, items: list[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
         """In the writer thread."""
         if self.store is None:
-            self.store = EventStore(self.path)
+            self.store = EventStore(self.path, autocheckpoint=False)
         return self.store.append(items)
 
-    def _written(self, batch: list, done: asyncio.Future) -> None:
+    def _written(self, batch: list[Item], done: asyncio.Future) -> None:
         self._writing = None
         error = done.exception()
         if error is not None:
-            for *_, future in batch:
-                if not future.done():
-                    future.set_exception(EventError(
-                        f"could not store the event in {self.path}: {error}; nothing was stored, send it again"))
+            self._refuse(batch, error)
         else:
-            stored: list[StoredEvent] = done.result()
-            fresh = [(event, item[3]) for event, item in zip(stored, batch) if not event.duplicate]
-            woken = iter(self.on_stored(fresh))
-            for event, (*_, future) in zip(stored, batch):
-                targets = [] if event.duplicate else next(woken)
-                if not future.done():
-                    future.set_result((event, targets))
+            self._stored(batch, done.result())
         if self._queue:
             self._write()
 
+    def _stored(self, batch: list[Item], stored: list[StoredEvent]) -> None:
+        fresh = [(event, item[3]) for event, item in zip(stored, batch) if not event.duplicate]
+        woken = iter(self.on_stored(fresh))
+        for event, (*_, future) in zip(stored, batch):
+            targets = [] if event.duplicate else next(woken)
+            if not future.done():
+                future.set_result((event, targets))
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
+            self._checkpointing = asyncio.get_running_loop().run_in_executor(self._executor, checkpoint, self.path)
+            self._checkpointing.add_done_callback(lambda _: setattr(self, "_checkpointing", None))
+
+    def _refuse(self, batch: list[Item], error: BaseException) -> None:
+        for *_, future in batch:
+            if not future.done():
+                future.set_exception(EventError(
+                    f"could not store the event in {self.path}: {error}; nothing was stored, send it again"))
+
     async def close(self) -> None:
         """Let the commit in progress (and what queued behind it) finish, then close the database."""
-        while self._writing is not None:
-            await asyncio.wait([self._writing])
-            await asyncio.sleep(0)  # let _written run (and start the next batch, if any)
+        while self._writing is not None or self._checkpointing is not None:
+            await asyncio.wait([f for f in (self._writing, self._checkpointing) if f is not None])
+            await asyncio.sleep(0)  # let the done callbacks run (and start the next batch, if any)
         self._executor.shutdown(wait=True)
         if self.store is not None:
             self.store.close()

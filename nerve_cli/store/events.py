@@ -224,22 +224,32 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 class EventStore:
-    """The writer of data/events.db. Not thread-safe: one thread writes (the engine's event writer)."""
+    """The writer of data/events.db. Not thread-safe: one thread at a time writes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, autocheckpoint: bool = True) -> None:
         self.path = Path(path)
         self.conn = connect(self.path)
+        if not autocheckpoint:  # the caller checkpoints elsewhere (a checkpoint fsyncs; the engine's loop must not)
+            self.conn.execute("PRAGMA wal_autocheckpoint = 0")
 
-    def append(self, items: Iterable[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
+    def append(self, items: Iterable[tuple[str, str | None, str | None]], *, wait: bool = True) -> list[StoredEvent]:
         """Store (channel, payload JSON, key) in one transaction, in order; every one is committed on return.
 
         An item whose key is already stored is not stored again: its answer is
-        the earlier event, marked `duplicate`.
+        the earlier event, marked `duplicate`. `wait=False`: raise at once
+        (sqlite3.OperationalError, "database is locked") if another writer holds
+        the database, instead of waiting up to the busy timeout.
         """
         out: list[StoredEvent] = []
         conn = self.conn
         ts = now_ms()
-        conn.execute("BEGIN IMMEDIATE")
+        if not wait:
+            conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            if not wait:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
             for channel, payload, key in items:
                 cur = conn.execute("INSERT INTO events (channel, payload, ts, key) VALUES (?, ?, ?, ?) "
@@ -263,6 +273,16 @@ class EventStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def checkpoint(path: Path) -> None:
+    """Copy events.db's WAL into the database (PASSIVE: never waits for readers or writers), on its own connection."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    finally:
+        conn.close()
 
 
 def store_event(path: Path, channel: str, payload: Any, key: str | None = None) -> StoredEvent:
