@@ -6,7 +6,10 @@
    Compute line and the worker's read of its events, in the compute's
    transaction. `l` returns a fresh `t`, and `a` (group g2, `on: [l]`) records
    the same for the sense → sense hop, measured in the same engine: the hop
-   figure the emit is judged beside. CLOCK_MONOTONIC is system-wide on Linux.
+   figure the emit is judged beside. `p` (group g3) is the same hop for a
+   compute without `trigger`, which reads no events: the difference is what
+   reading events and moving the cursor costs. CLOCK_MONOTONIC is
+   system-wide on Linux.
 2. Throughput. Eight client connections emit 20,000 events as fast as the
    engine acknowledges them; listener `store` inserts every event it receives
    into its table. The figure is events delivered per second, from the first
@@ -42,9 +45,11 @@ LATENCY_CONFIG = """
 senses:
   l: {group: g1}
   a: {group: g2}
+  p: {group: g3, peers: [l]}
 reflexes:
   - {sense: l, on: [go]}
   - {sense: a, on: [l]}
+  - {sense: p, on: [l]}
 """
 LISTENER = """
 import time
@@ -60,6 +65,13 @@ import time
 def compute(db, peers, trigger):
     t0 = time.monotonic_ns()
     return {"hop": t0 - trigger.events[-1].payload["t"] if len(trigger.events) == 1 else None}
+"""# the same hop for a compute without `trigger` (reads l's last signal through peers, as bench/engine_hop.py does)
+PLAIN_HOP = """
+import time
+
+def compute(db, peers):
+    t0 = time.monotonic_ns()
+    return {"hop": t0 - peers["l"].last_signal()["payload"]["t"]}
 """
 
 THROUGHPUT_CONFIG = """
@@ -122,10 +134,11 @@ class Client:
 
 # -- 1. latency ---------------------------------------------------------------------
 
-def latency(n: int = 600) -> tuple[list[float], list[float]]:
-    with instance(LATENCY_CONFIG, {"l": LISTENER, "a": HOP}) as home:
+def latency(n: int = 600) -> tuple[list[float], list[float], list[float]]:
+    """(emit → l, l → a with its events, l → p without) in µs."""
+    with instance(LATENCY_CONFIG, {"l": LISTENER, "a": HOP, "p": PLAIN_HOP}) as home:
         with Engine(home) as engine:
-            engine.wait_ready(groups=2)
+            engine.wait_ready(groups=3)
             client = Client(home)
             next_at = time.monotonic()
             for _ in range(n + WARMUP):
@@ -133,10 +146,11 @@ def latency(n: int = 600) -> tuple[list[float], list[float]]:
                 client.emit("go", {"t": time.monotonic_ns()})
                 time.sleep(max(0.0, next_at - time.monotonic()))
             client.close()
-            wait_until(lambda: len(signals(home, "a")) >= n + WARMUP, 20)
+            wait_until(lambda: len(signals(home, "a")) >= n + WARMUP and len(signals(home, "p")) >= n + WARMUP, 20)
         emit = [s["payload"]["lat"] / 1000 for s in signals(home, "l") if s["payload"]["lat"] is not None]
         hop = [s["payload"]["hop"] / 1000 for s in signals(home, "a") if s["payload"]["hop"] is not None]
-    return emit[WARMUP:], hop[WARMUP:]
+        plain = [s["payload"]["hop"] / 1000 for s in signals(home, "p")]
+    return emit[WARMUP:], hop[WARMUP:], plain[WARMUP:]
 
 
 # -- 2. throughput ------------------------------------------------------------------
@@ -241,7 +255,7 @@ def round_trips(src: str | None) -> list[float]:
 
 def main() -> None:
     floor = pipe_round_trips()
-    emit, hop = latency()
+    emit, hop, plain = latency()
     floor += pipe_round_trips()
     report = Report(f"events: emit → listener, sustained delivery, durable ack ({machine()})")
     report.row("raw pipe round trip, blocking, median", us(median(floor)))
@@ -252,6 +266,8 @@ def main() -> None:
                    pct(emit, 99) <= 2000)
         report.row("signal → listener compute start (hop), median / p99", f"{us(median(hop))} / {us(pct(hop, 99))}",
                    us(median(floor)))
+        report.row("the same hop, compute without trigger (no events read), median / p99",
+                   f"{us(median(plain))} / {us(pct(plain, 99))}", us(median(floor)))
         report.row("samples (emit / hop)", f"{len(emit):,} / {len(hop):,}")
     else:
         report.row("emit → listener compute start", "no samples", "", "", False)

@@ -85,12 +85,13 @@ class EventReader:
             if conn is None:
                 continue
             after = cursors.get(name, 0)
-            if after > head(conn, kind):
-                after = moved[name] = 0  # its database was recreated and its ids start again
             if budget <= 0 or room <= 0:
                 more = more or bool(read_source(conn, kind, name, after, 1))
                 continue
             rows = read_source(conn, kind, name, after, budget + 1)
+            if not rows and after > head(conn, kind):  # its database was recreated and its ids start again
+                after = moved[name] = 0
+                rows = read_source(conn, kind, name, after, budget + 1)
             if len(rows) > budget:
                 rows, more = rows[:budget], True
             for event_id, ts, payload in rows:
