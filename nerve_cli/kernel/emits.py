@@ -41,7 +41,10 @@ Item = tuple[str, "str | None", "str | None", Any, asyncio.Future]
 class EmitDesk:
     def __init__(self, path: Path, on_stored: OnStored) -> None:
         self.path = Path(path)
-        self.store: EventStore | None = None  # opened by the first emit: no events, no events.db
+        # opened by the first emit (no events, no events.db): one connection for the loop, which never waits
+        # for the lock, and one for the writer thread, which does
+        self.store: EventStore | None = None
+        self._waiting_store: EventStore | None = None
         self.on_stored = on_stored
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
         self._queue: list[Item] = []
@@ -66,7 +69,7 @@ class EmitDesk:
         items = [b[:3] for b in batch]
         if self.store is not None:
             try:
-                stored = self.store.append(items, wait=False)
+                stored = self.store.append(items)
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     self._refuse(batch, exc)
@@ -80,9 +83,12 @@ class EmitDesk:
 
     def _append(self, items: list[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
         """In the writer thread."""
-        if self.store is None:
-            self.store = EventStore(self.path, autocheckpoint=False)
-        return self.store.append(items)
+        if self._waiting_store is None:
+            self._waiting_store = EventStore(self.path, autocheckpoint=False)
+        stored = self._waiting_store.append(items)
+        if self.store is None:  # opened here too, so that the loop never pays for the schema check
+            self.store = EventStore(self.path, autocheckpoint=False, wait=False)
+        return stored
 
     def _written(self, batch: list[Item], done: asyncio.Future) -> None:
         self._writing = None
@@ -118,5 +124,6 @@ class EmitDesk:
             await asyncio.wait([f for f in (self._writing, self._checkpointing) if f is not None])
             await asyncio.sleep(0)  # let the done callbacks run (and start the next batch, if any)
         self._executor.shutdown(wait=True)
-        if self.store is not None:
-            self.store.close()
+        for store in (self.store, self._waiting_store):
+            if store is not None:
+                store.close()

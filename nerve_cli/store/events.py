@@ -226,30 +226,26 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 class EventStore:
     """The writer of data/events.db. Not thread-safe: one thread at a time writes."""
 
-    def __init__(self, path: Path, *, autocheckpoint: bool = True) -> None:
+    def __init__(self, path: Path, *, autocheckpoint: bool = True, wait: bool = True) -> None:
+        """`wait=False`: an append raises at once (sqlite3.OperationalError, "database is locked") when another
+        writer holds the database, instead of waiting up to the busy timeout."""
         self.path = Path(path)
         self.conn = connect(self.path)
         if not autocheckpoint:  # the caller checkpoints elsewhere (a checkpoint fsyncs; the engine's loop must not)
             self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+        if not wait:
+            self.conn.execute("PRAGMA busy_timeout = 0")
 
-    def append(self, items: Iterable[tuple[str, str | None, str | None]], *, wait: bool = True) -> list[StoredEvent]:
+    def append(self, items: Iterable[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
         """Store (channel, payload JSON, key) in one transaction, in order; every one is committed on return.
 
         An item whose key is already stored is not stored again: its answer is
-        the earlier event, marked `duplicate`. `wait=False`: raise at once
-        (sqlite3.OperationalError, "database is locked") if another writer holds
-        the database, instead of waiting up to the busy timeout.
+        the earlier event, marked `duplicate`.
         """
         out: list[StoredEvent] = []
         conn = self.conn
         ts = now_ms()
-        if not wait:
-            conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        finally:
-            if not wait:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             for channel, payload, key in items:
                 cur = conn.execute("INSERT INTO events (channel, payload, ts, key) VALUES (?, ?, ?, ?) "
