@@ -120,6 +120,33 @@ def test_interval_resumes_from_disk_and_an_overdue_sense_runs_once(home: Path) -
     assert len(starts(home, "overdue")) == 2
 
 
+def test_an_instance_from_before_the_completion_anchors_keeps_its_rhythm(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          hourly: {}
+        reflexes:
+          - {sense: hourly, interval: 1h}
+    """, {"hourly": FAST})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: completes(home, "hourly"), 10, what="the first run")
+        assert engine.stop()[0] == 0
+    # as an older Nerve left it: the completion is in the logs only
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key LIKE 'last_complete:%' OR key = 'completion_anchors'")
+    conn.close()
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        assert engine.status()["senses"]["hourly"]["next_due"] > time.time() + 3000  # found in the logs
+        assert engine.stop()[0] == 0
+    assert len(starts(home, "hourly")) == 1
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    keys = {k for (k,) in conn.execute("SELECT key FROM meta")}
+    conn.close()
+    assert {"last_complete:hourly", "completion_anchors"} <= keys  # scanned once: the next start reads meta
+
+
 def test_a_signal_starts_its_listener_with_nothing_else_going_on(home: Path) -> None:
     write_instance(home, """
         senses:

@@ -123,19 +123,51 @@ def test_flush_failure_keeps_buffer_in_order(db: Path) -> None:
     store.close()
 
 
-def test_last_completions_from_meta_and_logs(db: Path) -> None:
+def test_last_completions_come_from_meta_and_memory_never_from_a_scan_of_the_logs(db: Path) -> None:
     store = LogStore(db)
     store.append("reflex", "run_complete", "cpu", {"outcome": "signal"}, ts=1000)
     store.append("reflex", "run_complete", "cpu", {"outcome": "silent"}, ts=3000)
     store.append("reflex", "run_start", "disk", ts=5000)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    # what a hot reload asks: known at once, unflushed rows included, without touching the database
+    assert store.last_completions() == {"cpu": 3000}
+    assert statements == []
     store.close()
-    # a row written by something that did not maintain meta is still found
-    conn = sqlite3.connect(db)
-    conn.execute("INSERT INTO logs (source, type, ref_id, payload, ts) VALUES ('reflex', 'run_complete', 'disk', NULL, 4000)")
-    conn.commit()
     store = LogStore(db)
+    store._conn.set_trace_callback(statements.append)
     assert store.get_meta("last_complete:cpu") == "3000"
+    assert store.last_completions() == {"cpu": 3000}
+    assert not any("GROUP BY" in sql for sql in statements)
+    store.close()
+
+
+def test_a_log_from_before_the_anchors_is_scanned_once_and_then_never_again(db: Path) -> None:
+    store = LogStore(db)
+    store.append("reflex", "run_complete", "cpu", {"outcome": "signal"}, ts=3000)
+    store.close()
+    # a logs.db written before the meta anchors: run_complete rows, no anchor for them
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'completion_anchors'")
+        conn.execute("INSERT INTO logs (source, type, ref_id, payload, ts) VALUES ('reflex', 'run_complete', 'disk', NULL, 4000)")
+        conn.execute("INSERT INTO logs (source, type, ref_id, payload, ts) VALUES ('reflex', 'run_complete', 'cpu', NULL, 2000)")
+    conn.close()
+    store = LogStore(db)
+    assert not store.anchored
+    assert store.last_completions() == {"cpu": 3000, "disk": 4000}  # the newer of anchor and row
+    assert store.anchored
+    store.close()
+    conn = sqlite3.connect(db)
+    assert dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'last_complete:%' OR key = 'completion_anchors'")) == {
+        "last_complete:cpu": "3000", "last_complete:disk": "4000", "completion_anchors": "1"}
+    conn.close()
+    store = LogStore(db)
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    assert store.anchored
     assert store.last_completions() == {"cpu": 3000, "disk": 4000}
+    assert not any("GROUP BY" in sql for sql in statements)
     store.close()
 
 

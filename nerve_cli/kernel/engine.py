@@ -129,6 +129,8 @@ class Engine:
         except BaseException:
             self.logs.close()
             raise
+        if not self.logs.anchored:  # a logs.db from before the completion anchors: scanned once, off the loop
+            await loop.run_in_executor(None, self.logs.backfill_anchors)
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         # every sense is held until its group's worker says it is ready (the health sense is the kernel's own)
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
@@ -203,7 +205,8 @@ class Engine:
     # hot reload (reload.Target) ---------------------------------------------
     def use_config(self, config: NerveConfig) -> None:
         self.config = config
-        # a sense that joins keeps its rhythm from disk, like at start-up; cron times count from now
+        # a sense that joins keeps its rhythm from disk, like at start-up (the log store keeps every
+        # sense's last completion in memory: no query here); cron times count from now
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.scheduler.apply_config(config, completions, now=time.time())
         self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group

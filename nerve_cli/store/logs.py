@@ -38,6 +38,9 @@ STATUSES = frozenset({"queued", "started", "waiting", "completed", "failed", "cr
 # a live thread's rows are never archived: a queued, running or waiting thread resumes from them
 LIVE_STATUSES = ("queued", "started", "waiting")
 LAST_COMPLETE = "last_complete:"
+# meta key present once every sense's last completion is in a `last_complete:` key: the logs are
+# never scanned for them again (a logs.db made before the keys is scanned once, see backfill_anchors)
+ANCHORED = "completion_anchors"
 BUSY_TIMEOUT_MS = 5000
 
 _INSERT_LOG = "INSERT INTO logs (source, type, ref_id, payload, ts) VALUES (?, ?, ?, ?, ?)"
@@ -117,10 +120,17 @@ class LogStore:
         # each op is (sql, params); kept in call order and written in that order
         self._ops: list[tuple[str, tuple]] = []
         self._marks: dict[str, int] = {}  # meta key → highest id whose log row is in the buffer (see mark)
-        self._completions: dict[str, int] = {}
+        # sense → ts of its last run_complete: read from meta once, then kept here as rows are appended,
+        # so a hot reload asks no database (and never waits for a flush) to anchor a sense's interval
+        self._completions: dict[str, int] = {
+            sense: int(value) for sense, value in _prefixed(self._conn, LAST_COMPLETE)}
         self._dirty: set[str] = set()  # senses whose last completion is not in meta yet
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'run_counter'").fetchone()
         self._run_counter = int(row[0]) if row else 0
+        self.anchored = self._conn.execute("SELECT 1 FROM meta WHERE key = ?", (ANCHORED,)).fetchone() is not None
+        if not self.anchored and self._conn.execute("SELECT 1 FROM logs LIMIT 1").fetchone() is None:
+            self._conn.execute(_SET_META, (ANCHORED, "1"))  # a new log: every completion will have its key
+            self.anchored = True
 
     # -- writes (buffered) -------------------------------------------------
     def append(
@@ -223,29 +233,41 @@ class LogStore:
         """meta keys starting with `prefix` (prefix removed) → value."""
         with self._write_lock:
             self.flush()
-            rows = self._conn.execute("SELECT substr(key, ?), value FROM meta WHERE substr(key, 1, ?) = ?",
-                                      (len(prefix) + 1, len(prefix), prefix))
-            return dict(rows.fetchall())
+            return dict(_prefixed(self._conn, prefix))
 
     def last_completions(self) -> dict[str, int]:
-        """sense → ts (ms) of its last `reflex/run_complete`, from meta, else from the logs."""
+        """sense → ts (ms) of its last `reflex/run_complete`, from memory (meta, plus what was appended since).
+
+        On a logs.db from before the meta keys this first scans the logs once (`backfill_anchors`);
+        the engine does that off its event loop before it asks.
+        """
+        if not self.anchored:
+            self.backfill_anchors()
+        with self._lock:
+            return dict(self._completions)
+
+    def backfill_anchors(self) -> None:
+        """One-time: find each sense's last completion in the logs themselves and keep it in meta.
+
+        A GROUP BY over every run_complete row: it grows with the log, which is why it runs once
+        (the ANCHORED key, committed with the anchors, says it has) and not at every start or reload.
+        """
         with self._write_lock:
+            if self.anchored:
+                return
             self.flush()
-            found: dict[str, int] = {}
-            rows = self._conn.execute(
-                "SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
-                (len(LAST_COMPLETE) + 1, LAST_COMPLETE + "%"),
-            )
-            for sense, value in rows:
-                found[sense] = int(value)
-            # older data (or a meta key lost to a hand edit): ask the logs themselves
             rows = self._conn.execute(
                 "SELECT ref_id, MAX(ts) FROM logs WHERE source = 'reflex' AND type = 'run_complete' "
                 "AND ref_id IS NOT NULL GROUP BY ref_id"
-            )
-            for sense, ts in rows:
-                found[sense] = max(ts, found.get(sense, 0))
-            return found
+            ).fetchall()
+            with self._lock:
+                for sense, ts in rows:
+                    if ts > self._completions.get(sense, 0):
+                        self._completions[sense] = ts
+                        self._dirty.add(sense)
+                self._ops.append((_SET_META, (ANCHORED, "1")))
+            self.flush()
+            self.anchored = True
 
     def close(self) -> None:
         with self._write_lock:
@@ -259,6 +281,21 @@ class LogStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _prefixed(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
+    """(key without `prefix`, value) of the meta keys starting with `prefix`: a range of the key index."""
+    return conn.execute("SELECT substr(key, ?), value FROM meta WHERE key >= ? AND key < ?",
+                        (len(prefix) + 1, prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchall()
+
+
+def last_completions(path: Path) -> dict[str, int]:
+    """sense → ts (ms) of its last completion, read from meta (the engine's anchors) by a reader."""
+    conn = open_readonly(path)
+    try:
+        return {sense: int(value) for sense, value in _prefixed(conn, LAST_COMPLETE)}
+    finally:
+        conn.close()
 
 
 # -- read side: separate read-only connections -------------------------------

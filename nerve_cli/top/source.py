@@ -23,6 +23,7 @@ from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import request
 from nerve_cli.kernel.guards import load_quarantines
+from nerve_cli.store.logs import last_completions
 from nerve_cli.workflows.threads import list_threads
 
 EVENTS_AT_START = 20
@@ -91,8 +92,7 @@ class Source:
     def _senses_from_files(self, config) -> list[dict[str, Any]]:
         quarantined = load_quarantines(self.layout.logs_db) if self.layout.logs_db.exists() else {}
         errors = self._error_counts()
-        last_runs = dict(_read(self.layout.logs_db, "SELECT ref_id, MAX(ts) FROM logs WHERE source = 'reflex' "
-                                                    "AND type = 'run_complete' GROUP BY ref_id"))
+        last_runs = _last_runs(self.layout.logs_db)
         out = []
         for name, settings in sorted(config.senses.items()):
             last = self._last_value.get(name)
@@ -165,6 +165,16 @@ class Source:
         rows = _read(self.layout.logs_db, "SELECT ref_id, COUNT(*) FROM logs WHERE source = 'system' "
                                           "AND type = 'error' GROUP BY ref_id")
         return dict(rows)
+
+
+def _last_runs(path: Path) -> dict[str, int]:
+    """sense → its last completion (ms), from the engine's anchors in meta: no scan of the log."""
+    if not path.is_file():
+        return {}
+    try:
+        return last_completions(path)
+    except sqlite3.Error:
+        return {}
 
 
 def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
