@@ -271,6 +271,7 @@ class NerveTop(App):
         self.refresh_s = refresh_s
         self.last: Snapshot | None = None
         self._busy = False
+        self._again = False  # a tick came while one was reading: read again as soon as it is done
 
     def on_mount(self) -> None:
         self.push_screen(Dashboard())
@@ -278,16 +279,25 @@ class NerveTop(App):
         self.call_later(self.tick)
 
     async def tick(self) -> None:
-        if self._busy:  # a slow read (a VACUUM holding the database) never piles up calls
+        if self._busy:  # a slow read (a VACUUM holding the database) never piles up calls,
+            self._again = True  # but what it missed is read right after it, not a whole period later
             return
         self._busy = True
         try:
-            snap = await asyncio.to_thread(self.source.snapshot)
-        except Exception as exc:  # shown, never fatal: the next tick tries again
-            self.notify(f"could not read the instance: {exc}", severity="error")
-            return
+            while True:
+                self._again = False
+                try:
+                    snap = await asyncio.to_thread(self.source.snapshot)
+                except Exception as exc:  # shown, never fatal: the next tick tries again
+                    self.notify(f"could not read the instance: {exc}", severity="error")
+                    return
+                self._show(snap)
+                if not self._again:
+                    return
         finally:
             self._busy = False
+
+    def _show(self, snap: Snapshot) -> None:
         self.last = snap
         for screen in self.screen_stack:
             if isinstance(screen, Dashboard):
