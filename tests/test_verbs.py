@@ -142,6 +142,28 @@ def test_workflow_delete_moves_the_file_to_the_attic_and_disables_it(home: Path)
     assert again.returncode == 1 and "already deleted" in again.stderr
 
 
+def test_gc_removes_the_entries_of_a_deleted_workflow_and_sense_once_nothing_is_left(home: Path) -> None:
+    instance(home)
+    assert nerve("workflow", "new", "triage", home=home).returncode == 0
+    assert nerve("workflow", "delete", "triage", home=home).returncode == 0
+    assert nerve("sense", "delete", "b", home=home).returncode == 0  # nothing names b
+    text = (home / "nerve.yaml").read_text()
+    assert "triage" in text and "b:" in text  # deleting keeps the entries, disabled
+    gc = json.loads(nerve("gc", "--older-than", "0s", "--json", home=home).stdout)
+    entries = {(i["what"], i["why"]) for i in gc["items"] if i["kind"] == "entry"}
+    assert entries == {("workflows.triage", "deleted and nothing of it is left in the attic"),
+                       ("senses.b", "deleted and nothing of it is left in the attic, with the 1 reflex scheduling it")}
+    text = (home / "nerve.yaml").read_text()
+    assert "triage" not in text and "b:" not in text and "sense: b" not in text
+    assert [p for kind in ("senses", "workflows") for p in (home / "attic" / kind).glob("*")] == []
+    assert nerve("config", "check", home=home).returncode == 0
+    assert git(home, "log", "-1", "--format=%s").strip() == "nerve: gc (older than 0s)"
+    changed = git(home, "show", "--name-only", "--format=", "HEAD").split()
+    assert "nerve.yaml" in changed and {p.split("/")[1] for p in changed if p != "nerve.yaml"} == {"senses", "workflows"}
+    assert all(p.startswith("attic/") for p in changed if p != "nerve.yaml")
+    assert git(home, "status", "--porcelain") == ""
+
+
 def test_a_disabled_then_enabled_sense_runs_again(home: Path) -> None:
     instance(home)
     with RunningEngine(home) as engine:
