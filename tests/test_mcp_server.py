@@ -231,3 +231,27 @@ def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Pat
         assert (when["type"], when["exit_code"]) == ("usage", 2) and "Invalid value for since" in when["message"]
 
     _mcp(home, body)
+
+
+def test_show_sense_checks_the_code_again_only_when_the_sense_changed(home: Path, tmp_path: Path) -> None:
+    _instance(home)
+    imports = tmp_path / "imports"
+    sense_py = home / "senses" / "listener" / "sense.py"
+    counted = f"open({str(imports)!r}, 'a').write('x')  # once per import: once per code check\n" + LISTENER
+    sense_py.write_text(counted)
+
+    async def body(session: ClientSession) -> None:
+        for _ in range(3):
+            shown = await _call(session, "show_sense", sense="listener")
+            assert shown["load_problem"] is None
+        assert imports.read_text() == "x"  # one check for three reads
+        sense_py.write_text(counted.replace("def compute(db, peers):", "def compute(db, peers)"))
+        broken = (await _call(session, "show_sense", sense="listener"))["load_problem"]
+        assert (broken["file"], broken["line"]) == ("senses/listener/sense.py", 3), broken
+        cli = json.loads(nerve("sense", "show", "listener", "--json", home=home).stdout)
+        assert cli["load_problem"] == broken  # what the CLI says
+        sense_py.write_text(counted)
+        assert (await _call(session, "show_sense", sense="listener"))["load_problem"] is None
+
+    _mcp(home, body)
+

@@ -11,6 +11,7 @@ code is never imported here: a compute runs in the engine's workers.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.client import engine_running, request
 from nerve_cli.senses.emit import emit_event
-from nerve_cli.senses.inspect import list_senses, require_sense, show_sense
+from nerve_cli.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
 from nerve_cli.senses.standalone import compute_via_engine
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms
@@ -46,6 +47,7 @@ class Tools:
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
         self.layout = Layout(self.home)
+        self._checked: dict[str, tuple[Any, dict[str, Any] | None]] = {}  # sense → (code_stamp, load problem)
 
     # -- reading the files ---------------------------------------------------------
     def list_senses(self) -> dict[str, Any]:
@@ -54,7 +56,17 @@ class Tools:
 
     def show_sense(self, sense: str, limit: int = 20) -> dict[str, Any]:
         """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals."""
-        return sense_docs.sense_show(show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT))))
+        detail = show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT)), check_code=False)
+        return sense_docs.sense_show(replace(detail, problem=self._load_problem(sense)))
+
+    def _load_problem(self, sense: str) -> dict[str, Any] | None:
+        """The code check `nerve sense show` runs (a child importing the sense, ≈ 0.2 s), run again only
+        when a file of the sense changed: an agent reading a sense over and over pays for it once."""
+        stamp = code_stamp(self.home, sense)
+        known = self._checked.get(sense)
+        if known is None or known[0] != stamp:
+            known = self._checked[sense] = (stamp, load_problem(self.home, sense))
+        return known[1]
 
     def query_sense(self, sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
                     timeout_s: float = 2.0) -> dict[str, Any]:

@@ -97,14 +97,26 @@ def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_co
         blocked=blocked_state(home, name),
         recent_rows={t["name"]: newest_rows(layout.sense_db(name), t["name"], rows)
                      for t in tables if not t["engine"]} if rows > 0 else {},
-        problem=_load_problem(home, name) if check_code and (layout.sense_dir(name) / "sense.py").is_file() else None,
+        problem=load_problem(home, name) if check_code else None,
     )
 
 
-def _load_problem(home: Path, name: str) -> dict[str, Any] | None:
+def load_problem(home: Path, name: str) -> dict[str, Any] | None:
     """What would stop the sense from loading (drift included), found by importing it in a child process."""
+    if not (Layout(home).sense_dir(name) / "sense.py").is_file():
+        return None
     found = check_code(home, [name], [])
     return {"file": found[0].file, "line": found[0].line, "message": found[0].message} if found else None
+
+
+def code_stamp(home: Path, name: str) -> tuple[tuple[str, int, int], ...]:
+    """Every file of the sense's folder (caches left out) with its mtime and size: what `load_problem`
+    depends on, so a caller can keep its answer until one of them changes."""
+    folder = Layout(home).sense_dir(name)
+    if not folder.is_dir():
+        return ()
+    files = [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return tuple(sorted((p.relative_to(folder).as_posix(), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
 
 
 def newest_rows(path: Path, table: str, limit: int) -> list[dict[str, Any]]:
