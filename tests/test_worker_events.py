@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from nerve_cli.store.events import EventStore, store_event
@@ -201,6 +204,33 @@ def test_the_log_handle_reads_and_cannot_write(home: Path) -> None:
         answer = client.answer(cid, timeout=20)
     assert isinstance(answer, Signal), answer
     assert answer.payload == {"messages": ["disk full"], "wrote": False, "methods": ["layout", "query", "runs", "thread"]}
+
+
+def test_the_log_handle_reaches_archived_days_and_reads_threads(home: Path) -> None:
+    code = """
+    def compute(db, peers, trigger):
+        errors = lambda **since: [r["payload"]["message"] for r in trigger.log.query(source="system", type="error", **since)]
+        return {"hot": errors(), "with_archive": errors(since="30d"), "runs": [(r["run_id"], r["status"]) for r in trigger.log.runs()],
+                "thread": [r["type"] for r in trigger.log.thread("run-1")]}
+    """
+    write_instance(home, {"reader": {"code": code, "schema": None, "migration": None}})
+    now = int(time.time() * 1000)
+    with LogStore(home / "data" / "logs.db") as logs:
+        logs.append("system", "error", "x", {"message": "ten days ago"}, ts=now - 10 * 86_400_000)
+        logs.append("system", "error", "x", {"message": "today"}, ts=now)
+        logs.workflow_event("run-1", "review", "queued", {}, ts=now)
+        logs.workflow_event("run-1", "review", "completed", {}, ts=now + 1)
+    archived = subprocess.run([sys.executable, "-m", "nerve_cli", "archive", "--older-than", "5d", "--home", str(home)],
+                              capture_output=True, text=True, timeout=60)
+    assert archived.returncode == 0, archived.stderr
+    assert list((home / "data" / "archive" / "logs").glob("*.jsonl*"))  # the old row left logs.db
+    with worker(home) as client:
+        cid = client.next_id()
+        client.send(Compute(cid, "reader", "demand"))
+        answer = client.answer(cid, timeout=20)
+    assert isinstance(answer, Signal), answer
+    assert answer.payload == {"hot": ["today"], "with_archive": ["ten days ago", "today"],
+                              "runs": [["run-1", "completed"]], "thread": ["queued", "completed"]}
 
 
 def test_an_async_compute_receives_its_events_too(home: Path) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.contract.times import parse_instant
 from nerve_cli.home import Layout
-from nerve_cli.store.logs import workflow_runs
+from nerve_cli.store.logs import now_ms, workflow_runs
 
 DEFAULT_LIMIT = 100
 
@@ -52,8 +53,7 @@ class LogReader:
 
     @staticmethod
     def _since_ms(since: str | int | None) -> int | None:
+        """`since` as `nerve logs --since` reads it (a date or a time without a zone is UTC here), or unix ms."""
         if since is None or isinstance(since, int):
             return since
-        from nerve_cli.store.history import parse_since  # see query: pydantic only when the Log is read
-
-        return parse_since(since)
+        return parse_instant(since, now_ms=now_ms(), utc=True)
