@@ -25,3 +25,56 @@ def llm_cli(*args: str) -> subprocess.CompletedProcess:
     """The real `llm` command (python -m llm), with the test's LLM_USER_PATH."""
     return subprocess.run([sys.executable, "-m", "llm", *args], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ))
+
+
+HANG_PLUGIN = '''
+"""A model that never answers (a provider that accepted the request and went silent): `hang` (sync) and
+its async form. Each call appends its start (time.monotonic) to $NERVE_TEST_HANG_LOG."""
+import asyncio, os, time
+
+import llm
+
+
+def _started():
+    with open(os.environ["NERVE_TEST_HANG_LOG"], "a") as fh:
+        fh.write(f"{time.monotonic()}\\n")
+
+
+class Hang(llm.Model):
+    model_id = "hang"
+
+    def execute(self, prompt, stream, response, conversation=None):
+        _started()
+        time.sleep(3600)  # blocks its thread: nothing can cancel it
+        yield "never"
+
+
+class HangAsync(llm.AsyncModel):
+    model_id = "hang"
+
+    async def execute(self, prompt, stream, response, conversation=None):
+        _started()
+        await asyncio.sleep(3600)
+        yield "never"
+
+
+@llm.hookimpl
+def register_models(register):
+    register(Hang(), HangAsync())
+'''
+
+
+@pytest.fixture
+def hang_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_home: Path) -> Path:
+    """The `hang` model as a real llm plugin (a module and its dist-info entry point on PYTHONPATH, found by
+    llm as an installed plugin in the engine's workers too). Returns the file each call's start is logged to."""
+    site = tmp_path / "hang-plugin"
+    info = site / "llm_hang-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "llm_hang.py").write_text(HANG_PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: llm-hang\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[llm]\nhang = llm_hang\n")
+    log = tmp_path / "hang-calls.txt"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("NERVE_TEST_HANG_LOG", str(log))
+    return log

@@ -17,7 +17,8 @@ prompt likewise (`system=`, else `workflows.<name>.system`). An unknown
 model or a missing key raises RoleSetupError (the thread fails at once,
 naming the fix); anything else the model raises is an ordinary role failure,
 retried per `role_retries` with back-off. `role_timeout` cancels an async
-model call; a sync one (run in a thread) is abandoned.
+model call; a sync one runs in a daemon thread of its own and is abandoned
+there (it ends with the worker, never holding up its exit).
 
 `llm` is imported when a workflow worker starts with such a role (`warm_up`,
 so the import does not count against the first call's role_timeout) or on the
@@ -28,16 +29,20 @@ only workflow workers running such a role pay for it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from nerve_cli.workflow.context import current_thread
 from nerve_cli.workflow.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
 CONVERSATION_KEY = "conversation_id"
+T = TypeVar("T")
 
 
 def transcript(messages: Sequence[WorkflowMessage]) -> str:
@@ -86,7 +91,7 @@ class LlmRole:
             usage = await response.usage()
         else:  # a sync model blocks: run it in a thread (a role_timeout abandons it there)
             response = target.prompt(text, system=system, **self.options)
-            content = await asyncio.to_thread(response.text)
+            content = await in_daemon_thread(response.text)
             usage = response.usage()
         meta: dict[str, Any] = {"model": model.model_id, "usage": _usage(usage),
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
@@ -121,6 +126,37 @@ def _since(messages: Sequence[WorkflowMessage], conv: Any) -> Sequence[WorkflowM
         if messages[index].meta.get(CONVERSATION_KEY) == conv.id:
             return messages[index + 1:]
     return messages
+
+
+async def in_daemon_thread(call: Callable[[], T]) -> T:
+    """`await asyncio.to_thread(call)`, but in a daemon thread of its own, not the loop's executor.
+
+    A model call that never returns (a provider gone silent) cannot be stopped once its thread runs:
+    role_timeout abandons it. In the default executor it would hold up the worker's exit (asyncio.run
+    and the interpreter both wait for executor threads), and stay counted in the executor's few slots.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():  # cancelled by role_timeout meanwhile: nobody waits for it
+            outcome()
+
+    def run() -> None:
+        try:
+            result = context.run(call)
+        except BaseException as exc:  # handed to the awaiting role, as to_thread would
+            answer = partial(settle, partial(done.set_exception, exc))
+        else:
+            answer = partial(settle, partial(done.set_result, result))
+        try:
+            loop.call_soon_threadsafe(answer)
+        except RuntimeError:  # the loop is closed: the worker is ending and nobody waits
+            pass
+
+    threading.Thread(target=run, name="llm-call", daemon=True).start()
+    return await done
 
 
 def _usage(usage: Any) -> dict[str, Any]:
