@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+import contractkit as contract
+from contractkit import naming_problems
 from enginekit import RunningEngine, write_instance
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
-from nerve_cli.contract import VERSION
-from nerve_cli.contract.schema import KINDS, schema
+from nerve_cli.contract.schema import CLI_KINDS
 from nerve_cli.store.archive import archive
 from workflow_support import PINGPONG
 
@@ -53,53 +52,8 @@ SENSES = {
     "a": "def compute(db, peers):\n    return {'n': len(db.query('select * from _signals')) + 1}\n",
     "b": "def compute(db, peers):\n    return 'text'\n",
 }
-ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config",
-          "newest"}  # user data, not ours
-
-
-def naming_problems(doc: Any, where: str = "") -> list[str]:
-    """Points in time are `<x>_ms` (int) beside `<x>` (ISO UTC), durations `<x>_s`; no other time names."""
-    found: list[str] = []
-    if isinstance(doc, list):
-        for i, item in enumerate(doc):
-            found += naming_problems(item, f"{where}[{i}]")
-    elif isinstance(doc, dict):
-        for key, value in doc.items():
-            path = f"{where}.{key}"
-            if key in ("ts", "timestamp") or key.endswith("_at") or key.endswith("_ts"):
-                found.append(f"{path}: a time must be named <x>_ms and <x>")
-            if key.endswith("_ms"):
-                partner = key[:-3]
-                if partner not in doc:
-                    found.append(f"{path}: no `{partner}` beside it")
-                elif value is None:
-                    if doc[partner] is not None:
-                        found.append(f"{path} is null but {partner} is not")
-                elif not (isinstance(value, int) and isinstance(doc[partner], str) and ISO.match(doc[partner])):
-                    found.append(f"{path}={value!r} / {partner}={doc[partner]!r}: not int ms + ISO UTC")
-            if key not in OPAQUE:
-                found += naming_problems(value, path)
-    return found
-
-
-class Checked:
-    """Validates documents as they come; remembers what was seen to show nothing was skipped."""
-
-    def __init__(self) -> None:
-        self.kinds: set[str] = set()
-
-    def doc(self, kind: str, doc: Any, what: str) -> Any:
-        try:
-            jsonschema.Draft202012Validator(schema(kind)).validate(doc)
-        except jsonschema.ValidationError as exc:
-            raise AssertionError(f"`{what}` does not match schemas/{kind}.json: {exc.message} at "
-                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}")
-        assert doc["version"] == VERSION
-        problems = naming_problems(doc)
-        assert not problems, f"`{what}`: {problems}"
-        self.kinds.add(kind)
-        return doc
+class Checked(contract.Checked):
+    """Documents from the CLI, in process (CliRunner) or as a subprocess."""
 
     def cli(self, kind: str, *args: str, code: int = 0) -> Any:
         output.reset()
@@ -221,7 +175,7 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     check.cli("delete", "sense", "delete", "bee", "--dry-run", "--json")
     check.cli("delete", "workflow", "delete", "x", "--json")
     check.cli("gc", "gc", "--dry-run", "--json")
-    assert check.kinds >= set(KINDS) - {"sense-compute", "workflow-run"}, set(KINDS) - check.kinds
+    assert check.kinds >= set(CLI_KINDS) - {"sense-compute", "workflow-run"}, set(CLI_KINDS) - check.kinds
 
 
 def test_naming_rule_check_catches_the_old_shapes() -> None:

@@ -15,10 +15,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-import jsonschema
-
+from contractkit import Checked
 from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
-from nerve_cli.contract.schema import schema
+from nerve_cli.contract.schema import MCP_KINDS, schema
 from nerve_cli.schema.migrate import generate_migration
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,8 +68,12 @@ GATED = textwrap.dedent('''
     workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic}, moderator=moderator)
 ''')
 
-TOOLS = {"list_senses", "show_sense", "query_sense", "query_logs", "list_threads", "show_thread", "engine_status",
-         "emit", "compute_sense", "start_thread", "approve_thread", "reject_thread"}
+# each tool → the document it answers (schemas/<kind>.json), advertised as the tool's output schema
+TOOLS = {"list_senses": "sense-list", "show_sense": "sense-show", "query_sense": "sense-query",
+         "query_logs": "log-list", "list_threads": "thread-list", "show_thread": "thread-show",
+         "engine_status": "status", "emit": "emit", "compute_sense": "sense-compute", "start_thread": "thread-start",
+         "approve_thread": "thread-answer", "reject_thread": "thread-answer"}
+CHECKED = Checked()  # every answer of every test, validated as the CLI's --json documents are
 
 
 def _instance(home: Path) -> None:
@@ -108,8 +111,11 @@ async def _call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any
     result = await session.call_tool(tool, args)
     assert not result.is_error, result.content
     assert json.loads(result.content[0].text) == result.structured_content  # the same document as text
-    assert result.structured_content["version"] == 1
-    return result.structured_content
+    document = CHECKED.doc(TOOLS[tool], result.structured_content, f"{tool}({args})")
+    if tool == "query_logs":  # each row is the `log` document (`nerve logs --json`'s lines)
+        for row in document["logs"]:
+            CHECKED.doc("log", row, f"{tool}({args}).logs[]")
+    return document
 
 
 async def _error(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
@@ -136,8 +142,10 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
 
         async def body(session: ClientSession) -> None:
             listed = await session.list_tools()
-            assert {t.name for t in listed.tools} == TOOLS
+            assert {t.name for t in listed.tools} == set(TOOLS)
             assert all(t.description for t in listed.tools)
+            for tool in listed.tools:  # the shipped schema of its document, as the tool's output schema
+                assert tool.output_schema == schema(TOOLS[tool.name]), tool.name
 
             senses = {s["name"]: s for s in (await _call(session, "list_senses"))["senses"]}
             assert set(senses) == {"counter", "listener"}
@@ -191,6 +199,16 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             logs = (await _call(session, "query_logs", source="workflow", ref=gated, limit=100))["logs"]
             assert "waiting" in [r["type"] for r in logs]
 
+            run_id = (await _call(session, "start_thread", workflow="gated", prompt="another"))["run_id"]
+            await thread("waiting")
+            answer = await _call(session, "reject_thread", run_id=run_id, note="not yet")
+            assert (answer["decision"], answer["status"]) == ("reject", "started")
+            shown = await thread("completed")  # the moderator ends it on a rejection
+            assert shown["messages"][-1]["meta"]["approved"] is False
+
+            status = await _call(session, "engine_status")
+            assert [w["name"] for w in status["workflows"]] == ["gated"]
+
             # the same documents as the CLI's --json, valid against the shipped schemas
             for tool, args, command, kind in (
                     ("show_thread", {"run_id": gated}, ["thread", "show", gated], "thread-show"),
@@ -199,12 +217,13 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
                     ("show_sense", {"sense": "counter", "limit": 5}, ["sense", "show", "counter", "-n", "5"],
                      "sense-show")):
                 document = await _call(session, tool, **args)
-                jsonschema.Draft202012Validator(schema(kind)).validate(document)
+                assert TOOLS[tool] == kind
                 cli = nerve(*command, "--json", home=home)
                 assert json.loads(cli.stdout) == document, tool
 
         _mcp(home, body)
         engine.stop()
+    assert CHECKED.kinds >= set(TOOLS.values()) | set(MCP_KINDS), set(TOOLS.values()) - CHECKED.kinds
 
 
 def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Path) -> None:

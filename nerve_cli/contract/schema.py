@@ -1,7 +1,7 @@
 """The JSON Schema of each document, shipped in this package (`schemas/<kind>.json`).
 
-`nerve mcp` can hand them to clients as tool output schemas; the contract
-test validates every `--json` output against them.
+`nerve mcp` hands them to clients as its tools' output schemas; the contract
+tests validate every `--json` output and every MCP tool's answer against them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-KINDS = (
+CLI_KINDS = (
     "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "gc", "lifecycle", "log",
     "mesh", "rename", "sense-chart", "sense-compute", "sense-list", "sense-show", "service", "status",
     "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
 )
+# answered only by `nerve mcp`'s tools (query_sense, query_logs, start_thread): no command prints them
+MCP_KINDS = ("log-list", "sense-query", "thread-start")
+KINDS = CLI_KINDS + MCP_KINDS
 
 
 @lru_cache(maxsize=None)

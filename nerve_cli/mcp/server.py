@@ -3,7 +3,9 @@
 Register it with a client as a stdio server running `nerve mcp --home PATH`
 (README: "Agents: nerve mcp"). Each tool returns a JSON object (structured
 content, also as text) — the same document the matching CLI command prints
-with --json (nerve_cli.contract); a failure returns `is_error` with the CLI's
+with --json (nerve_cli.contract), or one only MCP answers (`sense-query`,
+`log-list`, `thread-start`); each tool advertises its document's shipped JSON
+Schema as its output schema. A failure returns `is_error` with the CLI's
 error document `{"version", "error": {"type", "message", "exit_code", ...}}`
 as its text. stdout carries the
 protocol only: nothing here prints.
@@ -12,6 +14,7 @@ No `from __future__ import annotations`: the SDK reads each tool's signature
 at registration to build its JSON schema.
 """
 
+import copy
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,9 +22,10 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from nerve_cli.contract import errors as error_docs
+from nerve_cli.contract.schema import schema
 from nerve_cli.mcp.tools import Tools, error_document
 
 INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
@@ -32,8 +36,26 @@ engine's log. emit sends an event to a channel (stored for the next start when n
 compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
 for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them."""
 
-# what every tool returns: an object, checked against this output schema by the SDK
-Document = Annotated[CallToolResult, dict[str, Any]]
+
+
+def document(kind: str) -> Any:
+    """A tool's return annotation: a CallToolResult carrying the `kind` document, advertised to clients with
+    that document's JSON Schema (nerve_cli/contract/schemas/<kind>.json) as the tool's output schema.
+
+    The SDK validates structured content against the annotation's pydantic model: here any object (the
+    tests validate every answer against the schema itself, and jsonschema is no runtime dependency)."""
+    published = copy.deepcopy(schema(kind))
+
+    class Document(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @classmethod
+        def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+            return published
+
+    Document.__name__ = Document.__qualname__ = f"Document[{kind}]"
+    return Annotated[CallToolResult, Document]
+
 READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
@@ -70,18 +92,18 @@ def build(home: Path) -> MCPServer:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
 
     @app.tool(annotations=READ)
-    def list_senses() -> Document:
+    def list_senses() -> document("sense-list"):
         """Every sense with its group, triggers, signal count and last signal (time and payload)."""
         return call(tools.list_senses)
 
     @app.tool(annotations=READ)
-    def show_sense(sense: str, limit: int = 20) -> Document:
+    def show_sense(sense: str, limit: int = 20) -> document("sense-show"):
         """One sense: its settings, tables with row counts, and its last `limit` signals (oldest first)."""
         return call(tools.show_sense, sense, limit)
 
     @app.tool(annotations=READ)
     def query_sense(sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
-                    timeout_s: float = 2.0) -> Document:
+                    timeout_s: float = 2.0) -> document("sense-query"):
         """One read-only SQL statement (SELECT, WITH, read-only PRAGMA table_info...) on a sense's SQLite
         database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000;
         `truncated` says when more matched) and timeout_s seconds (≤ 10). Signals are in `_signals`
@@ -91,7 +113,7 @@ def build(home: Path) -> MCPServer:
     @app.tool(annotations=READ)
     def query_logs(source: Literal["reflex", "workflow", "system", "signal"] | None = None,
                    type: str | None = None, ref: str | None = None, since: str | None = None,
-                   limit: int = 50) -> Document:
+                   limit: int = 50) -> document("log-list"):
         """The engine's log, newest last: filter by source, type (e.g. error, run_complete), ref (a sense
         name or a thread id like run-7) and since (1h, 7d or a UTC date); at most limit rows (≤ 1000)."""
         return call(tools.query_logs, source, type, ref, since, limit)
@@ -99,44 +121,44 @@ def build(home: Path) -> MCPServer:
     @app.tool(annotations=READ)
     def list_threads(status: Literal["queued", "started", "waiting", "completed", "failed", "crashed",
                                      "dropped"] | None = None,
-                     workflow: str | None = None, limit: int = 20) -> Document:
+                     workflow: str | None = None, limit: int = 20) -> document("thread-list"):
         """Workflow threads, newest first. status="waiting": threads waiting for a person (reason: the question)."""
         return call(tools.list_threads, status, workflow, limit)
 
     @app.tool(annotations=READ)
-    def show_thread(run_id: str) -> Document:
+    def show_thread(run_id: str) -> document("thread-show"):
         """One thread (run-7): status, prompt, timings, why it ended, its events and every message with meta."""
         return call(tools.show_thread, run_id)
 
     @app.tool(annotations=READ)
-    def engine_status() -> Document:
+    def engine_status() -> document("status"):
         """The running engine: workers, each sense's state and schedule, workflows (needs `nerve run`)."""
         return call(tools.status)
 
     @app.tool(annotations=ACT)
-    def emit(channel: str, payload: Any = None, key: str | None = None) -> Document:
+    def emit(channel: str, payload: Any = None, key: str | None = None) -> document("emit"):
         """Send an event to an external channel (a name in a reflex's on: list) with a JSON payload: it is
         committed before the answer and its listeners compute (delivered at the next start if no engine runs).
         A key makes a resend of the same event a no-op."""
         return call(tools.emit, channel, payload, key)
 
     @app.tool(annotations=ACT)
-    def compute_sense(sense: str) -> Document:
+    def compute_sense(sense: str) -> document("sense-compute"):
         """Run one compute of a sense now, in the engine's worker; returns its outcome and payload."""
         return call(tools.compute_sense, sense)
 
     @app.tool(annotations=ACT)
-    def start_thread(workflow: str, prompt: str, max_rounds: int | None = None) -> Document:
+    def start_thread(workflow: str, prompt: str, max_rounds: int | None = None) -> document("thread-start"):
         """Start a thread of a workflow with a prompt; returns its run id (follow it with show_thread)."""
         return call(tools.start_thread, workflow, prompt, max_rounds)
 
     @app.tool(annotations=ACT)
-    def approve_thread(run_id: str, note: str | None = None) -> Document:
+    def approve_thread(run_id: str, note: str | None = None) -> document("thread-answer"):
         """Approve a thread waiting for a person; the note is the next message its moderator sees."""
         return call(tools.answer_thread, run_id, "approve", note)
 
     @app.tool(annotations=ACT)
-    def reject_thread(run_id: str, note: str | None = None) -> Document:
+    def reject_thread(run_id: str, note: str | None = None) -> document("thread-answer"):
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
         return call(tools.answer_thread, run_id, "reject", note)
 

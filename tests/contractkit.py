@@ -1,0 +1,65 @@
+"""The JSON contract's checks, shared by the CLI's contract test and the MCP server's tests.
+
+A document is valid when it matches its shipped JSON Schema (nerve_cli/contract/schemas/<kind>.json:
+unknown fields forbidden, every known one required), carries the contract's version, and follows the
+naming rule for time. Every `--json` output and every `nerve mcp` tool answer goes through `Checked.doc`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+from nerve_cli.contract import VERSION
+from nerve_cli.contract.schema import schema
+
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config",
+          "newest"}  # user data, not ours
+
+
+def naming_problems(doc: Any, where: str = "") -> list[str]:
+    """Points in time are `<x>_ms` (int) beside `<x>` (ISO UTC), durations `<x>_s`; no other time names."""
+    found: list[str] = []
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            found += naming_problems(item, f"{where}[{i}]")
+    elif isinstance(doc, dict):
+        for key, value in doc.items():
+            path = f"{where}.{key}"
+            if key in ("ts", "timestamp") or key.endswith("_at") or key.endswith("_ts"):
+                found.append(f"{path}: a time must be named <x>_ms and <x>")
+            if key.endswith("_ms"):
+                partner = key[:-3]
+                if partner not in doc:
+                    found.append(f"{path}: no `{partner}` beside it")
+                elif value is None:
+                    if doc[partner] is not None:
+                        found.append(f"{path} is null but {partner} is not")
+                elif not (isinstance(value, int) and isinstance(doc[partner], str) and ISO.match(doc[partner])):
+                    found.append(f"{path}={value!r} / {partner}={doc[partner]!r}: not int ms + ISO UTC")
+            if key not in OPAQUE:
+                found += naming_problems(value, path)
+    return found
+
+
+class Checked:
+    """Validates documents as they come; remembers what was seen to show nothing was skipped."""
+
+    def __init__(self) -> None:
+        self.kinds: set[str] = set()
+
+    def doc(self, kind: str, doc: Any, what: str) -> Any:
+        try:
+            jsonschema.Draft202012Validator(schema(kind)).validate(doc)
+        except jsonschema.ValidationError as exc:
+            raise AssertionError(f"`{what}` does not match schemas/{kind}.json: {exc.message} at "
+                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}")
+        assert doc["version"] == VERSION
+        problems = naming_problems(doc)
+        assert not problems, f"`{what}`: {problems}"
+        self.kinds.add(kind)
+        return doc
