@@ -200,3 +200,28 @@ def test_a_failure_has_the_same_error_type_with_or_without_an_engine(home: Path)
         engine.wait_ready(groups=1)
         assert errors() == offline  # the engine's answer carries the kind of error too
         engine.stop()
+
+
+CLOSED_READER = [["logs"], ["logs", "--json"], ["sense", "list"], ["sense", "list", "--json"],
+                 ["sense", "show", "cpu-usage"], ["sense", "show", "cpu-usage", "--format", "csv"],
+                 ["thread", "list", "--json"], ["workflow", "list"], ["mesh"], ["mesh", "--format", "dot"],
+                 ["config", "check"], ["doctor", "--json"], ["status", "--json"],  # an error document, too
+                 ["--help"], ["sense", "--help"], ["--version"]]
+
+
+def test_every_command_exits_141_quietly_when_its_reader_has_gone(inst: Path) -> None:
+    """`nerve logs | head -1`: the pipe's reader leaves; the command stops, says nothing, exits 128 + SIGPIPE."""
+    assert run("sense", "compute", "cpu-usage", env={"NERVE_HOME": str(inst)}).returncode == 0  # rows to show
+    for args in CLOSED_READER:
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first write: every command meets it, however short
+        try:
+            done = subprocess.run([str(NERVE), *args], stdout=write, stderr=subprocess.PIPE, text=True, timeout=60,
+                                  env={**os.environ, "NO_COLOR": "1", "NERVE_HOME": str(inst)})
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (141, ""), args
+    # and through a real `head`: quiet, 0 when the output was written before head left, else 141
+    shell = subprocess.run(["bash", "-c", f"{NERVE} logs -n 1000 | head -1; echo \"${{PIPESTATUS[0]}}\" >&2"],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "NERVE_HOME": str(inst)})
+    assert shell.stdout.startswith("time") and shell.stderr.strip() in ("0", "141"), shell

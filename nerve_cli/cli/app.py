@@ -89,4 +89,7 @@ app.add_typer(deps_cmd.app, name="deps")
 
 
 def main() -> None:
-    app()
+    from nerve_cli.cli.pipes import quiet_when_stdout_closes
+
+    with quiet_when_stdout_closes():  # what is still buffered meets a closed stdout at the last flush
+        app()

@@ -52,7 +52,20 @@ class NerveGroup(HelpGroup):
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().main(args, *a, **kw)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Parsing prints --help and --version: a reader gone by then is met here (Click would exit 1)."""
+        from nerve_cli.cli.pipes import closed_stdout_exits
+
+        with closed_stdout_exits():
+            return super().make_context(*args, **kwargs)
+
     def invoke(self, ctx):  # type: ignore[no-untyped-def, override]
+        from nerve_cli.cli.pipes import closed_stdout_exits
+
+        with closed_stdout_exits():  # also when an error's own message meets the closed pipe
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx):  # type: ignore[no-untyped-def]
         from nerve_cli.errors import NerveError
 
         try:

@@ -6,6 +6,7 @@ when stdout is not a terminal (Rich decides; NO_COLOR is honoured).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -37,18 +38,26 @@ def when(ms: int | float | None, *, date: bool = True, millis: bool = False) -> 
 
 @lru_cache(maxsize=None)
 def console() -> "Console":
-    from rich.console import Console
-
     # In a pipe Rich assumes 80 columns and cuts table cells short; give tables room instead.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
-    return Console(highlight=False, soft_wrap=True, width=width)  # plain lines are never folded
+    return _console_class()(highlight=False, soft_wrap=True, width=width)  # plain lines are never folded
 
 
 @lru_cache(maxsize=None)
 def err_console() -> "Console":
+    return _console_class()(stderr=True, highlight=False)
+
+
+@lru_cache(maxsize=None)
+def _console_class() -> type["Console"]:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """Rich would exit 1 itself; the CLI decides, as for every command (cli/pipes.py)."""
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return PipeConsole
 
 
 def reset() -> None:
