@@ -114,7 +114,7 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     assert listed["a"]["signal_count"] == shown["signal_count"] == len(shown["signals"]) == 3  # 2 archived + 1 live
     assert [s["payload"] for s in shown["signals"]] == [{"n": 1}, {"n": 2}, {"n": 1}]  # archived ones decoded too
     assert next(t for t in shown["tables"] if t["name"] == "_signals") == {
-        "name": "_signals", "rows": 1, "archived_rows": 2, "engine": True, "newest": []}  # newest: own tables only
+        "name": "_signals", "rows": 1, "archived_rows": 2, "engine": True, "time_column": None, "newest": []}  # newest: own tables only
     check.cli("sense-show", "sense", "show", "b", "-n", "0", "--json")
     chart = check.cli("sense-chart", "sense", "show", "a", "--chart", "--column", "n", "--json")
     assert (chart["archived"], chart["live"]) == (2, 1)

@@ -88,6 +88,9 @@ def test_limits_and_times_are_checked_by_click(inst: Path) -> None:
         assert cli("logs", "--since", since).exit_code == 0, since
     bad = cli("logs", "--since", "1w2x")
     assert bad.exit_code == 2 and "1h30m" in bad.output
+    for args in (["logs"], ["thread", "list"], ["sense", "show", "disk", "--chart"]):
+        empty = cli(*args, "--since", "1h", "--until", "2h")  # until is earlier than since
+        assert empty.exit_code == 2 and "not after --since" in empty.output, (args, empty.output)
 
 
 def test_version(inst: Path) -> None:
@@ -225,3 +228,15 @@ def test_every_command_exits_141_quietly_when_its_reader_has_gone(inst: Path) ->
     shell = subprocess.run(["bash", "-c", f"{NERVE} logs -n 1000 | head -1; echo \"${{PIPESTATUS[0]}}\" >&2"],
                            capture_output=True, text=True, timeout=60, env={**os.environ, "NERVE_HOME": str(inst)})
     assert shell.stdout.startswith("time") and shell.stderr.strip() in ("0", "141"), shell
+
+
+def test_a_tables_time_column_follows_the_display_rule_in_sense_show(home: Path) -> None:
+    env = {"TZ": "Europe/Berlin", "NERVE_HOME": str(home), "COLUMNS": "200"}
+    assert run("init", env=env).returncode == 0
+    assert run("sense", "compute", "disk-usage", env=env).returncode == 0
+    shown = run("sense", "show", "disk-usage", env=env).stdout
+    header, row = shown.split("sample: 1 row\n")[1].splitlines()[:2]
+    assert header.split("\t")[0] == "ts" and row.split("\t")[0].endswith(" CET"), shown
+    document = json.loads(run("sense", "show", "disk-usage", "--json", env=env).stdout)
+    sample = next(t for t in document["tables"] if t["name"] == "sample")
+    assert sample["time_column"] == "ts" and isinstance(sample["newest"][0]["ts"], int)  # JSON keeps the stored value

@@ -170,7 +170,7 @@ def test_sense_show(inst) -> None:
         nerve("sense", "compute", "numbers")
     data = json.loads(nerve("sense", "show", "numbers", "-n", "3", "--json").output)
     assert [s["payload"] for s in data["signals"]] == [10, 20, 30]
-    assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True, "newest": []} in data["tables"]
+    assert {"name": "_signals", "rows": 4, "archived_rows": 0, "engine": True, "time_column": None, "newest": []} in data["tables"]
     assert data["config"]["group"] == "custom" and data["signal_count"] == 4
     text = nerve("sense", "show", "numbers", "-n", "4").output
     assert "▁▃▆█" in text and "Last 4 signals" in text

@@ -61,3 +61,12 @@ def instant(text: str | None, option: str) -> int | None:
         return parse_instant(text, now_ms=time.time_ns() // 1_000_000, utc=output.utc())
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
+def window(since: str | None, until: str | None) -> tuple[int | None, int | None]:
+    """`--since`/`--until` → unix ms; an `--until` not after `--since` is a usage error, not an empty answer."""
+    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
+    if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+        raise typer.BadParameter(f"{until!r} is not after --since {since!r}: the window would be empty",
+                                 param_hint="--until")
+    return since_ms, until_ms

@@ -5,7 +5,7 @@ import typer
 
 from nerve_cli.cli import complete
 from nerve_cli.cli.choices import LogSource, value
-from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, instant
+from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, window
 
 
 def logs(
@@ -49,7 +49,7 @@ def logs(
     filters = {"source": value(source), "type": type_, "ref": ref}
     senses = ([ref] if ref else feed.senses_with_signals(layout.home)) if signals else None
     with_log = prints or not signals  # --signals alone: the log's own rows are not asked for
-    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
+    since_ms, until_ms = window(since, until)
     if follow and until_ms is not None:
         raise typer.BadParameter("--until cannot be combined with --follow", param_hint="--until")
     if not layout.logs_db.exists() and not follow and since_ms is None and not signals:

@@ -134,13 +134,13 @@ def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False)
 
 def _chart(home, name: str, column: str | None, since: str | None, until: str | None, json_: bool) -> None:
     from nerve_cli.cli import output
-    from nerve_cli.cli.common import instant
+    from nerve_cli.cli.common import window
     from nerve_cli.senses import chart_view
     from nerve_cli.senses.chart import sense_series
     from nerve_cli.senses.inspect import require_sense
 
     require_sense(home, name)
-    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
+    since_ms, until_ms = window(since, until)
     series = sense_series(home, name, column, since_ms, until_ms)
     if json_:
         from nerve_cli.contract.senses import sense_chart
@@ -148,8 +148,8 @@ def _chart(home, name: str, column: str | None, since: str | None, until: str | 
         output.print_json(sense_chart(series))
         return
     if not series.points:
-        window = " in that window" if since or until else " yet"
-        output.info(f"{name}: no signals{window} to plot (try `nerve sense compute {name}`)")
+        scope = " in that window" if since or until else " yet"
+        output.info(f"{name}: no signals{scope} to plot (try `nerve sense compute {name}`)")
         return
     size = shutil.get_terminal_size((100, 24))
     tty = sys.stdout.isatty()
@@ -233,7 +233,7 @@ def _render_show(detail) -> None:
 
 
 def _render_rows(t: dict, rows: list[dict]) -> None:
-    from nerve_cli.cli.output import show, table
+    from nerve_cli.cli.output import show, table, when
 
     archived = f" (+{t['archived_rows']} archived)" if t.get("archived_rows") else ""
     newest = f", newest {len(rows)}" if rows and len(rows) < (t["rows"] or 0) else ""
@@ -241,8 +241,12 @@ def _render_rows(t: dict, rows: list[dict]) -> None:
     if not rows:
         show(table(title, ["(empty)"], []))
         return
-    columns = list(rows[0])
-    show(table(title, columns, [[_cell(r[c]) for c in columns] for r in rows]))
+    columns, time_column = list(rows[0]), t.get("time_column")
+
+    def cell(column: str, value) -> str:  # the time= column follows the display rule, like every time shown
+        return when(value) if column == time_column and isinstance(value, int) else _cell(value)
+
+    show(table(title, columns, [[cell(c, r[c]) for c in columns] for r in rows]))
 
 
 def _cell(value, width: int = 60) -> str:

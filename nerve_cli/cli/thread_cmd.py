@@ -6,7 +6,7 @@ import typer
 
 from nerve_cli.cli import complete
 from nerve_cli.cli.choices import ThreadStatus, value
-from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, instant
+from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, window
 from nerve_cli.cli.group import HelpGroup
 
 app = typer.Typer(
@@ -40,7 +40,7 @@ def list_(
     from nerve_cli.workflows.threads import list_threads
 
     json_ = output.use_format(format_, json_) == "json"
-    since_ms, until_ms = instant(since, "--since"), instant(until, "--until")
+    since_ms, until_ms = window(since, until)
     runs = list_threads(Layout(require_instance(home)).logs_db, status=value(status), workflow=workflow, limit=limit,
                         since_ms=since_ms, until_ms=until_ms)
     doc = thread_list(runs)

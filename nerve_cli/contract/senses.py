@@ -36,7 +36,8 @@ def sense_show(detail: Any) -> dict[str, Any]:
         "config": settings(SenseConfig, detail.config),
         "peers": list(detail.peers), "readers": list(detail.readers),
         "tables": [{"name": t["name"], "rows": t["rows"], "archived_rows": t.get("archived_rows", 0),
-                    "engine": t["engine"], "newest": list(detail.recent_rows.get(t["name"], []))}
+                    "engine": t["engine"], "time_column": t.get("time_column"),
+                    "newest": list(detail.recent_rows.get(t["name"], []))}
                    for t in detail.tables],  # `newest`: the sense's own rows (newest first), user data
         "signals": [signal(x) for x in detail.signals],
         "blocked": blocked,

@@ -199,12 +199,13 @@ def _tables(path: Path, archived: dict[str, int]) -> list[dict[str, Any]]:
     """Each table's rows in the database file, and how many more are in the archive files."""
     names = _read(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
                         "ORDER BY name LIKE '\\_%' ESCAPE '\\', name")
+    time_columns = dict(_read(path, "SELECT table_name, time_column FROM _nerve_archive") or [])
     out = []
     for (table,) in names or []:
         quoted = '"' + table.replace('"', '""') + '"'
         rows = _read(path, f"SELECT count(*) FROM {quoted}")
         out.append({"name": table, "rows": rows[0][0] if rows else None, "archived_rows": archived.get(table, 0),
-                    "engine": table.startswith("_")})
+                    "engine": table.startswith("_"), "time_column": time_columns.get(table)})
     return out
 
 
