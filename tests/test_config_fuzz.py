@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import configfuzz
@@ -39,7 +40,11 @@ def _alarm(signum, frame):
     raise Hung()
 
 
-def test_config_fuzz_check_survives_every_mutant(home: Path) -> None:
+CHECK_SHARDS = 3  # side by side in the suite's test processes
+
+
+@pytest.mark.parametrize("shard", range(CHECK_SHARDS))
+def test_config_fuzz_check_survives_every_mutant(home: Path, shard: int) -> None:
     shutil.copytree(TEMPLATE, home)
     runner = CliRunner()
     failures: list[str] = []
@@ -48,7 +53,7 @@ def test_config_fuzz_check_survives_every_mutant(home: Path) -> None:
     previous = signal.signal(signal.SIGALRM, _alarm)
     started = time.monotonic()
     try:
-        for index in range(CASES):
+        for index in range(shard, CASES, CHECK_SHARDS):
             kind, data = configfuzz.mutant(SEED, index)
             (home / "nerve.yaml").write_bytes(data)
             case_started = time.monotonic()
@@ -68,15 +73,17 @@ def test_config_fuzz_check_survives_every_mutant(home: Path) -> None:
             outcomes["valid" if result.exit_code == 0 else "invalid"] += 1
     finally:
         signal.signal(signal.SIGALRM, previous)
-    print(f"\nconfig fuzz: {CASES} mutants (seed {SEED}) in {time.monotonic() - started:.1f}s, "
+    print(f"\nconfig fuzz, shard {shard}: {len(range(shard, CASES, CHECK_SHARDS))} of {CASES} mutants (seed {SEED}) in {time.monotonic() - started:.1f}s, "
           f"slowest {slowest:.2f}s; {dict(outcomes)}")
     assert not failures, "\n".join(failures[:20])
     assert outcomes["valid"] and outcomes["invalid"]  # the mutants reach both sides of the validator
 
 
-# Each reload waits for the file watcher (~0.25 s a case), so the suite saves a seeded sample of the
-# mutants into the engine; NERVE_FUZZ_ENGINE_CASES=600 sends all of them.
-ENGINE_CASES = int(os.environ.get("NERVE_FUZZ_ENGINE_CASES", "150"))
+# Each reload waits for the file watcher (~0.25 s a case), so the mutants are dealt to four engines,
+# one test each, which the suite's test processes run side by side. NERVE_FUZZ_ENGINE_CASES=N saves
+# a seeded sample of N of them instead.
+ENGINE_CASES = int(os.environ.get("NERVE_FUZZ_ENGINE_CASES", str(CASES)))
+ENGINE_SHARDS = 4
 RELOAD_TIMEOUT = 15.0
 RELOADS = ("config_reloaded", "config_rejected", "config_unchanged")
 
@@ -85,13 +92,14 @@ def _reloads(home: Path) -> int:
     return sum(len(read_logs(home, "system", kind)) for kind in RELOADS)
 
 
-def test_config_fuzz_engine_reload_survives_every_mutant(home: Path) -> None:
+@pytest.mark.parametrize("shard", range(ENGINE_SHARDS))
+def test_config_fuzz_engine_reload_survives_every_mutant(home: Path, shard: int) -> None:
     """Each mutant saved into a running engine's nerve.yaml: one reload outcome each, and `status` answers."""
     shutil.copytree(TEMPLATE, home)
     failures: list[str] = []
     started = time.monotonic()
     slowest = 0.0
-    cases = sorted(random.Random(SEED).sample(range(CASES), min(ENGINE_CASES, CASES)))
+    cases = sorted(random.Random(SEED).sample(range(CASES), min(ENGINE_CASES, CASES)))[shard::ENGINE_SHARDS]
     with RunningEngine(home) as engine:
         engine.wait_ready()
         for index in cases:
@@ -112,6 +120,7 @@ def test_config_fuzz_engine_reload_survives_every_mutant(home: Path) -> None:
                 failures.append(f"seed {SEED} case {index} ({kind}): status answered {status!r:.200}")
         code, output = engine.stop()
     took = time.monotonic() - started
-    print(f"\nengine reload fuzz: {len(cases)} of the {CASES} mutants (seed {SEED}) in {took:.1f}s, slowest {slowest:.2f}s")
+    print(f"\nengine reload fuzz, shard {shard}: {len(cases)} of the {CASES} mutants (seed {SEED}) in {took:.1f}s, "
+          f"slowest {slowest:.2f}s")
     assert not failures, "\n".join(failures)
     assert code == 0 and "Traceback" not in output, output[-3000:]
