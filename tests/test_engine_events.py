@@ -297,3 +297,27 @@ def test_an_emit_waits_for_a_held_lock_off_the_loop_and_is_committed_once_it_is_
         code, out = engine.stop()
     assert code == 0, out
     assert payloads(home) == ["first", "second"]
+
+
+def test_a_resend_with_the_same_key_is_stored_and_delivered_once(home: Path) -> None:
+    store_instance(home)
+    first = nerve("emit", "burst", '{"id": 1}', "--key", "pr-1", home=home)
+    assert first.returncode == 0, first.stderr
+    again = nerve("emit", "burst", '{"id": 1}', "--key", "pr-1", "--json", home=home)
+    offline = json.loads(again.stdout)
+    assert (offline["event_id"], offline["duplicate"]) == (1, True), offline
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(got(home, "store")) == 1, 15, what="the stored event to be delivered")
+        woke = nerve("emit", "burst", '{"id": 2}', "--key", "pr-2", home=home)
+        assert woke.returncode == 0 and "event #2 on burst committed; woke store" in woke.stdout, woke.stdout
+        resent = nerve("emit", "burst", '{"id": 2}', "--key", "pr-2", home=home)
+        assert "event #2 on burst was already stored with key 'pr-2'; nothing new was sent" in resent.stdout, resent.stdout
+        socket_resend = Emitter(home).emit("burst", {"id": 1}, key="pr-1")
+        assert socket_resend["ok"] and socket_resend["duplicate"] and socket_resend["event_id"] == 1, socket_resend
+        assert socket_resend.get("triggered", []) == [], socket_resend
+        wait_for(lambda: len(got(home, "store")) == 2, 15, what="the second event to be delivered")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert payloads(home) == [{"id": 1}, {"id": 2}]
+    assert events_db(home) == [(1, "burst", '{"id":1}', "pr-1"), (2, "burst", '{"id":2}', "pr-2")]

@@ -248,13 +248,16 @@ class EventStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for channel, payload, key in items:
-                cur = conn.execute("INSERT INTO events (channel, payload, ts, key) VALUES (?, ?, ?, ?) "
-                                   "ON CONFLICT DO NOTHING", (channel, payload, ts, key))
-                if cur.rowcount == 1:
-                    out.append(StoredEvent(cur.lastrowid or 0, channel, ts))
+                # looked up first, not left to ON CONFLICT: a refused INSERT still
+                # burns an AUTOINCREMENT id, and a resend would leave a gap in the ids
+                row = key is not None and conn.execute(
+                    "SELECT id, channel, ts FROM events WHERE key = ?", (key,)).fetchone()
+                if row:
+                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True))
                     continue
-                row = conn.execute("SELECT id, channel, ts FROM events WHERE key = ?", (key,)).fetchone()
-                out.append(StoredEvent(row[0], row[1], row[2], duplicate=True))
+                cur = conn.execute("INSERT INTO events (channel, payload, ts, key) VALUES (?, ?, ?, ?)",
+                                   (channel, payload, ts, key))
+                out.append(StoredEvent(cur.lastrowid or 0, channel, ts))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
