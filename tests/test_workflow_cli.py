@@ -156,9 +156,9 @@ def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(ho
         engine.wait_ready(groups=0)
         env = {**os.environ, "NERVE_HOME": str(home)}
         follower = subprocess.Popen([sys.executable, "-m", "nerve_cli", "workflow", "run", "x", "--prompt",
-                                     "id=s rounds=3 sleep=2.5", "--json"], env=env, stdout=subprocess.PIPE,
+                                     "id=s rounds=3 gate=2", "--json"], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
-        assert json.loads(follower.stdout.readline())["round"] == 1  # its first round printed, two to come (5 s: room for the dropped run and the SIGINT on a loaded machine)
+        assert json.loads(follower.stdout.readline())["round"] == 1  # its first round printed; round 2 waits for the gate file
         dropped = nerve(home, "workflow", "run", "x", "--prompt", "id=d rounds=1", "--json")
         assert dropped.returncode == 4, dropped.stdout + dropped.stderr
         assert json.loads(dropped.stdout.splitlines()[-1])["status"] == "dropped"
@@ -168,7 +168,8 @@ def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(ho
         outcome = json.loads(out.splitlines()[-1])
         assert (outcome["event"], outcome["status"], outcome["via"]) == ("outcome", "interrupted", "engine")
         assert "goes on in the engine" in outcome["reason"] and "Traceback" not in err
-        # the thread itself was not stopped
+        # the thread itself was not stopped: its gate opened, it finishes
+        (home / "gate").write_text("")
         wait_for(lambda: {r["run_id"]: r["status"] for r in workflow_runs(home / LOGS)}["run-1"] == "completed", 20,
                  what="run-1 to complete")
         engine.stop()
