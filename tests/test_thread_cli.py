@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -183,7 +184,7 @@ def test_model_calls_show_model_tokens_duration_and_cost_and_short_calls_are_not
     shown = nerve("thread", "show", "run-1", "--format", "tsv", home=home).stdout
     assert "models\t3 model calls · 72→144 tokens · $0.0036" in shown, shown
     assert "\twriter\tgpt-x · 24→48 tokens · 0.3ms · $0.0012\tdraft 2\t{\"topic\": \"notes\"}\t" in shown, shown
-    assert "0ms" not in shown.replace("<0.1ms", "").replace("0.3ms", "")
+    assert not re.search(r"(?<![\d.<])0ms", shown), shown  # a duration shown as a bare 0ms (120ms is fine)
     transcript = nerve("thread", "show", "run-1", "--transcript", home=home).stdout
     assert "# run-1 · priced · completed (end) · 3/100 rounds · 3 model calls · 72→144 tokens · $0.0036" in transcript
     assert " · gpt-x · 12→48 tokens · <0.1ms · $0.0012" in transcript
