@@ -148,6 +148,12 @@ def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path)
     assert workflow_runs(home / LOGS)[0]["status"] == "queued"  # untouched by the refused fix
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    # a process started with SIGINT ignored (the test runner's workers ignore it) keeps it ignored
+    # across exec, and Python then installs no KeyboardInterrupt: give the child a terminal's default
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(home: Path) -> None:
     from enginekit import RunningEngine, wait_for
 
@@ -157,7 +163,7 @@ def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(ho
         env = {**os.environ, "NERVE_HOME": str(home)}
         follower = subprocess.Popen([sys.executable, "-m", "nerve_cli", "workflow", "run", "x", "--prompt",
                                      "id=s rounds=3 gate=2", "--json"], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+                                    stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal)
         assert json.loads(follower.stdout.readline())["round"] == 1  # its first round printed; round 2 waits for the gate file
         dropped = nerve(home, "workflow", "run", "x", "--prompt", "id=d rounds=1", "--json")
         assert dropped.returncode == 4, dropped.stdout + dropped.stderr
