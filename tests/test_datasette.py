@@ -206,3 +206,29 @@ def test_datasette_shows_events_once_there_are_any(instance: Path) -> None:
     assert layout.events_db in databases(layout)
     tables = metadata(layout)["databases"]["events"]["tables"]
     assert not tables["events_view"].get("hidden") and tables["_nerve_archive"]["hidden"]
+
+
+def test_a_sense_named_like_an_engine_database_gets_its_own_metadata(tmp_path: Path) -> None:
+    """Datasette names databases by file stem, `logs_2` for the second `logs.db`: the metadata follows its rule."""
+    from datasette.app import Datasette
+
+    from nerve_cli.instance.datasette import QUERIES, SENSE_TABLES, command
+    from nerve_cli.store.events import store_event
+
+    home = tmp_path / "inst"
+    (home / "data" / "senses").mkdir(parents=True)
+    (home / "nerve.yaml").write_text("senses: {}\n")
+    layout = Layout(home)
+    sqlite3.connect(layout.logs_db).execute("CREATE TABLE logs (id INTEGER PRIMARY KEY)").connection.close()
+    store_event(layout.events_db, "task.created", {"id": 7})
+    for sense in ("events", "logs", "logs_2"):
+        sqlite3.connect(layout.sense_db(sense)).execute("CREATE TABLE _signals (id INTEGER)").connection.close()
+    argv = command(layout, "127.0.0.1", 8001, [])
+    files = argv[argv.index("serve") + 1:argv.index("--metadata")]
+    served = [name for name in Datasette(files=files).databases if not name.startswith("_")]
+    meta = json.loads(Path(argv[argv.index("--metadata") + 1]).read_text())["databases"]
+    assert list(meta) == served == ["logs", "events", "events_2", "logs_2", "logs_2_2"]
+    assert meta["logs"]["queries"] == QUERIES and "Sense" not in meta["logs"]["description"]
+    assert meta["events"]["tables"]["events_view"] and meta["events_2"]["tables"] == SENSE_TABLES
+    assert meta["logs_2"]["description"] == "Sense logs: its own tables and its signals"
+    assert meta["logs_2_2"]["description"] == "Sense logs_2: its own tables and its signals"

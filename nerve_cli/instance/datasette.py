@@ -90,18 +90,30 @@ def databases(layout: Layout) -> list[Path]:
     return found
 
 
+def names(paths: list[Path]) -> dict[Path, str]:
+    """The name Datasette gives each database it is handed, in order: the file's stem, then stem_2, stem_3...
+    when taken (its own rule), so a sense called `logs` or `events` gets its metadata, not the engine's."""
+    named: dict[Path, str] = {}
+    for path in paths:
+        name, n = path.stem, 2
+        while name in named.values():
+            name, n = f"{path.stem}_{n}", n + 1
+        named[path] = name
+    return named
+
+
 def metadata(layout: Layout) -> dict[str, Any]:
     """Datasette metadata for the instance: titles, hidden engine tables, labelled columns, canned queries."""
     dbs: dict[str, Any] = {}
-    for path in databases(layout):
+    for path, name in names(databases(layout)).items():
         if path == layout.logs_db:
-            dbs["logs"] = {"description": "The engine's log and workflow threads", "tables": LOGS_TABLES,
-                           "queries": QUERIES}
+            dbs[name] = {"description": "The engine's log and workflow threads", "tables": LOGS_TABLES,
+                         "queries": QUERIES}
         elif path == layout.events_db:
-            dbs["events"] = {"description": "External events sent to channels", "tables": EVENTS_TABLES}
+            dbs[name] = {"description": "External events sent to channels", "tables": EVENTS_TABLES}
         else:
-            dbs[path.stem] = {"description": f"Sense {path.stem}: its own tables and its signals",
-                              "tables": SENSE_TABLES}
+            dbs[name] = {"description": f"Sense {path.stem}: its own tables and its signals",
+                         "tables": SENSE_TABLES}
     return {"title": f"Nerve · {layout.home.name}", "description": f"Nerve instance at {layout.home}",
             "databases": dbs}
 
