@@ -136,3 +136,17 @@ def test_follow_sees_a_row_appended_by_another_process(instance: Layout) -> None
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_type_print_finds_the_rows_the_table_shows_as_print(instance: Layout) -> None:
+    store = LogStore(instance.logs_db)
+    store.append("reflex", "output", "cpu", {"compute_id": 4, "lines": [{"stream": "stdout", "text": "hello"}]})
+    store.append("reflex", "run_complete", "cpu", {"outcome": "signal"})
+    store.close()
+    shown = CliRunner().invoke(app, ["logs", "--utc"]).stdout.splitlines()[1].split("\t")
+    assert shown[2:] == ["print", "cpu", '"#4 hello"']
+    for type_ in ("print", "output"):
+        rows = CliRunner().invoke(app, ["logs", "--type", type_, "--utc"]).stdout.splitlines()
+        assert len(rows) == 2 and rows[1].split("\t")[2:] == ["print", "cpu", '"#4 hello"'], type_
+    both = CliRunner().invoke(app, ["logs", "--type", "print", "--prints", "--json"])
+    assert both.exit_code == 0 and json.loads(both.stdout)["type"] == "output"

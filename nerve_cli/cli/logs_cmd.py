@@ -11,7 +11,7 @@ from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOpti
 def logs(
     home: HomeOption = None,
     source: Annotated[Optional[LogSource], typer.Option("--source", help="What wrote the row.", case_sensitive=False)] = None,
-    type_: Annotated[Optional[str], typer.Option("--type", help="Log type, e.g. error, run_complete.")] = None,
+    type_: Annotated[Optional[str], typer.Option("--type", help="Log type, e.g. error, run_complete, print.")] = None,
     ref: Annotated[Optional[str], typer.Option("--ref", help="Sense name or thread id (run-7).", autocompletion=complete.refs)] = None,
     since: SinceOption = None,
     until: UntilOption = None,
@@ -42,6 +42,8 @@ def logs(
     json_ = output.use_format(format_, json_) == "json"
     logs_view.start()
     layout = Layout(require_instance(home))
+    if type_ == "print":  # the table shows a compute's printed lines as `print`: the name finds them too
+        type_ = feed.PRINTS
     if prints:
         if type_ not in (None, feed.PRINTS):
             raise typer.BadParameter(f"--prints shows rows of type {feed.PRINTS}; drop --type {type_}", param_hint="--type")
