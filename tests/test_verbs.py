@@ -176,3 +176,20 @@ def test_a_disabled_then_enabled_sense_runs_again(home: Path) -> None:
         assert result.returncode == 0 and "reflexes[0] (a every 200ms)" in result.stdout, result.stdout
         wait_for(lambda: len(completes(home, "a")) > ran, 10, what="a to run again on its own interval")
         engine.stop()
+
+
+def test_a_deleted_sense_comes_back_as_the_delete_message_says(home: Path) -> None:
+    import re
+    import shutil
+
+    instance(home)
+    result = nerve("sense", "delete", "b", home=home)
+    assert result.returncode == 0, result.stderr
+    steps = re.search(r"to restore it, move (\S+) back to (\S+), then `nerve (.+)`$", result.stdout.strip())
+    assert steps, result.stdout
+    shutil.move(home / steps[1], home / steps[2])
+    enabled = nerve(*steps[3].split(), home=home)
+    assert enabled.returncode == 0, enabled.stderr
+    assert "reflexes[1] (b on [a])" in enabled.stdout  # its reflex comes back with it
+    assert nerve("sense", "compute", "b", home=home).stdout.splitlines()[-1] == '"heard"'
+    assert "enabled: false" not in (home / "nerve.yaml").read_text()

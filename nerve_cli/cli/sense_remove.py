@@ -16,8 +16,8 @@ def delete(name: Name, dry_run: DryRun = False, home: HomeOption = None, json_: 
     """Delete a sense softly: disable it with its cascade and move its folder to attic/.
 
     Its nerve.yaml entry stays (`enabled: false`), its data stays under data/;
-    one commit. Move the folder back to restore it; `nerve gc` removes old
-    attic entries and data.
+    one commit. To restore it, move the folder back and `nerve sense enable`
+    it; `nerve gc` removes old attic entries and data.
 
     Example: nerve sense delete disk-usage --dry-run
     """
@@ -97,4 +97,5 @@ def _render(deleted, json_: bool) -> None:  # type: ignore[no-untyped-def]
         output.info("dry run: nothing changed", style="dim")
         return
     data = f"; its data stays under data/ until `nerve gc`" if deleted.kind == "sense" else ""
-    output.info(f"nerve.yaml keeps it as `enabled: false`{data}; to restore it, move {dst} back to {src}")
+    output.info(f"nerve.yaml keeps it as `enabled: false`{data}; to restore it, move {dst} back to {src}, "
+                f"then `nerve {deleted.kind} enable {deleted.name}`")
