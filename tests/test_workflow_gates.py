@@ -243,3 +243,20 @@ def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_ca
     assert (status_of(logs, first), end_payload(logs, first)["reason"]) == ("completed", "end")
     assert (status_of(logs, third), end_payload(logs, third)["reason"]) == ("completed", "end")
     assert (status_of(logs, second), end_payload(logs, second)["reason"]) == ("failed", "cancelled: no longer needed")
+
+
+def test_a_thread_asking_at_its_first_round_says_after_1_round(home: Path) -> None:
+    write_instance(home, "workflows:\n  asks: {}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "asks.py").write_text(textwrap.dedent('''
+        from nerve_cli.sdk import END, WorkflowDefinition, ask_person
+
+        async def asker(messages):
+            return ask_person("Go on?")
+
+        workflow = WorkflowDefinition(roles={"asker": asker},
+                                      moderator=lambda m: "asker" if m[-1].role == "__start__" else END)
+    '''))
+    run = nerve("workflow", "run", "asks", "--prompt", "p", home=home)
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert "run-1 waits for a person after 1 round: Go on?" in run.stdout

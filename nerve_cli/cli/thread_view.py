@@ -93,7 +93,8 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
     elif type_ == "queued":
         output.info(f"{run_id} queued (workflow {payload.get('workflow')})", style="dim")
     elif type_ == "waiting":
-        output.info(f"{run_id} waits for a person after {payload.get('rounds')} rounds: {payload.get('question')}\n"
+        asked_after = plural(payload.get("rounds"), "round")
+        output.info(f"{run_id} waits for a person after {asked_after}: {payload.get('question')}\n"
                     f"answer with `nerve thread approve {run_id} [--note TEXT]` or "
                     f"`nerve thread reject {run_id} [--note TEXT]`", style="bold magenta")
     elif type_ == "started" and payload.get("resumed"):
