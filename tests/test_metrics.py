@@ -89,3 +89,43 @@ def test_metrics_are_off_by_default_and_a_bad_address_is_refused(tmp_path: Path)
     assert bad.returncode == 1 and "expected HOST:PORT" in bad.stderr
     quiet = nerve("run", "--for", "1s", home=home)
     assert quiet.returncode == 0 and "metrics on" not in quiet.stdout + quiet.stderr
+
+
+HOLDS = """
+import asyncio
+from pathlib import Path
+from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+async def holder(messages):
+    while not Path("let-go").exists():  # the engine runs in the instance folder
+        await asyncio.sleep(0.02)
+    return RoleResult("done", {})
+
+workflow = WorkflowDefinition(roles={"holder": holder},
+                              moderator=lambda m: "holder" if m[-1].role == "__start__" else END)
+"""
+
+
+def test_threads_by_status_and_the_queue_depth_are_scraped(tmp_path: Path) -> None:
+    from nerve_cli.kernel.client import request
+
+    home = write_instance(tmp_path / "inst", "senses: {}\nworkflows:\n  holds: {concurrency: 1}\n", {})
+    (home / "workflows").mkdir()
+    (home / "workflows" / "holds.py").write_text(HOLDS)
+    port = free_port()
+
+    def threads() -> dict[str, float]:
+        metrics = scrape(port)
+        counts = {dict(labels)["status"]: v for (_, labels), v in metrics["nerve_threads"].items()}
+        return {**counts, "queue": value(metrics, "nerve_workflow_queue_depth", workflow="holds")}
+
+    with RunningEngine(home, "--metrics", f"127.0.0.1:{port}") as engine:
+        engine.wait_ready(groups=0)
+        for prompt in ("one", "two"):
+            request(home, "start_thread", workflow="holds", prompt=prompt)
+        wait_for(lambda: threads() == {"started": 1, "queued": 1, "queue": 1}, 30,
+                 what="one thread holding the slot, one queued")
+        (home / "let-go").write_text("")
+        wait_for(lambda: threads() == {"completed": 2, "queue": 0}, 30, what="both threads to complete")
+        code, output = engine.stop()
+    assert code == 0, output
