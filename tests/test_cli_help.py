@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -50,3 +51,28 @@ def test_help_imports_no_viewing_library() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "LOADED []" in out.stdout, out.stdout[-500:]
+
+
+def test_each_command_is_listed_by_its_own_summary() -> None:
+    """The root lists its commands without importing them: COMMANDS carries each summary, kept equal here."""
+    from nerve_cli.cli.app import COMMANDS
+    from nerve_cli.cli.group import SUMMARY_LIMIT
+
+    root = typer.main.get_command(app)
+    assert root.list_commands(None) == list(COMMANDS)
+    for name, lazy in COMMANDS.items():
+        own = root.get_command(None, name).get_short_help_str(SUMMARY_LIMIT)
+        assert lazy.summary == own, f"COMMANDS[{name!r}] in nerve_cli/cli/app.py says {lazy.summary!r}; the command: {own!r}"
+
+
+@pytest.mark.parametrize("argv, commands", [(["--help"], []), (["logs", "--help"], ["logs_cmd"]),
+                                            (["sense", "list", "--help"], ["sense_cmd"])])
+def test_a_command_line_imports_only_the_command_it_runs(argv: list[str], commands: list[str]) -> None:
+    probe = ("import sys\nfrom nerve_cli.cli.app import main\n"
+             f"sys.argv = ['nerve', *{argv!r}]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('LOADED', sorted(m.split('.')[2] for m in sys.modules if m.startswith('nerve_cli.cli.')"
+             " and m.endswith('_cmd')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert f"LOADED {commands!r}" in out.stdout, out.stdout[-500:]

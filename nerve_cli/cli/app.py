@@ -1,7 +1,8 @@
 """The `nerve` command: a thin Typer layer over the library.
 
-Only typer is imported at module level; each command imports what it needs
-inside its body so `nerve --help` and shell completion stay fast. The command
+Only typer is imported at module level. The commands are named here with
+their summaries and imported only when used (cli/lazy.py); each imports what
+it needs inside its body, so `nerve --help` and shell completion stay fast. The command
 modules do without `from __future__ import annotations`: Typer reads every
 command's annotations to build the CLI (for --help too), and a string
 annotation costs an eval each time (≈ 20 ms over all commands).
@@ -13,30 +14,49 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import (
-    archive_cmd,
-    config_cmd,
-    data_cmd,
-    deps_cmd,
-    doctor_cmd,
-    emit_cmd,
-    gc_cmd,
-    init_cmd,
-    logs_cmd,
-    mcp_cmd,
-    mesh_cmd,
-    run_cmd,
-    sense_cmd,
-    service_cmd,
-    status_cmd,
-    thread_cmd,
-    top_cmd,
-    workflow_cmd,
-)
 from nerve_cli.cli.group import NerveGroup
+from nerve_cli.cli.lazy import Lazy, LazyCommands
+
+# name: where the command lives, and the line the root's --help lists for it (kept equal to the
+# command's own by tests/test_cli_help.py); in the order --help lists them
+COMMANDS = {
+    "init": Lazy("init_cmd", "init", "Create a new instance folder: nerve.yaml, example senses, a git repo."),
+    "run": Lazy("run_cmd", "run", "Run the engine in the foreground until Ctrl-C (or --for)."),
+    "status": Lazy("status_cmd", "status", "Show the running engine: uptime, workers, and each sense's schedule."),
+    "top": Lazy("top_cmd", "top", "A live dashboard: senses, workers, threads, signals and errors as they happen."),
+    "emit": Lazy("emit_cmd", "emit",
+                 "Send an event to an external channel; it is committed to disk before this returns."),
+    "logs": Lazy("logs_cmd", "logs",
+                 "Show the engine's log, newest last (reads data/logs.db directly; no engine needed)."),
+    "archive": Lazy("archive_cmd", "archive", "Move old log and signal rows into daily JSONL files under data/archive/."),
+    "mesh": Lazy("mesh_cmd", "mesh", "Draw the reflex mesh: senses, channels, workflows and what triggers what."),
+    "doctor": Lazy("doctor_cmd", "doctor",
+                   "Check derived state: the code against its migrations, workflow_runs against the logs."),
+    "mcp": Lazy("mcp_cmd", "mcp", "Serve this instance to AI agents over the Model Context Protocol (stdio)."),
+    "backup": Lazy("data_cmd", "backup", "Copy the whole instance safely, even while the engine runs."),
+    "datasette": Lazy("data_cmd", "datasette", "Browse logs.db and every sense database in Datasette (live, "
+                      "read-only, engine tables hidden).",
+                      {"allow_extra_args": True, "ignore_unknown_options": True}),
+    "gc": Lazy("gc_cmd", "gc", "Offline clean-up: remove old attic entries and the data of deleted or disabled senses."),
+    "config": Lazy("config_cmd", "app", "Check nerve.yaml."),
+    "sense": Lazy("sense_cmd", "app", "Create, run and inspect senses."),
+    "workflow": Lazy("workflow_cmd", "app", "Create, run and manage workflows."),
+    "thread": Lazy("thread_cmd", "app", "Inspect workflow threads, and answer the ones waiting for a person."),
+    "service": Lazy("service_cmd", "app", "Keep the engine running under systemd (Linux) or launchd (macOS)."),
+    "deps": Lazy("deps_cmd", "app", "Check that requirements.txt is satisfied where the workers run; list what is missing."),
+}
+
+
+class RootGroup(NerveGroup):
+    """`nerve` itself: NerveGroup over COMMANDS, each built when first asked for."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.commands = LazyCommands(app, COMMANDS, self.commands)
+
 
 app = typer.Typer(
-    cls=NerveGroup,
+    cls=RootGroup,
     name="nerve",
     help="Nerve: a local observation engine for AI agents.\n\n"
     "Example: nerve init && nerve config check && nerve run",
@@ -64,28 +84,6 @@ def _root(
     ] = None,
 ) -> None:
     """Nerve: a local observation engine for AI agents."""
-
-
-app.command("init")(init_cmd.init)
-app.command("run")(run_cmd.run)
-app.command("status")(status_cmd.status)
-app.command("top")(top_cmd.top)
-app.command("emit")(emit_cmd.emit)
-app.command("logs")(logs_cmd.logs)
-app.command("archive")(archive_cmd.archive)
-app.command("mesh")(mesh_cmd.mesh)
-app.command("doctor")(doctor_cmd.doctor)
-app.command("mcp")(mcp_cmd.mcp)
-app.command("backup")(data_cmd.backup)
-app.command("datasette", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-    data_cmd.datasette)
-app.command("gc")(gc_cmd.gc)
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(sense_cmd.app, name="sense")
-app.add_typer(workflow_cmd.app, name="workflow")
-app.add_typer(thread_cmd.app, name="thread")
-app.add_typer(service_cmd.app, name="service")
-app.add_typer(deps_cmd.app, name="deps")
 
 
 def main() -> None:

@@ -15,9 +15,17 @@ SUMMARY_LIMIT = 1000  # Click cuts a summary to the terminal width with "..."; w
 class HelpGroup(TyperGroup):
     """A group whose command list shows each command's first sentence whole."""
 
+    def list_commands(self, ctx) -> list[str]:  # type: ignore[no-untyped-def, override]
+        return list(self.commands)  # names only (Typer's own asks for every command: a lazy root would build all)
+
     def format_commands(self, ctx, formatter) -> None:  # type: ignore[no-untyped-def, override]
         rows = []
+        summary = getattr(self.commands, "summary", None)  # the root's LazyCommands knows them unbuilt
         for name in self.list_commands(ctx):
+            line = summary(name) if summary else None
+            if line is not None:
+                rows.append((name, line))
+                continue
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
                 rows.append((name, cmd.get_short_help_str(SUMMARY_LIMIT)))
