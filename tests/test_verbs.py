@@ -193,3 +193,19 @@ def test_a_deleted_sense_comes_back_as_the_delete_message_says(home: Path) -> No
     assert "reflexes[1] (b on [a])" in enabled.stdout  # its reflex comes back with it
     assert nerve("sense", "compute", "b", home=home).stdout.splitlines()[-1] == '"heard"'
     assert "enabled: false" not in (home / "nerve.yaml").read_text()
+
+
+def test_enabling_a_deleted_sense_or_workflow_says_to_bring_its_code_back_first(home: Path) -> None:
+    instance(home)
+    assert nerve("workflow", "new", "triage", home=home).returncode == 0
+    assert nerve("sense", "delete", "b", home=home).returncode == 0
+    assert nerve("workflow", "delete", "triage", home=home).returncode == 0
+    before, head = (home / "nerve.yaml").read_text(), git(home, "rev-parse", "HEAD")
+    sense = nerve("sense", "enable", "b", home=home)
+    assert sense.returncode == 1 and "sense `b` is deleted: its code is in attic/senses/b." in sense.stderr
+    assert "move it back to senses/b first, then `nerve sense enable b`" in sense.stderr
+    workflow = nerve("workflow", "enable", "triage", home=home)
+    assert workflow.returncode == 1 and "workflow `triage` is deleted: its code is in attic/workflows/" in workflow.stderr
+    assert "move it back to workflows/triage.py first" in workflow.stderr
+    assert (home / "nerve.yaml").read_text() == before and git(home, "rev-parse", "HEAD") == head
+    assert nerve("config", "check", home=home).returncode == 0  # still valid: nothing turned on without its code

@@ -33,6 +33,8 @@ from nerve_cli.config.load import config_path, read_config, validate
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.errors import ConfigError, NerveError
+from nerve_cli.home import Layout
+from nerve_cli.instance.attic import attic_entries
 from nerve_cli.instance.change import Change
 from nerve_cli.words import plural
 
@@ -243,6 +245,7 @@ def enable_sense(
     """`nerve sense enable NAME [--cascade] [--reflex N]`."""
     text, config, found = load_for_edit(home)
     check_sense(config, name)
+    _check_not_in_attic(home, "sense", name)
     for index in reflexes:
         _check_reflex(config, name, index)
     plan = plan_enable(config, name, found, cascade=cascade, reflexes=tuple(dict.fromkeys(reflexes)))
@@ -254,6 +257,8 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
     """`nerve workflow disable|enable NAME`: no cascade."""
     text, config, _ = load_for_edit(home)
     check_workflow(config, name)
+    if enabled:
+        _check_not_in_attic(home, "workflow", name)
     plan = plan_workflow(config, name, enabled)
     return _apply(home, text, plan, False, f"workflow {'enable' if enabled else 'disable'} {name}")
 
@@ -281,6 +286,16 @@ def check_sense(config: NerveConfig, name: str) -> None:
     if name not in config.senses:
         also = f"; `{name}` is a workflow: use `nerve workflow ...`" if name in config.workflows else ""
         raise NerveError(f"there is no sense `{name}` in nerve.yaml (senses:){hint_name(name, config.senses)}{also}")
+
+
+def _check_not_in_attic(home: Path, kind: str, name: str) -> None:
+    """Turning on a deleted sense or workflow whose code is still in the attic would only break nerve.yaml."""
+    layout = Layout(home)
+    where = layout.sense_dir(name) if kind == "sense" else layout.workflow_file(name)
+    previous = [] if where.exists() else attic_entries(layout, kind, name)
+    if previous:
+        raise NerveError(f"{kind} `{name}` is deleted: its code is in {previous[-1].relative_to(home)}; move it back "
+                         f"to {where.relative_to(home)} first, then `nerve {kind} enable {name}`")
 
 
 def _check_reflex(config: NerveConfig, name: str, index: int) -> None:
