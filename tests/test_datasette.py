@@ -232,3 +232,12 @@ def test_a_sense_named_like_an_engine_database_gets_its_own_metadata(tmp_path: P
     assert meta["events"]["tables"]["events_view"] and meta["events_2"]["tables"] == SENSE_TABLES
     assert meta["logs_2"]["description"] == "Sense logs: its own tables and its signals"
     assert meta["logs_2_2"]["description"] == "Sense logs_2: its own tables and its signals"
+
+
+def test_backup_counts_in_the_singular(tmp_path: Path) -> None:
+    home = write_instance(tmp_path / "inst", "senses: {}\n", {})
+    (home / "data").mkdir()
+    sqlite3.connect(home / "data" / "logs.db").execute("CREATE TABLE logs (id INTEGER PRIMARY KEY)").connection.close()
+    made = nerve("backup", str(tmp_path / "copy"), home=home)
+    assert made.returncode == 0, made.stderr
+    assert f"Backed up to {tmp_path / 'copy'}: 1 database and 1 other file, " in made.stdout, made.stdout

@@ -116,3 +116,14 @@ def test_chart_refuses_what_it_cannot_plot(inst: Layout) -> None:
     assert until.exit_code == 2 and "Invalid value for --until: 'yesterday' is not a time" in until.output
     unknown = nerve("sense", "show", "cpuu", "--chart")
     assert unknown.exit_code == 1 and "no sense `cpuu`" in unknown.output
+
+
+def test_one_point_and_one_skipped_row_are_counted_in_the_singular(inst: Layout) -> None:
+    conn = sqlite3.connect(inst.sense_db("cpu"))
+    conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (day_ms(LIVE_DAY) + 285 * 60_000, dumps("n/a")))
+    conn.commit()
+    conn.close()
+    since = datetime.utcfromtimestamp((day_ms(LIVE_DAY) + 270 * 60_000) / 1000).strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = nerve("sense", "show", "cpu", "--chart", "--column", "value", "--since", since, "--utc").output
+    assert "1 point (0 archived, 1 live)" in text, text
+    assert "1 row was not a number and is left out" in text

@@ -52,6 +52,7 @@ def backup(
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
     from nerve_cli.instance.backup import backup as run_backup
+    from nerve_cli.words import plural
 
     report = run_backup(require_instance(home), dest)
     if json_:
@@ -59,7 +60,8 @@ def backup(
 
         output.print_json(backup_document(report))
         return
-    output.info(f"Backed up to {report.dest}: {len(report.databases)} databases and {report.files} other files, "
+    output.info(f"Backed up to {report.dest}: {plural(len(report.databases), 'database')} and "
+                f"{plural(report.files, 'other file')}, "
                 f"{report.bytes / 1_048_576:.1f} MiB", style="bold green")
     for db in report.databases:
         output.info(f"  {db['path']}  {db['bytes'] / 1024:.0f} KiB")

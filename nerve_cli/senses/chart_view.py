@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from nerve_cli.contract.times import display
 from nerve_cli.senses.chart import Series
+from nerve_cli.words import plural
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TICKS = 5
@@ -55,11 +56,12 @@ def tick_label(ts_ms: int, span_ms: int, utc: bool = False) -> str:
 def summary(series: Series, utc: bool = False) -> list[str]:
     """The lines under the chart: where the points came from, the range of values, every gap."""
     values = [v for _, v in series.points]
-    out = [f"{len(values)} points ({series.archived} archived, {series.live} live) from "
+    out = [f"{plural(len(values), 'point')} ({series.archived} archived, {series.live} live) from "
            f"{display(series.points[0][0], utc=utc)} to {display(series.points[-1][0], utc=utc)} · min {min(values):g} · "
            f"max {max(values):g} · last {values[-1]:g}"]
     if series.skipped:
-        out.append(f"{series.skipped} rows were not numbers and are left out")
+        out.append("1 row was not a number and is left out" if series.skipped == 1
+                   else f"{series.skipped} rows were not numbers and are left out")
     for before, after in series.gaps:
         out.append(f"gap: no data from {display(before, utc=utc)} to {display(after, utc=utc)} "
                    f"({_span(after - before)})")

@@ -31,6 +31,7 @@ from nerve_cli.store.history import sense_history
 from nerve_cli.top.source import Snapshot, Source
 from nerve_cli.workflows.gates import answer_thread
 from nerve_cli.workflows.threads import thread_detail
+from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
 STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
@@ -82,7 +83,7 @@ class Dashboard(Screen):
         headline = self.query_one("#headline", Static)
         if snap.live:
             headline.update(Text(f" engine pid {snap.engine['pid']} · up {span(snap.engine['uptime_s'] or 0)} · "
-                                 f"{len(snap.senses)} senses · {len(snap.workers)} workers", style="bold"))
+                                 f"{plural(len(snap.senses), 'sense')} · {plural(len(snap.workers), 'worker')}", style="bold"))
         else:
             headline.update(Text(" engine stopped: read-only, from the files (start it with `nerve run`)",
                                  style="bold yellow"))
