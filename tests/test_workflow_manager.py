@@ -275,14 +275,15 @@ def test_cancel_a_running_and_a_queued_thread(home: Path) -> None:
 
 
 def test_role_timeout_retries_and_thread_timeout_from_nerve_yaml(home: Path) -> None:
-    config = make_instance(home, {"x": PINGPONG}, {"workflows": {
-        "x": {"concurrency": 2, "role_timeout": "100ms", "role_retries": 1, "role_backoff": "10ms",
-              "thread_timeout": "400ms"}}})
+    # two workflows: a thread_timeout beside the role_timeout would cut the retried role short on a loaded machine
+    config = make_instance(home, {"x": PINGPONG, "y": PINGPONG}, {"workflows": {
+        "x": {"role_timeout": "100ms", "role_retries": 1, "role_backoff": "10ms"},
+        "y": {"thread_timeout": "400ms"}}})
 
     async def main():
         mgr, logs, _ = manager(home, config)
         slow_role = mgr.launch("x", "sleep=1 rounds=1", None, {})["run_id"]
-        long_thread = mgr.launch("x", "sleep=0.05", None, {})["run_id"]
+        long_thread = mgr.launch("y", "sleep=0.05", None, {})["run_id"]
         await wait_for(lambda: ended(logs, slow_role, long_thread))
         await mgr.stop(1)
         return logs, slow_role, long_thread
