@@ -29,6 +29,24 @@ from typing import Any, Callable, Iterator
 NO_TABLES = "# no tables: this sense only emits signals\n"
 
 # one JSON line in, the same object back: the cheapest possible worker
+# a workflow of two trivial roles taking turns for `maxRounds` rounds: the cost of the machinery alone
+PINGPONG_WORKFLOW = '''
+from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+async def ping(messages):
+    return RoleResult("ping", {})
+
+async def pong(messages):
+    return RoleResult("pong", {})
+
+def route(messages):
+    if len(messages) > messages[0].meta["maxRounds"]:
+        return END
+    return "ping" if messages[-1].role != "ping" else "pong"
+
+workflow = WorkflowDefinition(roles={"ping": ping, "pong": pong}, moderator=route)
+'''
+
 ECHO_CHILD = """
 import json, sys
 write, read = sys.stdout.write, sys.stdin.readline

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Report, machine, median, pct, us  # noqa: E402
+from _kit import PINGPONG_WORKFLOW, Report, machine, median, pct, us  # noqa: E402
 
 from nerve_cli.config.model import NerveConfig  # noqa: E402
 from nerve_cli.kernel.workflows import WorkflowManager  # noqa: E402
@@ -37,22 +37,6 @@ from nerve_cli.store.logs import LogStore  # noqa: E402
 ROUNDS = 600
 WARMUP = 50
 
-PLAIN = '''
-from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
-
-async def ping(messages):
-    return RoleResult("ping", {})
-
-async def pong(messages):
-    return RoleResult("pong", {})
-
-def route(messages):
-    if len(messages) > messages[0].meta["maxRounds"]:
-        return END
-    return "ping" if messages[-1].role != "ping" else "pong"
-
-workflow = WorkflowDefinition(roles={"ping": ping, "pong": pong}, moderator=route)
-'''
 
 LLM = '''
 from nerve_cli.sdk import END, WorkflowDefinition, llm_role
@@ -109,7 +93,7 @@ async def rounds(home: Path, config: NerveConfig) -> tuple[list[float], list[flo
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["LLM_USER_PATH"] = str(Path(tmp) / "llm-user")  # never the user's llm config
-        plain, _ = asyncio.run(rounds(*instance(Path(tmp), "plain", PLAIN)))
+        plain, _ = asyncio.run(rounds(*instance(Path(tmp), "plain", PINGPONG_WORKFLOW)))
         gaps, calls = asyncio.run(rounds(*instance(Path(tmp), "llm", LLM)))
     overhead = [g - c for g, c in zip(gaps, calls)]
     floor = median(plain)

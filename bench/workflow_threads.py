@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Report, machine, median, pct, pipe_round_trips, us  # noqa: E402
+from _kit import PINGPONG_WORKFLOW, Report, machine, median, pct, pipe_round_trips, us  # noqa: E402
 
 from nerve_cli.config.model import NerveConfig  # noqa: E402
 from nerve_cli.kernel.workflows import WorkflowManager  # noqa: E402
@@ -33,28 +33,11 @@ from nerve_cli.store.logs import LogStore  # noqa: E402
 THREADS = 400
 ROUNDS = 2000
 
-TRIVIAL = '''
-from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
-
-async def ping(messages):
-    return RoleResult("ping", {})
-
-async def pong(messages):
-    return RoleResult("pong", {})
-
-def route(messages):
-    if len(messages) > messages[0].meta["maxRounds"]:
-        return END
-    return "ping" if messages[-1].role != "ping" else "pong"
-
-workflow = WorkflowDefinition(roles={"ping": ping, "pong": pong}, moderator=route)
-'''
-
 
 def instance(root: Path, concurrency: int) -> tuple[Path, NerveConfig]:
     home = root / f"c{concurrency}"
     (home / "workflows").mkdir(parents=True)
-    (home / "workflows" / "pp.py").write_text(TRIVIAL)
+    (home / "workflows" / "pp.py").write_text(PINGPONG_WORKFLOW)
     config = NerveConfig.model_validate({
         "engine": {"max_rounds": ROUNDS},
         "workflows": {"pp": {"concurrency": concurrency, "overflow": "queue", "max_queue": THREADS * 2}},

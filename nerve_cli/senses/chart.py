@@ -7,7 +7,6 @@ spacing is reported as a gap (and drawn as one, never bridged by a line).
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -15,6 +14,7 @@ from typing import Any, Iterable, Iterator
 
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.senses.rows import read_rows
 from nerve_cli.store.history import day_of, sense_history
 from nerve_cli.store.jsonl import iter_lines, list_files
 
@@ -99,7 +99,7 @@ def _signal_rows(home: Path, name: str, key: str | None, since_ms: int | None,
 
 
 def _hot_ids(path: Path, since_ms: int | None) -> set[int]:
-    rows = _read(path, "SELECT id FROM _signals WHERE ts >= ?", (since_ms or 0,))
+    rows = read_rows(path, "SELECT id FROM _signals WHERE ts >= ?", (since_ms or 0,))
     return {r[0] for r in rows or []}
 
 
@@ -111,16 +111,16 @@ def _table_column(path: Path, column: str | None) -> tuple[str, str] | None:
     if not column or "." not in column:
         return None
     table, col = column.split(".", 1)
-    if not _read(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)):
+    if not read_rows(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)):
         return None
-    if col not in [r[1] for r in _read(path, f"PRAGMA table_info({_q(table)})") or []]:
-        known = ", ".join(r[1] for r in _read(path, f"PRAGMA table_info({_q(table)})") or [])
+    if col not in [r[1] for r in read_rows(path, f"PRAGMA table_info({_q(table)})") or []]:
+        known = ", ".join(r[1] for r in read_rows(path, f"PRAGMA table_info({_q(table)})") or [])
         raise SenseError(f"--column {column}: table {table!r} has no column {col!r} (columns: {known})")
     return table, col
 
 
 def _time_column(path: Path, table: str) -> str:
-    rows = _read(path, "SELECT time_column FROM _nerve_archive WHERE table_name = ?", (table,))
+    rows = read_rows(path, "SELECT time_column FROM _nerve_archive WHERE table_name = ?", (table,))
     if not rows:
         raise SenseError(f"--column {table}.…: table {table!r} has no time column to plot against; declare it in "
                          f"schema.py as @table(..., time=\"ts\") (an int field of unix ms) and run `nerve sense migrate`")
@@ -132,7 +132,7 @@ def _table_rows(layout: Layout, name: str, table: str, col: str, since_ms: int |
     path = layout.sense_db(name)
     tcol = _time_column(path, table)
     low, high = since_ms if since_ms is not None else -(2**62), until_ms if until_ms is not None else 2**62
-    hot = _read(path, f"SELECT {_q(tcol)}, {_q(col)} FROM {_q(table)} WHERE {_q(tcol)} BETWEEN ? AND ?",
+    hot = read_rows(path, f"SELECT {_q(tcol)}, {_q(col)} FROM {_q(table)} WHERE {_q(tcol)} BETWEEN ? AND ?",
                 (low, high)) or []
     out = [(ts, value, 0) for ts, value in hot if isinstance(ts, int)]
     seen = {ts for ts, _, _ in out}
@@ -153,7 +153,7 @@ def _table_rows(layout: Layout, name: str, table: str, col: str, since_ms: int |
 
 def _not_numeric(path: Path, name: str, column: str | None) -> str:
     what = f"`{column}` of {name}'s signals" if column else f"{name}'s signals"
-    tables = [r[0] for r in _read(path, "SELECT name FROM sqlite_master WHERE type = 'table' "
+    tables = [r[0] for r in read_rows(path, "SELECT name FROM sqlite_master WHERE type = 'table' "
                                         "AND name NOT LIKE '\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite_%'") or []]
     hint = f"; or a table column, e.g. --column {tables[0]}.COLUMN" if tables else ""
     return f"{what} are not numbers: pick a numeric key of the signal with --column KEY{hint}"
@@ -161,17 +161,3 @@ def _not_numeric(path: Path, name: str, column: str | None) -> str:
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple] | None:
-    if not path.is_file():
-        return None
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return None
-        raise SenseError(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()

@@ -22,6 +22,7 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel.client import request
 from nerve_cli.kernel.guards import load_quarantines
 from nerve_cli.store.history import archived_counts, last_archived_signal, sense_history
+from nerve_cli.senses.rows import read_rows
 from nerve_cli.store.sqlitefile import open_reader
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -122,7 +123,7 @@ def code_stamp(home: Path, name: str) -> tuple[tuple[str, int, int], ...]:
 def newest_rows(path: Path, table: str, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` rows of one of the sense's own tables, newest first (by its time= column, else rowid)."""
     quoted = '"' + table.replace('"', '""') + '"'
-    time_col = _read(path, "SELECT time_column FROM _nerve_archive WHERE table_name = ?", (table,))
+    time_col = read_rows(path, "SELECT time_column FROM _nerve_archive WHERE table_name = ?", (table,))
     orders = ([f'"{time_col[0][0]}" DESC'] if time_col else []) + ["rowid DESC", ""]
     for order in orders:
         sql = f"SELECT * FROM {quoted}" + (f" ORDER BY {order}" if order else "") + " LIMIT ?"
@@ -136,7 +137,10 @@ def newest_rows(path: Path, table: str, limit: int) -> list[dict[str, Any]]:
 def _read_dicts(path: Path, sql: str, params: tuple) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        conn = open_reader(path)
+    except sqlite3.Error as exc:  # damaged, or unreadable
+        raise SenseError(f"cannot read {path}: {exc}") from exc
     try:
         cursor = conn.execute(sql, params)
         names = [d[0] for d in cursor.description]
@@ -183,9 +187,9 @@ def sparkline(values: list[Any]) -> str | None:
 def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str, int] | None = None) -> SenseSummary:
     """Signals counted in the database *and* its archive files, so `sense list` and `sense show` agree."""
     settings = config.senses[name]
-    stats = _read(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
+    stats = read_rows(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
     count, last = stats[0] if stats else (0, None)
-    newest = _read(layout.sense_db(name), "SELECT payload FROM _signals ORDER BY id DESC LIMIT 1") if count else None
+    newest = read_rows(layout.sense_db(name), "SELECT payload FROM _signals ORDER BY id DESC LIMIT 1") if count else None
     if archived is None:
         archived = archived_counts(layout.home, name)
     count += archived.get("_signals", 0)
@@ -197,34 +201,16 @@ def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str,
 
 def _tables(path: Path, archived: dict[str, int]) -> list[dict[str, Any]]:
     """Each table's rows in the database file, and how many more are in the archive files."""
-    names = _read(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                        "ORDER BY name LIKE '\\_%' ESCAPE '\\', name")
-    time_columns = dict(_read(path, "SELECT table_name, time_column FROM _nerve_archive") or [])
+    names = read_rows(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                            "ORDER BY name LIKE '\\_%' ESCAPE '\\', name")
+    time_columns = dict(read_rows(path, "SELECT table_name, time_column FROM _nerve_archive") or [])
     out = []
     for (table,) in names or []:
         quoted = '"' + table.replace('"', '""') + '"'
-        rows = _read(path, f"SELECT count(*) FROM {quoted}")
+        rows = read_rows(path, f"SELECT count(*) FROM {quoted}")
         out.append({"name": table, "rows": rows[0][0] if rows else None, "archived_rows": archived.get(table, 0),
                     "engine": table.startswith("_"), "time_column": time_columns.get(table)})
     return out
-
-
-def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple] | None:
-    """Rows of `sql` on a read-only connection; None when the db or the table does not exist yet."""
-    if not path.is_file():
-        return None
-    try:
-        conn = open_reader(path)
-    except sqlite3.Error as exc:  # damaged, or unreadable
-        raise SenseError(f"cannot read {path}: {exc}") from exc
-    try:
-        return conn.execute(sql, params).fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return None
-        raise SenseError(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
 
 
 def ago(ts_ms: int | None, now_ms: int) -> str:
