@@ -41,6 +41,8 @@ CASES = {
                     "role 'a' returned content of type NoneType, expected str"),
     "bad-meta": (variant(ROLE, ROLE + "\n    return RoleResult('x', {'when': object()})"),
                  "role 'a' returned meta that is not JSON-serialisable"),
+    "too-big": (variant(ROLE, ROLE + "\n    return RoleResult('x' * (17 * 2**20), {})"),
+                "role 'a' returned 17.0 MiB of content and meta"),
     "no-load": ("import nothing_here_at_all\n",
                 "workflow no-load failed to load: ModuleNotFoundError: No module named 'nothing_here_at_all' "
                 "at workflows/no-load.py:1"),

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.wire.protocol import MAX_PAYLOAD
 from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
 from nerve_cli.workflow.model import (
     ASKS_PERSON, END, START, AskPerson, RoleResult, RoleSetupError, WorkflowDefinition, WorkflowMessage,
@@ -132,6 +133,11 @@ def to_message(role: str, result: Any, timestamp: int) -> WorkflowMessage | str:
         meta = orjson.loads(orjson.dumps(dict(result.meta)))
     except (TypeError, orjson.JSONEncodeError) as exc:
         return f"role {role!r} returned meta that is not JSON-serialisable: {exc}"
+    size = len(orjson.dumps({"content": result.content, "meta": meta}))
+    if size > MAX_PAYLOAD:  # its line to the kernel would be over the limit: refused here, whole
+        return (f"role {role!r} returned {size / 2**20:.1f} MiB of content and meta ({size:,} bytes); a round "
+                f"carries at most {MAX_PAYLOAD:,} bytes ({MAX_PAYLOAD / 2**20:.1f} MiB). Keep large data in a file "
+                "or a sense's table and put its path or a summary in the message")
     if isinstance(result, AskPerson):
         meta[ASKS_PERSON] = True
     return WorkflowMessage(role, result.content, meta, timestamp)
