@@ -130,3 +130,14 @@ def test_workflow_without_object_async_moderator_and_bad_arity(home: Path) -> No
     assert "2 required arguments (messages, state)" in found["workflows.arity"]["message"]
     syntax = found["workflows.syntax"]
     assert syntax["file"] == "workflows/syntax.py" and syntax["line"] == 1 and "SyntaxError" in syntax["message"]
+
+
+def test_a_file_blocking_at_import_is_named_when_the_check_gives_up(home: Path) -> None:
+    from nerve_cli.config.code import check_code
+
+    write_instance(home, CONFIG, {"good": "def compute(db, peers):\n    return 1\n",
+                                  "broken": "import time\ntime.sleep(600)\n\ndef compute(db, peers):\n    return 1\n"})
+    found = check_code(home, ["good", "broken"], [], timeout=8)
+    assert len(found) == 1 and found[0].file == "senses/broken/", found
+    assert found[0].path == "senses.broken"
+    assert found[0].message.startswith("did not finish importing within 8s: does it block at import time")

@@ -30,9 +30,15 @@ def check_code(home: Path, senses: list[str], workflows: list[str], *, timeout: 
             "--senses", ",".join(senses), "--workflows", ",".join(workflows)]
     try:
         done = subprocess.run(argv, cwd=str(home), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return [Problem("", f"importing the senses and workflows took longer than {timeout:g}s (does a file block "
-                            "at import time?); run `nerve config check --fast` to skip this step", file="code check")]
+    except subprocess.TimeoutExpired as exc:
+        where = _last_import(exc.stdout)
+        if where is None:
+            return [Problem("", f"importing the senses and workflows took longer than {timeout:g}s (does a file "
+                                "block at import time?); run `nerve config check --fast` to skip this step",
+                            file="code check")]
+        key = where.rstrip("/").removesuffix(".py").replace("/", ".")  # senses/x/ → senses.x, as other problems
+        return [Problem(key, f"did not finish importing within {timeout:g}s: does it block at import time "
+                             "(network, input, a loop)? `nerve config check --fast` skips this step", file=where)]
     try:
         answer = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -40,6 +46,18 @@ def check_code(home: Path, senses: list[str], workflows: list[str], *, timeout: 
         return [Problem("", f"the code check child failed (exit {done.returncode}): {' | '.join(tail) or 'no output'}",
                         file="code check")]
     return [_problem(item) for item in answer.get("problems", [])]
+
+
+def _last_import(stdout: bytes | None) -> str | None:
+    """The file the child was importing when it was stopped: its last `{"importing": path}` line."""
+    for line in reversed((stdout or b"").decode("utf-8", "replace").splitlines()):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("importing"), str):
+            return item["importing"]
+    return None
 
 
 def _problem(item: dict[str, Any]) -> Problem:

@@ -6,13 +6,15 @@ process. The checks are the ones a worker makes when it loads: a sense's files
 import, `compute` exists with a usable signature, schema.py agrees with the
 migrations; a workflow file imports and defines a valid `workflow` (a plain,
 non-async moderator). The answer is one JSON object on the protocol fd:
-`{"problems": [{kind, name, type, message, file, line}]}`.
+`{"problems": [{kind, name, type, message, file, line}]}`, after one
+`{"importing": path}` line per sense or workflow as it starts, so a parent that
+gives up waiting can say which file blocked.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -22,14 +24,17 @@ from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
 from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
 
 
-def check(home: Path, senses: list[str], workflows: list[str]) -> list[dict[str, Any]]:
+def check(home: Path, senses: list[str], workflows: list[str],
+          importing: Callable[[str], None] = lambda where: None) -> list[dict[str, Any]]:
     layout = Layout(home)
     problems = []
     for name in senses:
+        importing(f"senses/{name}/")
         info = check_sense(layout, name)
         if info is not None:
             problems.append({"kind": "sense", "name": name, **info.to_dict()})
     for name in workflows:
+        importing(f"workflows/{name}.py")
         failure = _check_workflow(home, name)
         if failure is not None:
             problems.append({"kind": "workflow", "name": name, **failure})
@@ -48,7 +53,8 @@ def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
 def main(args: Any) -> int:
     out = ProtocolWriter(take_protocol_fds().write)  # the user's prints go to stderr, never into the answer
     names = lambda text: [n for n in (text or "").split(",") if n]  # noqa: E731
-    problems = check(Path(args.home).resolve(), names(args.senses), names(args.workflows))
+    importing = lambda where: out.write(orjson.dumps({"importing": where}, option=orjson.OPT_APPEND_NEWLINE))  # noqa: E731
+    problems = check(Path(args.home).resolve(), names(args.senses), names(args.workflows), importing)
     out.write(orjson.dumps({"problems": problems}, option=orjson.OPT_APPEND_NEWLINE))
     out.close()
     return 0
