@@ -260,3 +260,39 @@ def test_a_thread_asking_at_its_first_round_says_after_1_round(home: Path) -> No
     run = nerve("workflow", "run", "asks", "--prompt", "p", home=home)
     assert run.returncode == 5, run.stdout + run.stderr
     assert "run-1 waits for a person after 1 round: Go on?" in run.stdout
+
+
+BULKY = textwrap.dedent('''
+    from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
+
+    async def writer(messages):  # 6 MiB a round: three rounds make a chain no single line can carry
+        return RoleResult("x" * (6 * 2**20) if "bulky" in messages[0].content else "small", {})
+
+    async def critic(messages):
+        return ask_person("Publish?", {})
+
+    def moderator(messages):
+        if messages[-1].role == PERSON:
+            return END
+        return "critic" if sum(m.role == "writer" for m in messages) == 3 else "writer"
+
+    workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic}, moderator=moderator)
+''')
+
+
+def test_a_chain_too_long_to_hand_to_a_worker_fails_its_resume_with_the_reason(home: Path) -> None:
+    """18 MiB of rounds cannot be sent back to the worker on approval: the thread fails saying so, not waits for ever."""
+    write_instance(home, "workflows:\n  bulky: {concurrency: 1, overflow: queue}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "bulky.py").write_text(BULKY)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run = nerve("workflow", "run", "bulky", "--prompt", "bulky", "--json", home=home)
+        assert run.returncode == 5, run.stdout[-500:] + run.stderr
+        assert nerve("thread", "approve", "run-1", home=home).returncode == 0
+        wait_for(lambda: _runs(home).get("run-1") == "failed", 30, what="run-1 to fail on its resume")
+        reason = _shown(home, "run-1")["reason"]
+        assert reason.startswith("its chain is 18.0 MiB, and a thread is handed to its worker"), reason
+        small = nerve("workflow", "run", "bulky", "--prompt", "small", home=home)  # the slot and the worker are free
+        assert small.returncode == 5 and "run-2 waits for a person" in small.stdout, small.stdout + small.stderr
+        engine.stop()

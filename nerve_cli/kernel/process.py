@@ -140,9 +140,13 @@ class WorkerProcess:
 
     def send(self, message: protocol.Message) -> bool:
         """Queue a message for the worker; False if it can no longer receive."""
+        return self.send_line(message.encode())
+
+    def send_line(self, line: bytes) -> bool:
+        """Queue an encoded message (for a caller that had to measure it first)."""
         if not self.alive or self._stdin is None or self._stdin.is_closing():
             return False
-        self._stdin.write(message.encode())
+        self._stdin.write(line)
         return True
 
     async def wait_exit(self, timeout: float | None = None) -> int | None:

@@ -43,6 +43,19 @@ def time_out(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
     return True
 
 
+def fail_unsendable(journal: Journal, kind: Kind, thread: Thread, size: int) -> None:
+    """A chain too long for one line to the worker (a thread resumed after many large rounds) ends here, failed."""
+    del kind.running[thread.run_id]
+    if thread.run_timer is not None:
+        thread.run_timer.cancel()
+        thread.run_timer = None
+    reason = (f"its chain is {size / 2**20:.1f} MiB, and a thread is handed to its worker (at a start or a resume) "
+              f"in one message of at most {protocol.MAX_LINE // 2**20} MiB; keep large data out of the messages "
+              "(a file or a sense's table, with its path in the message)")
+    journal.event(thread, "failed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+    journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
+
+
 def lose_threads(journal: Journal, kind: Kind, reason: str, *, resume: bool) -> None:
     """The worker went away under running threads: resume them (idempotent) or crash them."""
     for thread in list(kind.running.values()):

@@ -303,29 +303,38 @@ class WorkflowManager:
         while True:
             while (thread := admission.next_queued(kind, cfg, holding=self.stopping)) is not None:
                 self._begin(kind, thread)
-            if not kind.running or not recovery.fail_if_broken(self.journal, kind, self.home):
+            if kind.running and recovery.fail_if_broken(self.journal, kind, self.home):
+                continue
+            if not self._ensure_worker(kind):  # True: a thread could not be handed over and ended: room
                 break
-        self._ensure_worker(kind)
         self._maybe_idle(kind)
 
     # -- workers -----------------------------------------------------------------
-    def _ensure_worker(self, kind: Kind) -> None:
+    def _ensure_worker(self, kind: Kind) -> bool:
+        """Hand the running threads to a ready worker, or start one; True when a thread ended instead."""
         if not kind.running:
-            return
+            return False
         if kind.state == "ready":
-            for thread in kind.running.values():
-                if not thread.dispatched:
-                    self._dispatch(kind, thread)
-        elif kind.state == "stopped":
+            ended = [thread for thread in list(kind.running.values())
+                     if not thread.dispatched and not self._dispatch(kind, thread)]
+            return bool(ended)
+        if kind.state == "stopped":
             kind.state = "starting"
             kind.spawn_task = asyncio.get_running_loop().create_task(self._spawn(kind))
+        return False
 
-    def _dispatch(self, kind: Kind, thread: Thread) -> None:
+    def _dispatch(self, kind: Kind, thread: Thread) -> bool:
+        """Send the thread (its whole chain) to the worker; False when the chain is too long to send: it failed."""
         assert kind.worker is not None
         cfg = self.config.workflows.get(kind.name) or WorkflowConfig()
         start = protocol.ThreadStart(thread.run_id, thread.workflow, list(thread.messages), thread.max_rounds,
                                      cfg.role_timeout, cfg.role_retries, cfg.role_backoff, cfg.model, cfg.system)
-        thread.dispatched = kind.worker.send(start)
+        line = start.encode()
+        if len(line) > protocol.MAX_LINE:  # the worker would drop the line and the thread would wait for ever
+            recovery.fail_unsendable(self.journal, kind, thread, len(line))
+            return False
+        thread.dispatched = kind.worker.send_line(line)
+        return True
 
     async def _spawn(self, kind: Kind) -> None:
         worker = await self.spawner.spawn(kind, self._on_message)
