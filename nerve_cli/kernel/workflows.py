@@ -315,9 +315,11 @@ class WorkflowManager:
         if not kind.running:
             return False
         if kind.state == "ready":
-            ended = [thread for thread in list(kind.running.values())
-                     if not thread.dispatched and not self._dispatch(kind, thread)]
-            return bool(ended)
+            ended = False
+            for thread in list(kind.running.values()):  # a thread that cannot be handed over leaves `running`
+                if not thread.dispatched and not self._dispatch(kind, thread):
+                    ended = True
+            return ended
         if kind.state == "stopped":
             kind.state = "starting"
             kind.spawn_task = asyncio.get_running_loop().create_task(self._spawn(kind))
