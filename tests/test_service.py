@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import plistlib
 import shutil
@@ -89,3 +90,37 @@ def test_install_writes_the_unit_enables_it_and_uninstall_removes_it(home: Path,
     assert not units[0].exists()
     assert f"--user disable --now {name}" in calls.read_text()
     assert "no service installed" in run("status").stdout
+
+
+def test_without_a_user_session_install_uninstall_and_status_fail_saying_why(home: Path, tmp_path: Path) -> None:
+    """A stand-in `systemctl` that answers as the real one does with no user bus: is-enabled reads the files,
+    everything else fails with `Failed to connect to bus`."""
+    instance(home)
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *is-enabled*) echo disabled; exit 1;; esac\n'
+                    'echo "Failed to connect to bus: No medium found" >&2\nexit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "NO_COLOR": "1", "COLUMNS": "400"}
+    env.pop("NERVE_HOME", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nerve_cli", "service", *args, "--platform", "linux",
+                               "--home", str(home)], capture_output=True, text=True, env=env, timeout=60)
+
+    install = run("install")
+    assert install.returncode == 1 and "Failed to connect to bus" in install.stderr
+    [unit] = (tmp_path / "config/systemd/user").glob("nerve-nerve-home-*.service")
+    status = run("status")
+    assert status.returncode == 1 and f"{unit.name}: disabled, unknown" in status.stdout
+    assert f"`systemctl --user is-active {unit.name}` failed: Failed to connect to bus" in status.stderr
+    as_json = run("status", "--json")
+    document = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and document["active"] == "unknown" and "Failed to connect to bus" in document["problem"]
+    uninstall = run("uninstall")
+    assert uninstall.returncode == 1 and "ran:" not in uninstall.stdout
+    assert f"`systemctl --user disable --now {unit.name}` failed: Failed to connect to bus" in uninstall.stderr
+    assert "the unit file is kept" in uninstall.stderr and "loginctl enable-linger" in uninstall.stderr
+    assert unit.exists()  # it may still be enabled or running: nothing is half-removed

@@ -58,6 +58,9 @@ def install(
 def uninstall(platform: Platform = None, home: HomeOption = None) -> None:
     """Stop and disable this instance's unit and remove its file.
 
+    When the supervisor cannot do it (no systemd user session, say), it says
+    why, keeps the file and exits 1.
+
     Example: nerve service uninstall
     """
     from nerve_cli.cli import output
@@ -75,6 +78,8 @@ def uninstall(platform: Platform = None, home: HomeOption = None) -> None:
 def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption = False) -> None:
     """Whether a unit is installed for this instance, enabled, active, and whether the engine answers.
 
+    Exits 1 when the supervisor cannot say (no systemd user session, say), after printing why.
+
     Example: nerve service status --json
     """
     from nerve_cli.cli import output
@@ -88,8 +93,10 @@ def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption
         from nerve_cli.contract.instance import service as document
 
         output.print_json(document(state))
-        return
-    _render(state)
+    else:
+        _render(state)
+    if state.problem:
+        raise typer.Exit(1)
 
 
 def _engine(root) -> bool:  # type: ignore[no-untyped-def]
@@ -113,5 +120,7 @@ def _render(state) -> None:  # type: ignore[no-untyped-def]
                     "`nerve service install` adds one")
     else:
         output.info(f"{state.unit.name}: {state.enabled}, {state.active} ({state.unit.path})")
+    if state.problem:
+        output.error(f"cannot ask the supervisor: {state.problem}")
     engine = "an engine answers on this instance's socket" if state.engine else "no engine answers for this instance"
     output.info(engine, style="green" if state.engine else "yellow")

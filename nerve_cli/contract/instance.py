@@ -67,7 +67,7 @@ def service(state: Any) -> dict[str, Any]:
     """`instance.service.ServiceState`: the unit for this instance and whether the engine answers."""
     return {"version": VERSION, "platform": state.unit.platform, "name": state.unit.name, "path": str(state.unit.path),
             "installed": state.installed, "enabled": state.enabled, "active": state.active,
-            "engine_running": state.engine}
+            "engine_running": state.engine, "problem": state.problem}
 
 
 def deps(python: str, requirements: list[Any]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from pathlib import Path
 from nerve_cli.errors import NerveError
 
 RESTART_SEC = 5
+USER_SESSION = ("is a systemd user session running? `loginctl enable-linger` keeps one for a user who is not "
+                "logged in")
 STOP_MARGIN = 10  # seconds beyond engine.shutdown_timeout before the supervisor kills the engine
 
 
@@ -44,6 +46,7 @@ class ServiceState:
     active: str = "unknown"  # active | inactive | failed | unknown
     engine: bool = False  # an engine answers on this instance's control socket
     commands: list[list[str]] = field(default_factory=list)  # what install/uninstall ran
+    problem: str | None = None  # why the supervisor could not say whether the unit is enabled or active
 
 
 def this_platform() -> str:
@@ -130,7 +133,8 @@ def install(home: Path, unit: Unit) -> ServiceState:
     unit.path.write_text(unit.text, encoding="utf-8")
     commands = _install_commands(unit)
     for argv in commands:
-        _run(argv)
+        _run(argv, missing="the unit file is written, start it with your supervisor (or run `nerve run` yourself)",
+             failed=f"the unit file is written ({USER_SESSION})")
     state = status(home, unit)
     state.commands = commands
     return state
@@ -142,10 +146,15 @@ def uninstall(home: Path, unit: Unit) -> ServiceState:
         raise NerveError(f"no service is installed for {home} ({unit.path} does not exist)")
     before, after = _uninstall_commands(unit)
     for argv in before:
-        _run(argv, check=False)  # already stopped or disabled is fine
+        # systemctl stops and disables a stopped or disabled unit without complaint, so its failure means the
+        # unit may still run: keep the file. launchctl fails on an agent that is not loaded, which is fine.
+        _run(argv, check=unit.platform == "linux",
+             missing=f"the unit file is kept: stop and disable it with your supervisor, then remove {unit.path}",
+             failed=f"the unit file is kept ({USER_SESSION}; where none runs, nothing runs the unit: "
+                    f"remove {unit.path} yourself)")
     unit.path.unlink()
     for argv in after:
-        _run(argv, check=False)
+        _run(argv, missing=f"{unit.path} is removed", failed=f"{unit.path} is removed ({USER_SESSION})")
     state = status(home, unit)
     state.commands = before + after
     return state
@@ -155,10 +164,12 @@ def status(home: Path, unit: Unit) -> ServiceState:
     """Whether the unit is installed, enabled and active (whether an engine answers is the caller's to ask)."""
     state = ServiceState(unit, unit.path.exists())
     if unit.platform == "linux" and state.installed:
-        state.enabled = _ask(["systemctl", "--user", "is-enabled", unit.name])
-        state.active = _ask(["systemctl", "--user", "is-active", unit.name])
+        state.enabled, enabled_problem = _ask(["systemctl", "--user", "is-enabled", unit.name])
+        state.active, active_problem = _ask(["systemctl", "--user", "is-active", unit.name])
+        problem = enabled_problem or active_problem
+        state.problem = f"{problem} ({USER_SESSION})" if problem else None
     elif unit.platform == "macos" and state.installed:
-        loaded = _ask(["launchctl", "print", f"gui/{os.getuid()}/{unit.name}"]) != "unknown"
+        loaded = _ask(["launchctl", "print", f"gui/{os.getuid()}/{unit.name}"])[0] != "unknown"
         state.enabled = state.active = "active" if loaded else "inactive"
     return state
 
@@ -176,25 +187,32 @@ def _uninstall_commands(unit: Unit) -> tuple[list[list[str]], list[list[str]]]:
     return [["systemctl", "--user", "disable", "--now", unit.name]], [["systemctl", "--user", "daemon-reload"]]
 
 
-def _run(argv: list[str], check: bool = True) -> None:
+def _run(argv: list[str], *, missing: str, failed: str, check: bool = True) -> None:
+    """Run one supervisor command; `missing` and `failed` say where that leaves the unit file when it cannot."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
-        raise NerveError(f"`{argv[0]}` is not available here; the unit file is written, "
-                         f"start it with your supervisor (or run `nerve run` yourself)") from None
+        raise NerveError(f"`{argv[0]}` is not available here; {missing}") from None
     if check and done.returncode != 0:
-        why = (done.stderr or done.stdout).strip().splitlines()
-        raise NerveError(f"`{' '.join(argv)}` failed: {why[-1] if why else f'exit {done.returncode}'}; "
-                         "the unit file is written (is a systemd user session running? `loginctl enable-linger` "
-                         "keeps one for a user who is not logged in)")
+        raise NerveError(f"`{' '.join(argv)}` failed: {_why(done)}; {failed}")
 
 
-def _ask(argv: list[str]) -> str:
+def _ask(argv: list[str]) -> tuple[str, str | None]:
+    """(the answer, or "unknown"; why there is none, when the command failed without answering)."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return "unknown"
+    except FileNotFoundError:
+        return "unknown", f"`{argv[0]}` is not available here"
+    except subprocess.TimeoutExpired:
+        return "unknown", f"`{' '.join(argv)}` did not answer within 10s"
+    if argv[0] == "launchctl":  # a failure means the agent is not loaded
+        return ("loaded" if done.returncode == 0 else "unknown"), None
     out = done.stdout.strip().splitlines()
-    if argv[0] == "launchctl":
-        return "loaded" if done.returncode == 0 else "unknown"
-    return out[0] if out else "unknown"
+    if out:  # is-enabled/is-active answer on stdout even when their exit code is not 0 (disabled, inactive)
+        return out[0], None
+    return "unknown", f"`{' '.join(argv)}` failed: {_why(done)}"
+
+
+def _why(done: subprocess.CompletedProcess) -> str:
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
