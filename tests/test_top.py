@@ -158,6 +158,8 @@ def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> Non
             await until(pilot, lambda: "engine stopped: read-only" in text_of(headline), 10, "the stopped headline")
             rows = {r[0]: r for r in table_rows(app.screen.query_one("#senses"))}
             assert set(rows) == {"pulse", "boom"} and rows["boom"][5] == "1" and rows["pulse"][2] != "-"
+            # no live state is claimed: the sense is stopped, and when it last ran shows beside it
+            assert rows["pulse"][1] == rows["boom"][1] == "stopped" and rows["pulse"][3] != "-"
             assert "signal pulse" in text_of(app.screen.query_one("#events"))
             await pilot.press("c")  # nothing to compute with: it says so instead of failing
             await until(pilot, lambda: any("engine is stopped" in str(n.message) for n in app._notifications), 5,

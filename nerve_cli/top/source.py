@@ -96,7 +96,8 @@ class Source:
         out = []
         for name, settings in sorted(config.senses.items()):
             last = self._last_value.get(name)
-            state = "quarantined" if name in quarantined else ("idle" if settings.enabled else "disabled")
+            # nothing runs or waits with the engine stopped: say so, not a live state (last run shows the time)
+            state = "quarantined" if name in quarantined else ("stopped" if settings.enabled else "disabled")
             out.append({"name": name, "group": settings.group, "state": state,
                         "last_value": last[1] if last else None, "last_run_ms": last_runs.get(name),
                         "next_due_ms": None, "errors": errors.get(name, 0),
