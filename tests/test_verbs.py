@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, last_signal, nerve, wait_for, write_instance
+from nerve_cli.config.model import parse_duration
 
 CONFIG = """
     senses:
@@ -83,7 +86,18 @@ def test_delete_then_gc_round_trip_with_a_running_engine(home: Path) -> None:
                                                                ("data", "data/senses/a.db"),
                                                                ("data", "data/senses/c.db")}  # disabled with a
     assert attic[0].exists()
-    assert nerve("gc", "--older-than", "1d", home=home).stdout.startswith("nothing to collect")
+    young = nerve("gc", "--older-than", "1d", home=home).stdout  # all of it is seconds old: kept, and said when
+    assert young.startswith("nothing to collect older than 1d")
+    assert "kept 3 newer than 1d (1 attic entry, 2 data): collectable from " in young
+    take = re.search(r"`--older-than (\d+[smhd])` takes them now", young)
+    kept = json.loads(nerve("gc", "--older-than", "1d", "--dry-run", "--json", home=home).stdout)
+    youngest = min(y["age_s"] for y in kept["young"])
+    assert kept["items"] == [] and 0 <= kept["young_older_than_s"] <= youngest  # a whole --older-than that takes all
+    assert take and parse_duration(take[1]) <= youngest
+    assert {(y["kind"], y["what"]) for y in kept["young"]} == {(i["kind"], i["what"]) for i in dry["items"]}
+    for y in kept["young"]:
+        assert 0 <= y["age_s"] < 600 and abs(y["collectable_ms"] / 1000 - (time.time() + 86400 - y["age_s"])) < 600
+    assert dry["young"] == [] and dry["young_older_than_s"] is None
     gc = nerve("gc", "--older-than", "0s", home=home)
     assert gc.returncode == 0, gc.stderr
     assert "senses.a stays in nerve.yaml: senses.c.peers, reflexes[1].on still name it" in gc.stdout

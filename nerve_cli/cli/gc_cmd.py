@@ -20,7 +20,9 @@ def gc(
     disabled senses untouched that long, and of names nerve.yaml no longer
     has; the nerve.yaml entry of a deleted sense or workflow once nothing of it
     is left (unless another entry still names it). Refused while an engine
-    runs (except --dry-run). One commit for what git tracks.
+    runs (except --dry-run). One commit for what git tracks. Says how many
+    newer entries and data it keeps, when they become collectable, and the
+    --older-than that would take them now.
 
     Example: nerve gc --older-than 7d --dry-run
     """
@@ -49,8 +51,31 @@ def gc(
         output.info(line, style="yellow")
     if result.sha:
         output.info(f"committed {result.sha[:8]}", style="dim")
+    if result.young:
+        output.info(_young(result, older_than), style="dim")
     if dry_run and result.items:
         output.info("dry run: nothing was removed", style="dim")
+
+
+def _young(result, older_than: str) -> str:  # type: ignore[no-untyped-def]
+    """`kept 2 newer than 30d (1 attic entry, 1 data): collectable from …, all by …; --older-than 2d takes them now`."""
+    from collections import Counter
+
+    from nerve_cli.cli import output
+    from nerve_cli.config.model import format_duration
+    from nerve_cli.words import plural
+
+    kinds = Counter(y.kind for y in result.young)
+    parts = [plural(kinds["attic"], "attic entry", "attic entries")] if kinds["attic"] else []
+    parts += [f"{kinds['data']} data"] if kinds["data"] else []
+    first, last = (f(y.collectable_at for y in result.young) for f in (min, max))
+    when = f"collectable from {output.when(first * 1000)}"
+    if round(last) != round(first):
+        when += f", all by {output.when(last * 1000)}"
+    take = format_duration(result.takes_young) if result.takes_young else "0s"
+    them = "it" if len(result.young) == 1 else "them"
+    return (f"kept {len(result.young)} newer than {older_than} ({', '.join(parts)}): {when}; "
+            f"`--older-than {take}` takes {them} now")
 
 
 def _size(n: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nerve_cli.contract import VERSION
+from nerve_cli.contract.times import stamp
 
 
 def config_check(report: Any) -> dict[str, Any]:
@@ -44,7 +45,10 @@ def gc(result: Any) -> dict[str, Any]:
     """`senses.gc.GcResult`: what `nerve gc` removed (or, with --dry-run, would remove) and what it kept."""
     return {"version": VERSION, "older_than_s": result.older_than, "dry_run": result.dry_run,
             "items": [i.to_dict() for i in result.items], "kept": [{"message": k} for k in result.kept],
-            "bytes": result.freed, "commit": result.sha}
+            "bytes": result.freed, "commit": result.sha,
+            "young": [{"kind": y.kind, "what": y.what, "why": y.why, "bytes": y.bytes, "age_s": y.age,
+                       **stamp("collectable", y.collectable_at * 1000)} for y in result.young],
+            "young_older_than_s": result.takes_young}
 
 
 def deleted(d: Any, home: Any) -> dict[str, Any]:

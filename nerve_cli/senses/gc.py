@@ -50,17 +50,35 @@ class Garbage:
         return {"kind": self.kind, "what": self.what, "why": self.why, "bytes": self.bytes}
 
 
+@dataclass(frozen=True)
+class Young:
+    """An attic entry or data that would be collected, but is newer than --older-than."""
+
+    kind: str  # attic | data
+    what: str
+    why: str
+    bytes: int
+    age: float  # seconds, by the same clock gc judges it with (its stamp, or the data's last write)
+    collectable_at: float  # epoch seconds from which `nerve gc` with this --older-than takes it
+
+
 @dataclass
 class GcResult:
     older_than: float
     items: list[Garbage] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # why something old was not removed
+    young: list[Young] = field(default_factory=list)  # what is kept for being newer than older_than
     dry_run: bool = False
     sha: str | None = None
 
     @property
     def freed(self) -> int:
         return sum(i.bytes for i in self.items)
+
+    @property
+    def takes_young(self) -> float | None:
+        """A whole --older-than (in d, h, m or s) that would take everything kept for being young now."""
+        return _floor_age(min(y.age for y in self.young)) if self.young else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"older_than_s": self.older_than, "dry_run": self.dry_run, "items": [i.to_dict() for i in self.items],
@@ -74,8 +92,12 @@ def collect(home: Path, older_than: float, *, dry_run: bool = False, now: float 
     now = time.time() if now is None else now
     layout, config = Layout(home), load_config(home)
     result = GcResult(older_than, dry_run=dry_run)
-    result.items += _attic(layout, older_than, now)
-    result.items += _data(layout, config, older_than, now)
+    for found in (_attic(layout, now), _data(layout, config, now)):
+        for item, age in found:
+            if age >= older_than:
+                result.items.append(item)
+            else:
+                result.young.append(Young(item.kind, item.what, item.why, item.bytes, age, now + older_than - age))
     entries, result.kept = _entries(layout, config, result.items)
     result.items += entries
     if not dry_run and result.items:
@@ -89,19 +111,22 @@ def _refuse_if_engine_runs(home: Path) -> None:
                          "database open): stop it first, or look with `nerve gc --dry-run`")
 
 
-def _attic(layout: Layout, older_than: float, now: float) -> list[Garbage]:
+def _attic(layout: Layout, now: float) -> list[tuple[Garbage, float]]:
+    """Every attic entry with a stamp, and its age."""
     out = []
     for kind in ("senses", "workflows"):
         folder = layout.attic / kind
         for path in sorted(folder.iterdir()) if folder.is_dir() else []:
             name, when = split_attic_name(path)
             age = stamp_age(when, now) if name else None
-            if age is not None and age >= older_than:
-                out.append(Garbage("attic", _rel(layout, path), f"deleted {_ago(age)}", _size(path), (path,), name))
+            if age is not None:
+                out.append((Garbage("attic", _rel(layout, path), f"deleted {_ago(age)}", _size(path), (path,), name),
+                            age))
     return out
 
 
-def _data(layout: Layout, config: NerveConfig, older_than: float, now: float) -> list[Garbage]:
+def _data(layout: Layout, config: NerveConfig, now: float) -> list[tuple[Garbage, float]]:
+    """The data of every sense that is deleted, disabled or not in nerve.yaml, and the age gc judges it by."""
     out = []
     for name in sorted(_names_with_data(layout)):
         if name == HEALTH_SENSE:
@@ -118,11 +143,10 @@ def _data(layout: Layout, config: NerveConfig, older_than: float, now: float) ->
             why, age = "its sense was deleted", deleted
         else:
             why, age = "its sense is disabled", now - touched
-        if age >= older_than:
-            archived = layout.archive / "senses" / name
-            shown = f"data/senses/{name}.db" + (" and its archive" if archived.is_dir() and any(archived.iterdir()) else "")
-            out.append(Garbage("data", shown, f"{why}; last written {_ago(now - touched)}",
-                               sum(_size(p) for p in files), tuple(files), name))
+        archived = layout.archive / "senses" / name
+        shown = f"data/senses/{name}.db" + (" and its archive" if archived.is_dir() and any(archived.iterdir()) else "")
+        out.append((Garbage("data", shown, f"{why}; last written {_ago(now - touched)}",
+                            sum(_size(p) for p in files), tuple(files), name), age))
     return out
 
 
@@ -235,6 +259,14 @@ def _rel(layout: Layout, path: Path) -> str:
 
 def _age_text(seconds: float) -> str:
     return format_duration(seconds) if seconds else "0s"
+
+
+def _floor_age(seconds: float) -> float:
+    """The largest whole number of days, hours, minutes or seconds not above `seconds`."""
+    for size in (86400, 3600, 60, 1):
+        if seconds >= size:
+            return (seconds // size) * size
+    return 0.0
 
 
 def _ago(seconds: float) -> str:
