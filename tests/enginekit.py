@@ -68,6 +68,15 @@ def read_logs(home: Path, source: str | None = None, type_: str | None = None, r
              "payload": json.loads(r[4]) if r[4] else None, "ts": r[5]} for r in rows]
 
 
+def thread_statuses(home: Path) -> dict[str, str]:
+    """Every thread's status in workflow_runs, by run_id."""
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    try:
+        return dict(conn.execute("SELECT run_id, status FROM workflow_runs"))
+    finally:
+        conn.close()
+
+
 def last_signal(home: Path, sense: str):
     """The payload of a sense's newest signal, read from its own database (None before the first)."""
     path = home / "data" / "senses" / f"{sense}.db"

@@ -7,7 +7,7 @@ import sqlite3
 import textwrap
 from pathlib import Path
 
-from enginekit import RunningEngine, errors, nerve, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, errors, nerve, read_logs, thread_statuses, wait_for, write_instance
 from nerve_cli.kernel.client import request
 
 CLEANUP = textwrap.dedent('''
@@ -42,14 +42,6 @@ def _signals(home: Path, sense: str) -> list:
         conn.close()
 
 
-def _runs(home: Path) -> dict[str, str]:
-    conn = sqlite3.connect(home / "data" / "logs.db")
-    try:
-        return dict(conn.execute("SELECT run_id, status FROM workflow_runs"))
-    finally:
-        conn.close()
-
-
 def _instance(home: Path, directives: dict[str, str], extra: str = "") -> None:
     senses = {name: WATCHER.replace("DIRECTIVE", repr(d)) for name, d in directives.items()}
     config = "senses:\n" + "".join(f"  {n}: {{}}\n" for n in senses) + "reflexes:\n" + "".join(
@@ -66,7 +58,7 @@ def test_a_sense_launches_a_thread_end_to_end(home: Path) -> None:
     with RunningEngine(home) as engine:
         engine.wait_ready()
         request(home, "emit", channel="go-watcher")
-        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="the thread to complete")
+        wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="the thread to complete")
         engine.stop()
     assert _signals(home, "watcher") == [{"disk": 95}]  # the signal went out as well
     shown = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
@@ -92,7 +84,7 @@ def test_bad_unknown_and_disabled_directives_are_refused_and_the_signal_still_go
     assert "disabled" in errors(home, "off")[0]["payload"]["message"]
     for name in ("bad", "unknown", "off"):
         assert _signals(home, name) == [{"disk": 95}]
-    assert _runs(home) == {}
+    assert thread_statuses(home) == {}
 
 
 def test_engine_max_rounds_caps_the_directive(home: Path) -> None:
@@ -102,7 +94,7 @@ def test_engine_max_rounds_caps_the_directive(home: Path) -> None:
     with RunningEngine(home) as engine:
         engine.wait_ready()
         request(home, "emit", channel="go-watcher")
-        wait_for(lambda: _runs(home).get("run-1") == "completed", 20)
+        wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20)
         engine.stop()
     start = read_logs(home, "workflow", "message", "run-1")[0]["payload"]
     assert start["meta"] == {"maxRounds": 7}
@@ -133,9 +125,9 @@ def test_a_hung_role_frees_its_slot_at_role_timeout(home: Path) -> None:
         first = request(home, "start_thread", workflow="ask", prompt="hang please", max_rounds=3)
         second = request(home, "start_thread", workflow="ask", prompt="quick one", max_rounds=3)
         assert (first["status"], second["status"]) == ("started", "queued")
-        wait_for(lambda: _runs(home).get(second["run_id"]) == "completed", 15, what="the queued thread to run")
+        wait_for(lambda: thread_statuses(home).get(second["run_id"]) == "completed", 15, what="the queued thread to run")
         engine.stop()
-    assert _runs(home)[first["run_id"]] == "failed"
+    assert thread_statuses(home)[first["run_id"]] == "failed"
     ended = read_logs(home, "workflow", "failed", first["run_id"])[0]["payload"]
     assert "timed out after 0.3s" in ended["reason"]
 
@@ -165,9 +157,9 @@ def test_changing_a_workflow_file_drains_the_running_thread_then_uses_the_new_co
         wait_for(lambda: len(read_logs(home, "workflow", "message", running)) >= 2, 10, what="round 1 on the old code")
         (home / "workflows" / "job.py").write_text(VERSIONED.replace("VERSION", "v2"))  # round 2 is running
         wait_for(lambda: read_logs(home, "system", "workflow_reloaded", "job"), 10, what="the reload")
-        wait_for(lambda: _runs(home).get(running) == "completed", 15, what="the running thread to drain")
+        wait_for(lambda: thread_statuses(home).get(running) == "completed", 15, what="the running thread to drain")
         after = request(home, "start_thread", workflow="job", prompt="0", max_rounds=5)["run_id"]
-        wait_for(lambda: _runs(home).get(after) == "completed", 15, what="a thread on the new code")
+        wait_for(lambda: thread_statuses(home).get(after) == "completed", 15, what="a thread on the new code")
         engine.stop()
     old = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", running)][1:]
     new = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", after)][1:]

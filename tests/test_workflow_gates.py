@@ -8,7 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 from nerve_cli.kernel.client import request
 
 GATED = textwrap.dedent('''
@@ -46,14 +46,6 @@ def _instance(home: Path, settings: str = "{concurrency: 1, overflow: queue}") -
     (home / "workflows" / "gated.py").write_text(GATED)
 
 
-def _runs(home: Path) -> dict[str, str]:
-    conn = sqlite3.connect(home / "data" / "logs.db")
-    try:
-        return dict(conn.execute("SELECT run_id, status FROM workflow_runs"))
-    finally:
-        conn.close()
-
-
 def _roles(home: Path, run_id: str) -> list[str]:
     return [r["payload"]["role"] for r in read_logs(home, "workflow", "message", run_id)]
 
@@ -71,13 +63,13 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
         run = nerve("workflow", "run", "gated", "--prompt", "the notes", home=home)
         assert run.returncode == 5, run.stdout + run.stderr  # 5: waiting for a person
         assert "waits for a person" in run.stdout and "Publish 'draft for the notes'?" in run.stdout
-        assert _runs(home) == {"run-1": "waiting"}
+        assert thread_statuses(home) == {"run-1": "waiting"}
         assert request(home, "status")["workflows"]["gated"]["waiting"] == ["run-1"]
         engine.stop()
 
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
-        assert _runs(home) == {"run-1": "waiting"}  # recovery left it waiting, not crashed
+        assert thread_statuses(home) == {"run-1": "waiting"}  # recovery left it waiting, not crashed
         inbox = json.loads(nerve("thread", "list", "--status", "waiting", "--json", home=home).stdout)["threads"]
         assert [(t["run_id"], t["reason"], t["rounds"]) for t in inbox] == [
             ("run-1", "Publish 'draft for the notes'?", 2)]
@@ -86,7 +78,7 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
 
         answer = nerve("thread", "approve", "run-1", "--note", "ship it, fix the typo", home=home)
         assert answer.returncode == 0, answer.stderr
-        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="run-1 to complete")
+        wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="run-1 to complete")
         engine.stop()
 
     assert _roles(home, "run-1") == ["__start__", "writer", "critic", "__person__", "publisher"]
@@ -108,18 +100,18 @@ def test_a_waiting_thread_holds_no_slot_and_reject_ends_it_as_the_moderator_deci
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
         first = request(home, "start_thread", workflow="gated", prompt="the notes")["run_id"]
-        wait_for(lambda: _runs(home).get(first) == "waiting", 20, what="the first thread to wait")
+        wait_for(lambda: thread_statuses(home).get(first) == "waiting", 20, what="the first thread to wait")
         # concurrency 1: the waiting thread does not block the next one
         second = request(home, "start_thread", workflow="gated", prompt="nogate")
         assert second["status"] == "started"
-        wait_for(lambda: _runs(home).get(second["run_id"]) == "completed", 20, what="the second thread")
-        assert _runs(home)[first] == "waiting"
+        wait_for(lambda: thread_statuses(home).get(second["run_id"]) == "completed", 20, what="the second thread")
+        assert thread_statuses(home)[first] == "waiting"
 
         answer = nerve("thread", "reject", first, "--note", "too long", "--json", home=home)
         assert answer.returncode == 0, answer.stderr
         assert json.loads(answer.stdout) == {"version": 1, "run_id": first, "decision": "reject",
                                              "status": "started", "via": "engine"}
-        wait_for(lambda: _runs(home).get(first) == "completed", 20, what="the rejected thread to end")
+        wait_for(lambda: thread_statuses(home).get(first) == "completed", 20, what="the rejected thread to end")
         again = nerve("thread", "approve", first, home=home)
         assert again.returncode == 1 and "run-1 is completed, not waiting" in again.stderr
         engine.stop()
@@ -134,7 +126,7 @@ def test_approval_timeout_ends_a_waiting_thread_as_failed(home: Path) -> None:
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
         run_id = request(home, "start_thread", workflow="gated", prompt="the notes")["run_id"]
-        wait_for(lambda: _runs(home).get(run_id) == "failed", 20, what="the approval timeout")
+        wait_for(lambda: thread_statuses(home).get(run_id) == "failed", 20, what="the approval timeout")
         engine.stop()
     shown = _shown(home, run_id)
     assert shown["reason"] == "no answer from a person within approval_timeout 300ms"
@@ -145,15 +137,15 @@ def test_standalone_run_waits_offline_approve_queues_and_the_next_engine_resumes
     _instance(home)
     run = nerve("workflow", "run", "gated", "--prompt", "the notes", home=home)  # no engine: standalone
     assert run.returncode == 5, run.stdout + run.stderr
-    assert _runs(home) == {"run-1": "waiting"}
+    assert thread_statuses(home) == {"run-1": "waiting"}
 
     answer = nerve("thread", "approve", "1", "--note", "ship", home=home)
     assert answer.returncode == 0, answer.stderr
     assert "resumes at the next `nerve run`" in answer.stdout
-    assert _runs(home) == {"run-1": "queued"}
+    assert thread_statuses(home) == {"run-1": "queued"}
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
-        wait_for(lambda: _runs(home).get("run-1") == "completed", 20, what="the approved thread to finish")
+        wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="the approved thread to finish")
         engine.stop()
     assert _roles(home, "run-1") == ["__start__", "writer", "critic", "__person__", "publisher"]
 
@@ -168,13 +160,13 @@ def test_doctor_rebuilds_the_waiting_status(home: Path) -> None:
     shown = nerve("doctor", home=home)
     assert "run-1" in shown.stdout and "waiting" in shown.stdout, shown.stdout
     assert nerve("doctor", "--fix", home=home).returncode == 0
-    assert _runs(home) == {"run-1": "waiting"}
+    assert thread_statuses(home) == {"run-1": "waiting"}
     conn = sqlite3.connect(home / "data" / "logs.db")
     with conn:
         conn.execute("DELETE FROM workflow_runs")
     conn.close()
     assert nerve("doctor", "--fix", home=home).returncode == 0
-    assert _runs(home) == {"run-1": "waiting"}
+    assert thread_statuses(home) == {"run-1": "waiting"}
 
 
 def test_only_a_waiting_thread_can_be_answered(home: Path) -> None:
@@ -290,7 +282,7 @@ def test_a_chain_too_long_to_hand_to_a_worker_fails_its_resume_with_the_reason(h
         run = nerve("workflow", "run", "bulky", "--prompt", "bulky", "--json", home=home)
         assert run.returncode == 5, run.stdout[-500:] + run.stderr
         assert nerve("thread", "approve", "run-1", home=home).returncode == 0
-        wait_for(lambda: _runs(home).get("run-1") == "failed", 30, what="run-1 to fail on its resume")
+        wait_for(lambda: thread_statuses(home).get("run-1") == "failed", 30, what="run-1 to fail on its resume")
         reason = _shown(home, "run-1")["reason"]
         assert reason.startswith("its chain is 18.0 MiB, and a thread is handed to its worker"), reason
         small = nerve("workflow", "run", "bulky", "--prompt", "small", home=home)  # the slot and the worker are free

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import textwrap
 import time
 from pathlib import Path
 
-from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 from llmkit import llm_cli, llm_home  # noqa: F401  (fixture)
 from nerve_cli.kernel.client import request
 
@@ -34,12 +33,7 @@ def _instance(home: Path, settings: str, code: str, name: str = "review") -> Non
 
 
 def _status(home: Path, run_id: str) -> str | None:
-    conn = sqlite3.connect(home / "data" / "logs.db")
-    try:
-        row = conn.execute("SELECT status FROM workflow_runs WHERE run_id = ?", (run_id,)).fetchone()
-    finally:
-        conn.close()
-    return row[0] if row else None
+    return thread_statuses(home).get(run_id)
 
 
 def _messages(home: Path, run_id: str) -> list[dict]:

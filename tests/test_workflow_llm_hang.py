@@ -6,13 +6,12 @@ is; its sync form blocks its thread in time.sleep, which nothing can cancel, its
 
 from __future__ import annotations
 
-import sqlite3
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 from llmkit import hang_model, llm_home  # noqa: F401  (fixtures)
 from nerve_cli.kernel.client import request
 
@@ -27,12 +26,7 @@ HANGS = textwrap.dedent('''
 
 
 def _status(home: Path, run_id: str) -> str | None:
-    conn = sqlite3.connect(home / "data" / "logs.db")
-    try:
-        row = conn.execute("SELECT status FROM workflow_runs WHERE run_id = ?", (run_id,)).fetchone()
-    finally:
-        conn.close()
-    return row[0] if row else None
+    return thread_statuses(home).get(run_id)
 
 
 @pytest.mark.parametrize("sync", [True, None], ids=["sync-model", "async-model"])
