@@ -17,7 +17,7 @@ from pathlib import Path
 from nerve_cli.errors import SenseError
 from nerve_cli.schema.apply import apply_migrations
 from nerve_cli.schema.declare import TableSpec
-from nerve_cli.schema.state import TableState, column_differs, desired_schema, read_schema
+from nerve_cli.schema.state import desired_schema, differences, read_schema
 
 # What SQLite says when a statement names a column or table the database does not have.
 _MISSING = re.compile(r"no such column|has no column named|no such table", re.IGNORECASE)
@@ -49,7 +49,7 @@ def schema_drift(specs: list[TableSpec], migrations_dir: Path) -> list[str]:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
         apply_migrations(conn, Path(migrations_dir))
-        return describe(conn, read_schema(conn), desired_schema(specs))
+        return differences(conn, read_schema(conn), desired_schema(specs))
     finally:
         conn.close()
 
@@ -61,25 +61,6 @@ def check_drift(sense: str, specs: list[TableSpec], migrations_dir: Path) -> Non
         raise SchemaDrift(sense, problems)
 
 
-def describe(conn: sqlite3.Connection, built: dict[str, TableState], declared: dict[str, TableState]) -> list[str]:
-    """One readable line per difference, from the point of view of someone who just edited schema.py."""
-    out = [f"table {n} is in schema.py but no migration creates it" for n in declared if n not in built]
-    out += [f"table {n} is in the migrations but not in schema.py" for n in built if n not in declared]
-    for name in (n for n in declared if n in built):
-        have, want = built[name], declared[name]
-        out += [f"column {name}.{c} is in schema.py but not in the migrations" for c in want.columns if c not in have.columns]
-        out += [f"column {name}.{c} is in the migrations but not in schema.py" for c in have.columns if c not in want.columns]
-        for col in (c for c in want.columns if c in have.columns):
-            if column_differs(conn, have.columns[col], want.columns[col], col in want.pk):
-                out.append(f"column {name}.{col} is {_column_text(want.columns[col])} in schema.py "
-                           f"but {_column_text(have.columns[col])} in the migrations")
-        if have.pk != want.pk:
-            out.append(f"table {name}: primary key {_pk(want.pk)} in schema.py but {_pk(have.pk)} in the migrations")
-        if set(have.indexes.values()) != set(want.indexes.values()):
-            out.append(f"table {name}: indexes {sorted(want.indexes)} in schema.py but {sorted(have.indexes)} in the migrations")
-    return out
-
-
 def missing_object(message: str) -> bool:
     """True for SQLite's 'no such column/table' and 'has no column named' errors."""
     return bool(_MISSING.search(message))
@@ -89,12 +70,3 @@ def sql_hint(message: str, sense: str) -> str:
     """The hint appended to such an error from a compute: the database and schema.py may disagree."""
     return (f"{message} (if schema.py declares it, the database was not migrated: "
             f"{migrate_hint(sense)}, then the engine applies it)")
-
-
-def _column_text(col) -> str:  # type: ignore[no-untyped-def]
-    text = col.type + (" NOT NULL" if col.not_null else "")
-    return text + (f" DEFAULT {col.default}" if col.default is not None else "")
-
-
-def _pk(pk: tuple[str, ...]) -> str:
-    return f"({', '.join(pk)})" if pk else "(rowid)"

@@ -89,22 +89,36 @@ def column_differs(conn: sqlite3.Connection, have: ColumnState, want: ColumnStat
     return default_value(conn, have.default) != default_value(conn, want.default)
 
 
-def differences(conn: sqlite3.Connection, have: dict[str, TableState], want: dict[str, TableState]) -> list[str]:
-    """Human-readable differences between two schemas (empty when they match); used to verify a generated file."""
-    problems = [f"table {n}: missing" for n in want if n not in have]
-    problems += [f"table {n}: not declared" for n in have if n not in want]
-    for name in (n for n in want if n in have):
-        h, w = have[name], want[name]
-        if set(h.columns) != set(w.columns):
-            problems.append(f"table {name}: columns {sorted(h.columns)} != {sorted(w.columns)}")
-        for col in set(h.columns) & set(w.columns):
-            if column_differs(conn, h.columns[col], w.columns[col], col in w.pk):
-                problems.append(f"table {name}: column {col} is {h.columns[col]}, schema.py says {w.columns[col]}")
-        if h.pk != w.pk:
-            problems.append(f"table {name}: pk {h.pk} != {w.pk}")
-        if set(h.indexes.values()) != set(w.indexes.values()):
-            problems.append(f"table {name}: indexes {sorted(h.indexes)} != {sorted(w.indexes)}")
-    return problems
+def differences(conn: sqlite3.Connection, built: dict[str, TableState], declared: dict[str, TableState]) -> list[str]:
+    """One readable line per difference between the migrations' schema and schema.py (empty when they match).
+
+    Worded for someone who just edited schema.py: drift reports show them, and
+    a generated migration is verified with them.
+    """
+    out = [f"table {n} is in schema.py but no migration creates it" for n in declared if n not in built]
+    out += [f"table {n} is in the migrations but not in schema.py" for n in built if n not in declared]
+    for name in (n for n in declared if n in built):
+        have, want = built[name], declared[name]
+        out += [f"column {name}.{c} is in schema.py but not in the migrations" for c in want.columns if c not in have.columns]
+        out += [f"column {name}.{c} is in the migrations but not in schema.py" for c in have.columns if c not in want.columns]
+        for col in (c for c in want.columns if c in have.columns):
+            if column_differs(conn, have.columns[col], want.columns[col], col in want.pk):
+                out.append(f"column {name}.{col} is {_column_text(want.columns[col])} in schema.py "
+                           f"but {_column_text(have.columns[col])} in the migrations")
+        if have.pk != want.pk:
+            out.append(f"table {name}: primary key {_pk(want.pk)} in schema.py but {_pk(have.pk)} in the migrations")
+        if set(have.indexes.values()) != set(want.indexes.values()):
+            out.append(f"table {name}: indexes {sorted(want.indexes)} in schema.py but {sorted(have.indexes)} in the migrations")
+    return out
+
+
+def _column_text(col: ColumnState) -> str:
+    text = col.type + (" NOT NULL" if col.not_null else "")
+    return text + (f" DEFAULT {col.default}" if col.default is not None else "")
+
+
+def _pk(pk: tuple[str, ...]) -> str:
+    return f"({', '.join(pk)})" if pk else "(rowid)"
 
 
 def _q(identifier: str) -> str:
