@@ -37,7 +37,7 @@ COMMANDS = {
     "datasette": Lazy("data_cmd", "datasette", "Browse logs.db and every sense database in Datasette (live, "
                       "read-only, engine tables hidden).",
                       {"allow_extra_args": True, "ignore_unknown_options": True}),
-    "gc": Lazy("gc_cmd", "gc", "Offline clean-up: remove old attic entries and the data of deleted or disabled senses."),
+    "gc": Lazy("gc_cmd", "gc", "Offline clean-up: remove old attic entries, data of deleted or disabled senses, unreferenced blobs."),
     "config": Lazy("config_cmd", "app", "Check nerve.yaml."),
     "sense": Lazy("sense_cmd", "app", "Create, run and inspect senses."),
     "workflow": Lazy("workflow_cmd", "app", "Create, run and manage workflows."),

@@ -13,16 +13,17 @@ def gc(
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
-    """Offline clean-up: remove old attic entries and the data of deleted or disabled senses.
+    """Offline clean-up: remove old attic entries, data of deleted or disabled senses, unreferenced blobs.
 
     Lists, then removes: attic/ entries deleted more than --older-than ago;
     data/senses/NAME.db (and its archive) of senses deleted that long ago, of
     disabled senses untouched that long, and of names nerve.yaml no longer
     has; the nerve.yaml entry of a deleted sense or workflow once nothing of it
-    is left (unless another entry still names it). Refused while an engine
-    runs (except --dry-run). One commit for what git tracks. Says how many
-    newer entries and data it keeps, when they become collectable, and the
-    --older-than that would take them now.
+    is left (unless another entry still names it); blobs in data/blobs/ whose
+    sha256 no row, signal, log payload, event or archived day holds, unwritten
+    that long. Refused while an engine runs (except --dry-run). One commit for
+    what git tracks. Says how many newer items it keeps, when they become
+    collectable, and the --older-than that would take them now.
 
     Example: nerve gc --older-than 7d --dry-run
     """
@@ -68,6 +69,7 @@ def _young(result, older_than: str) -> str:  # type: ignore[no-untyped-def]
     kinds = Counter(y.kind for y in result.young)
     parts = [plural(kinds["attic"], "attic entry", "attic entries")] if kinds["attic"] else []
     parts += [f"{kinds['data']} data"] if kinds["data"] else []
+    parts += [plural(kinds["blob"], "blob", "blobs")] if kinds["blob"] else []
     first, last = (f(y.collectable_at for y in result.young) for f in (min, max))
     when = f"collectable from {output.when(first * 1000)}"
     if round(last) != round(first):

@@ -10,7 +10,12 @@ disabling keeps the data. `nerve gc --older-than AGE` lists, then removes:
   for AGE, and of a name nerve.yaml no longer knows, untouched for AGE;
 - the nerve.yaml entry of a deleted sense or workflow once nothing of it is
   left in the attic, with the reflexes that schedule it, unless another entry
-  still names it (then it stays, and the listing says who names it).
+  still names it (then it stays, and the listing says who names it);
+- blobs (`data/blobs/`) nothing refers to any more (`store.blobrefs`: no row,
+  signal, log payload, event or archived day holds their digest), unwritten
+  for AGE, once the data removed in the same run is left out; and what a write
+  interrupted by a crash left beside them. When a database cannot be read, no
+  blob is removed (one of its rows might refer to any of them).
 
 It refuses while an engine runs (a worker may hold a database open) unless
 `dry_run`. Removed files that were committed (the attic, nerve.yaml) are
@@ -34,12 +39,13 @@ from nerve_cli.home import Layout
 from nerve_cli.instance.attic import split_attic_name, stamp_age
 from nerve_cli.instance.change import Change
 from nerve_cli.kernel.client import engine_running
+from nerve_cli.store.blobrefs import Unreadable, leftovers, referenced, stored
 from nerve_cli.words import plural
 
 
 @dataclass(frozen=True)
 class Garbage:
-    kind: str  # attic | data | entry
+    kind: str  # attic | data | entry | blob
     what: str  # a path relative to the instance, or `senses.NAME` / `workflows.NAME`
     why: str
     bytes: int = 0
@@ -54,7 +60,7 @@ class Garbage:
 class Young:
     """An attic entry or data that would be collected, but is newer than --older-than."""
 
-    kind: str  # attic | data
+    kind: str  # attic | data | blob
     what: str
     why: str
     bytes: int
@@ -92,17 +98,28 @@ def collect(home: Path, older_than: float, *, dry_run: bool = False, now: float 
     now = time.time() if now is None else now
     layout, config = Layout(home), load_config(home)
     result = GcResult(older_than, dry_run=dry_run)
-    for found in (_attic(layout, now), _data(layout, config, now)):
-        for item, age in found:
-            if age >= older_than:
-                result.items.append(item)
-            else:
-                result.young.append(Young(item.kind, item.what, item.why, item.bytes, age, now + older_than - age))
-    entries, result.kept = _entries(layout, config, result.items)
+    _sort(result, [*_attic(layout, now), *_data(layout, config, now)], now)
+    going = [p for item in result.items if item.kind == "data" for p in item.paths]
+    try:
+        _sort(result, _blobs(layout, going, now), now)
+    except Unreadable as exc:
+        result.kept.append(f"no blob is collected: {_rel(layout, exc.path)} cannot be read ({exc.why}), and any of "
+                           "its rows may refer to a blob; repair or remove it first")
+    entries, kept = _entries(layout, config, result.items)
     result.items += entries
+    result.kept += kept
     if not dry_run and result.items:
         result.sha = _remove(home, result)
     return result
+
+
+def _sort(result: GcResult, found: list[tuple[Garbage, float]], now: float) -> None:
+    """Old enough: collected; younger: kept, with when it becomes collectable."""
+    for item, age in found:
+        if age >= result.older_than:
+            result.items.append(item)
+        else:
+            result.young.append(Young(item.kind, item.what, item.why, item.bytes, age, now + result.older_than - age))
 
 
 def _refuse_if_engine_runs(home: Path) -> None:
@@ -147,6 +164,18 @@ def _data(layout: Layout, config: NerveConfig, now: float) -> list[tuple[Garbage
         shown = f"data/senses/{name}.db" + (" and its archive" if archived.is_dir() and any(archived.iterdir()) else "")
         out.append((Garbage("data", shown, f"{why}; last written {_ago(now - touched)}",
                             sum(_size(p) for p in files), tuple(files), name), age))
+    return out
+
+
+def _blobs(layout: Layout, going: list[Path], now: float) -> list[tuple[Garbage, float]]:
+    """Blobs no row refers to (the data in `going` left out), and crash leftovers, with the age of their last write."""
+    blobs = stored(layout.blobs)
+    kept = referenced(layout.data, {b.sha for b in blobs}, skip=going) if blobs else set()
+    out = [(Garbage("blob", _rel(layout, b.path), f"nothing refers to it; last written {_ago(now - b.mtime)}",
+                    b.bytes, (b.path,)), now - b.mtime) for b in blobs if b.sha not in kept]
+    for path in leftovers(layout.blobs):
+        out.append((Garbage("blob", _rel(layout, path), "an unfinished write", _size(path), (path,)),
+                    now - path.stat().st_mtime))
     return out
 
 
@@ -214,6 +243,8 @@ def _remove(home: Path, result: GcResult) -> str | None:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
+            if item.kind == "blob" and not any(path.parent.iterdir()):
+                path.parent.rmdir()  # an emptied shard folder
     return change.commit(detail=f"(older than {_age_text(result.older_than)})") if change.paths else None
 
 

@@ -2,7 +2,8 @@
 
 A sense keeps large objects here and stores only the hash in its database.
 Writes are atomic (temp file + fsync + os.replace) and de-duplicated: putting
-bytes that are already stored touches nothing. Safe across processes: two
+bytes that are already stored only renews the file's time (`nerve gc` collects
+a blob nothing refers to once it is older than `--older-than`). Safe across processes: two
 writers of the same content race to an identical file.
 """
 
@@ -48,7 +49,7 @@ class BlobStore:
             raise TypeError(f"BlobStore.put takes bytes, got {type(data).__name__}; encode text first")
         sha = hashlib.sha256(data).hexdigest()
         target = self.path(sha)
-        if target.is_file():
+        if self._touch(target):
             return sha  # content addressing: same hash, same bytes
         private_dir(target.parent)
         self._write_atomic(target, bytes(data))
@@ -59,6 +60,18 @@ class BlobStore:
             return self.path(sha).read_bytes()
         except FileNotFoundError:
             raise BlobNotFound(f"no blob {sha} in {self.root}") from None
+
+    @staticmethod
+    def _touch(target: Path) -> bool:
+        """Mark a stored blob as just written: `nerve gc` counts a blob's age from its last put, so bytes put
+        again by a compute that has not yet committed the row naming them are never old. False when absent."""
+        try:
+            os.utime(target)
+        except FileNotFoundError:
+            return False
+        except OSError:  # a read-only filesystem: nothing is collected there either
+            return target.is_file()
+        return True
 
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
