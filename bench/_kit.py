@@ -170,7 +170,7 @@ class Engine:
             raise SystemExit(f"bench: the engine exited early:\n{self.out_path.read_text()}")
 
     def request(self, op: str, **args: Any) -> dict:
-        from nerve_cli.kernel.client import request
+        from nerve_cli.ops.client import request
 
         return request(self.home, op, **args)
 

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.store.blobs import BlobStore as BlobStore
     from nerve_cli.store.logview import LogReader as LogReader
     from nerve_cli.store.events import KEEP as KEEP, Event as Event, Trigger as Trigger
-    from nerve_cli.workflow.directive import SenseResult as SenseResult, directive as directive
-    from nerve_cli.workflow.model import (
+    from nerve_cli.automaton.directive import SenseResult as SenseResult, directive as directive
+    from nerve_cli.automaton.model import (
         END as END, PERSON as PERSON, START as START, AskPerson as AskPerson, Moderator as Moderator,
         Role as Role, RoleResult as RoleResult, RoleSetupError as RoleSetupError,
         WorkflowDefinition as WorkflowDefinition, WorkflowMessage as WorkflowMessage, ask_person as ask_person,
@@ -24,19 +24,19 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
 _EXPORTS = {
     "table": "nerve_cli.schema.declare",
     "index": "nerve_cli.schema.declare",
-    "SenseResult": "nerve_cli.workflow.directive",
-    "directive": "nerve_cli.workflow.directive",
-    "START": "nerve_cli.workflow.model",
-    "END": "nerve_cli.workflow.model",
-    "WorkflowMessage": "nerve_cli.workflow.model",
-    "RoleResult": "nerve_cli.workflow.model",
-    "Role": "nerve_cli.workflow.model",
-    "Moderator": "nerve_cli.workflow.model",
-    "WorkflowDefinition": "nerve_cli.workflow.model",
-    "PERSON": "nerve_cli.workflow.model",
-    "AskPerson": "nerve_cli.workflow.model",
-    "ask_person": "nerve_cli.workflow.model",
-    "RoleSetupError": "nerve_cli.workflow.model",
+    "SenseResult": "nerve_cli.automaton.directive",
+    "directive": "nerve_cli.automaton.directive",
+    "START": "nerve_cli.automaton.model",
+    "END": "nerve_cli.automaton.model",
+    "WorkflowMessage": "nerve_cli.automaton.model",
+    "RoleResult": "nerve_cli.automaton.model",
+    "Role": "nerve_cli.automaton.model",
+    "Moderator": "nerve_cli.automaton.model",
+    "WorkflowDefinition": "nerve_cli.automaton.model",
+    "PERSON": "nerve_cli.automaton.model",
+    "AskPerson": "nerve_cli.automaton.model",
+    "ask_person": "nerve_cli.automaton.model",
+    "RoleSetupError": "nerve_cli.automaton.model",
     "BlobStore": "nerve_cli.store.blobs",
     "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
     "transcript": "nerve_cli.roles.llm",

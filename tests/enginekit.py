@@ -154,7 +154,7 @@ class RunningEngine:
         assert self.proc.poll() is None, self.output()
 
     def status(self) -> dict:
-        from nerve_cli.kernel.client import request
+        from nerve_cli.ops.client import request
 
         return request(self.home, "status")
 

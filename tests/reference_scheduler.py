@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.cron import next_fire
+from nerve_cli.kernel.core.cron import next_fire
 
 NEVER = float("inf")
 NOW = float("-inf")

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from nerve_cli.senses.worker_client import SenseWorkerClient
+from nerve_cli.ops.senses.worker_client import SenseWorkerClient
 
 SAMPLE_SCHEMA = """
 from nerve_cli.sdk import table

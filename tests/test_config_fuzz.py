@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 import configfuzz
 from enginekit import RunningEngine, read_logs, wait_for
 from nerve_cli.cli.app import app
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 SEED = int(os.environ.get("NERVE_FUZZ_SEED", "17"))
 CASES = int(os.environ.get("NERVE_FUZZ_CASES", "600"))

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, read_logs, starts, wait_for, write_instance
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 FAST = "def compute(db, peers):\n    return 1\n"
 SLOW = "import time\n\ndef compute(db, peers):\n    time.sleep({secs})\n    return 1\n"

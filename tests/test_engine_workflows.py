@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from enginekit import RunningEngine, errors, nerve, read_logs, thread_statuses, wait_for, write_instance
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 CLEANUP = textwrap.dedent('''
     from nerve_cli.sdk import END, RoleResult, WorkflowDefinition

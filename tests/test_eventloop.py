@@ -11,7 +11,7 @@ from pathlib import Path
 from enginekit import RunningEngine, read_logs, wait_for, write_instance
 
 from nerve_cli import eventloop
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 PING_PONG = """
 senses:

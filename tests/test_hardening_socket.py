@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from enginekit import RunningEngine, completes, read_logs, wait_for, write_instance
-from nerve_cli.kernel import control
-from nerve_cli.kernel.client import request
+from nerve_cli.kernel.control import server as control
+from nerve_cli.ops.client import request
 
 TICK = "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 100ms}\n"
 RETURNS_1 = "def compute(db, peers):\n    return 1\n"

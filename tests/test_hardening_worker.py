@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from enginekit import RunningEngine, errors, last_signal, read_logs, wait_for, write_instance, write_sense
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 
 def signal_count(home: Path, sense: str) -> int:

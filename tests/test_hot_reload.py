@@ -8,7 +8,7 @@ from pathlib import Path
 
 from enginekit import (RunningEngine, completes, errors, last_signal, read_logs, starts, wait_for, write_instance,
                        write_sense)
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 
 def returns(value: object) -> str:

@@ -2,7 +2,7 @@
 
 Every import counts: top-level, inside functions and under TYPE_CHECKING, so an
 import moved into a function to dodge a cycle still fails here. Run this file
-with python to print the package graph (what README's Development section draws).
+with python to print the package graph and the rooms' graph (what README's Development section draws).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ LAYERS = [
     ["__main__"],             # python -m nerve_cli
     ["cli"],                  # the nerve command
     ["top", "mcp"],           # nerve top | nerve mcp (the MCP server and its tools)
-    ["senses", "workflows"],  # what the sense / workflow / thread commands do; may use the kernel
+    ["ops"],                  # what the commands do: sense/workflow/thread operations, emit, gc, the socket client
     ["kernel", "worker", "sdk"],  # the engine process | the child processes | what user code imports
     ["store", "roles"],       # logs.db, sense databases, archive, a thread's rows | ready-made roles (llm_role)
-    ["schema", "workflow"],   # tables and migrations | the pure thread automaton
+    ["schema", "automaton"],  # tables and migrations | the pure workflow automaton
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh
     ["instance"],             # scaffold, git
@@ -33,6 +33,24 @@ LAYERS = [
     ["errors", ""],           # "" is nerve_cli/__init__.py
 ]
 ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS) for name in row}
+
+# Inside a package, its rooms (sub-packages, or modules at its top) in layers the same way: a room imports
+# only rooms in rows below its own. "" is the package's __init__.py.
+ROOMS = {
+    "kernel": [
+        ["engine"],                 # the Engine: runs the loop, owns one part of each room below
+        ["control", "reload"],      # socket server, requests, metrics, health | watch and hot reload
+        ["workflows"],              # the workflow manager
+        ["supervision"],            # sense worker groups, processes, penalties, guards, watchdog
+        ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
+    ],
+    "ops": [
+        ["senses", "workflows", "emit", "gc"],  # one room per command family
+        ["client", ""],             # the engine's control socket, from the CLI side
+    ],
+}
+ROOM_ROW = {f"nerve_cli.{package}.{name}".rstrip("."): depth
+            for package, rows in ROOMS.items() for depth, row in enumerate(rows) for name in row}
 
 
 def modules() -> dict[str, Path]:
@@ -85,6 +103,14 @@ def unit(module: str) -> str:
     """The package a module belongs to (`nerve_cli.kernel`), or the module itself when it sits at the top."""
     parts = module.split(".")
     return ".".join(parts[:2]) if len(parts) >= 2 and (ROOT / parts[1]).is_dir() else module
+
+
+def room(module: str) -> str | None:
+    """The room of a package in ROOMS a module belongs to (`nerve_cli.kernel.core`), else None."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in ROOMS:
+        return None
+    return ".".join(parts[:3])
 
 
 def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -151,8 +177,8 @@ def _describe(component: list[str], edges: dict[str, set[str]]) -> str:
 def test_the_graph_sees_every_kind_of_import() -> None:
     """Guards against a vacuous pass: top-level, in-function and TYPE_CHECKING imports are all edges."""
     edges = graph()
-    assert "nerve_cli.kernel.supervisor" in edges["nerve_cli.kernel.engine"]  # top level
-    assert "nerve_cli.kernel.watch" in edges["nerve_cli.kernel.engine"]  # inside a function
+    assert "nerve_cli.kernel.supervision.supervisor" in edges["nerve_cli.kernel.engine"]  # top level
+    assert "nerve_cli.kernel.reload.watch" in edges["nerve_cli.kernel.engine"]  # inside a function
     assert "nerve_cli.config.model" in edges["nerve_cli.wire.spec"]  # under TYPE_CHECKING
     assert "nerve_cli.cli.output" in edges["nerve_cli.cli.archive_view"]  # `from package import module`
     assert len(edges) > 100
@@ -176,14 +202,39 @@ def test_no_two_packages_import_each_other() -> None:
     assert not cycles(packages), f"package cycles: {cycles(packages)}"
 
 
+def back_arrows(edges: dict[str, set[str]]) -> list[str]:
+    """Imports that do not point down the layers: between packages (LAYERS) and between rooms (ROOMS)."""
+    between_packages = [f"{s} -> {t}" for s, ts in sorted(edges.items()) for t in sorted(ts)
+                        if unit(s) != unit(t) and ROW[unit(t)] <= ROW[unit(s)]]
+    between_rooms = [f"{s} -> {t}" for s, ts in sorted(edges.items()) for t in sorted(ts)
+                     if room(s) and room(t) and unit(s) == unit(t) and room(s) != room(t)
+                     and ROOM_ROW[room(t)] <= ROOM_ROW[room(s)]]  # type: ignore[index]
+    return between_packages + between_rooms
+
+
 def test_packages_import_only_the_layers_below_them() -> None:
     edges = graph()
     packages = package_graph(edges)
     unplaced = sorted(set(packages) - set(ROW))
     assert not unplaced, f"packages with no row in LAYERS (tests/test_import_graph.py): {unplaced}"
-    broken = [f"{s} -> {t}" for s, ts in sorted(edges.items()) for t in sorted(ts)
-              if unit(s) != unit(t) and ROW[unit(t)] <= ROW[unit(s)]]
+    rooms = {room(m) for m in edges if room(m)}
+    unplaced = sorted(rooms - set(ROOM_ROW))
+    assert not unplaced, f"rooms with no row in ROOMS (tests/test_import_graph.py): {unplaced}"
+    broken = back_arrows(edges)
     assert not broken, "imports that do not point down the layers:\n" + "\n".join(broken)
+
+
+def test_a_back_arrow_is_caught() -> None:
+    """Guards against a vacuous pass: one import up a layer, or up a room of the kernel, fails the check."""
+    edges = graph()
+    edges["nerve_cli.store.logs"].add("nerve_cli.kernel.engine")
+    edges["nerve_cli.kernel.core.scheduler"].add("nerve_cli.kernel.supervision.guards")
+    edges["nerve_cli.kernel.control.requests"].add("nerve_cli.kernel.reload.apply")  # same row
+    edges["nerve_cli.ops.client"].add("nerve_cli.ops.emit")
+    assert sorted(back_arrows(edges)) == ["nerve_cli.kernel.control.requests -> nerve_cli.kernel.reload.apply",
+                                  "nerve_cli.kernel.core.scheduler -> nerve_cli.kernel.supervision.guards",
+                                  "nerve_cli.ops.client -> nerve_cli.ops.emit",
+                                  "nerve_cli.store.logs -> nerve_cli.kernel.engine"]
 
 
 def _commented(lines: list[str], at: int) -> bool:
@@ -237,4 +288,11 @@ if __name__ == "__main__":
     packages = package_graph(graph())
     for source, targets in sorted(packages.items(), key=lambda kv: (ROW.get(kv[0], -1), kv[0])):
         print(f"{source} -> {', '.join(sorted(t.removeprefix('nerve_cli.') for t in targets)) or '-'}")
+    rooms: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph().items():
+        for target in targets:
+            if room(source) and room(target) and room(source) != room(target) and unit(source) == unit(target):
+                rooms[room(source)].add(room(target))  # type: ignore[index]
+    for source, targets in sorted(rooms.items(), key=lambda kv: ROOM_ROW[kv[0]]):
+        print(f"{source} -> {', '.join(sorted(t.removeprefix('nerve_cli.') for t in targets))}")
     sys.exit(0)

@@ -19,16 +19,17 @@ import pytest
 
 from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
-from nerve_cli.kernel import reload, requests
-from nerve_cli.kernel import workflow_admission as admission
-from nerve_cli.kernel import workflow_recovery as recovery
-from nerve_cli.kernel.guards import QUARANTINE, Guards
-from nerve_cli.kernel.health import health_payload
-from nerve_cli.kernel.scheduler import Scheduler
-from nerve_cli.kernel.watch import Changes
-from nerve_cli.kernel.watchdog import Watchdog
-from nerve_cli.kernel.workflow_journal import Journal
-from nerve_cli.kernel.workflow_kind import Kind, Thread
+from nerve_cli.kernel.control import requests
+from nerve_cli.kernel.reload import apply as reload
+from nerve_cli.kernel.workflows import admission
+from nerve_cli.kernel.workflows import recovery
+from nerve_cli.kernel.supervision.guards import QUARANTINE, Guards
+from nerve_cli.kernel.control.health import health_payload
+from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.reload.watch import Changes
+from nerve_cli.kernel.supervision.watchdog import Watchdog
+from nerve_cli.kernel.workflows.journal import Journal
+from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, query_logs
 
 
@@ -122,7 +123,7 @@ class FakeRunning:
         raise AssertionError("not reached in these tests")
 
     def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
-        from nerve_cli.kernel.emits import EmitDesk
+        from nerve_cli.kernel.core.emits import EmitDesk
 
         desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, _ in stored])
         return desk.emit(channel, payload, key)

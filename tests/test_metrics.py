@@ -107,7 +107,7 @@ workflow = WorkflowDefinition(roles={"holder": holder},
 
 
 def test_threads_by_status_and_the_queue_depth_are_scraped(tmp_path: Path) -> None:
-    from nerve_cli.kernel.client import request
+    from nerve_cli.ops.client import request
 
     home = write_instance(tmp_path / "inst", "senses: {}\nworkflows:\n  holds: {concurrency: 1}\n", {})
     (home / "workflows").mkdir()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.kernel.core.scheduler import Scheduler
 
 
 def cfg(senses: dict, reflexes: list) -> NerveConfig:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import reference_scheduler as ref
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.kernel.core.scheduler import Scheduler
 
 NAMES = ["a", "b", "c"]
 SOURCES = [*NAMES, "ch", "nerve-health"]

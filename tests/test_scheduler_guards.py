@@ -8,8 +8,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.cron import next_fire
-from nerve_cli.kernel.scheduler import Scheduler
+from nerve_cli.kernel.core.cron import next_fire
+from nerve_cli.kernel.core.scheduler import Scheduler
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from enginekit import RunningEngine, wait_for, write_instance
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 CONFIG = """
 senses:
@@ -234,7 +234,7 @@ workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic, "publis
 
 def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) -> None:
     from nerve_cli.top.app import NerveTop, ThreadScreen
-    from nerve_cli.workflows.threads import thread_detail
+    from nerve_cli.ops.workflows.threads import thread_detail
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "gated.py").write_text(GATED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sensekit import db_rows, worker, write_instance
 
-from nerve_cli.senses.worker_client import WorkerGone
+from nerve_cli.ops.senses.worker_client import WorkerGone
 from nerve_cli.wire.protocol import Error, Signal, Silent
 
 INSERT_THEN = """

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
-from nerve_cli.kernel.client import engine_running
+from nerve_cli.ops.client import engine_running
 from nerve_cli.store.logs import query_logs, workflow_runs
 from workflow_support import PINGPONG, make_instance
 

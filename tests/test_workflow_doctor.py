@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.store.logs import open_db, query_logs
-from nerve_cli.workflows.rebuild import compare_runs, current_runs, rebuild_runs
+from nerve_cli.ops.workflows.rebuild import compare_runs, current_runs, rebuild_runs
 from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 
 LOGS = Path("data") / "logs.db"

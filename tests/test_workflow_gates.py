@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
-from nerve_cli.kernel.client import request
+from nerve_cli.ops.client import request
 
 GATED = textwrap.dedent('''
     from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person

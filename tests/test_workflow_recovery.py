@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from nerve_cli.store.logs import query_logs
-from nerve_cli.workflows.rebuild import current_runs, rebuild_runs
+from nerve_cli.ops.workflows.rebuild import current_runs, rebuild_runs
 from workflow_support import PINGPONG, end_payload, ended, events, make_instance, manager, seqs, status_of, wait_for
 
 TESTS = Path(__file__).resolve().parent
@@ -240,7 +240,7 @@ def _zombie(pid: int) -> bool:
 
 BUGGY = PINGPONG.replace("async def step(messages):", '''async def step(messages):
     import gc
-    from nerve_cli.worker.workflow_runtime import Output
+    from nerve_cli.worker.thread_host import Output
     if len(messages) == 1:
         out = next(o for o in gc.get_objects() if isinstance(o, Output))
         os.write(out.fd, b"garbage\\n")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nerve_cli.workflow.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage, rounds_used, start_message
-from nerve_cli.workflow.thread import ThreadContext, run_thread
+from nerve_cli.automaton.model import END, START, RoleResult, WorkflowDefinition, WorkflowMessage, rounds_used, start_message
+from nerve_cli.automaton.thread import ThreadContext, run_thread
 
 HERE = Path(__file__).resolve()
 CTX = ThreadContext(source=HERE, root=HERE.parent, clock=lambda: 1000)
@@ -319,7 +319,7 @@ def test_a_wrong_return_type_is_not_retried() -> None:
 def test_retry_delays_grow_exponentially_with_jitter_and_a_cap() -> None:
     import random
 
-    from nerve_cli.workflow.thread import BACKOFF_CAP, retry_delay
+    from nerve_cli.automaton.thread import BACKOFF_CAP, retry_delay
 
     rng = random.Random(7)
     for _ in range(200):
@@ -334,7 +334,7 @@ def test_retry_delays_grow_exponentially_with_jitter_and_a_cap() -> None:
 
 
 def test_a_role_setup_error_fails_at_once_without_retries() -> None:
-    from nerve_cli.workflow.model import RoleSetupError
+    from nerve_cli.automaton.model import RoleSetupError
 
     calls: list[int] = []
 
@@ -351,7 +351,7 @@ def test_a_role_setup_error_fails_at_once_without_retries() -> None:
 # -- asking a person ------------------------------------------------------------------------------
 
 def test_a_role_asking_a_person_persists_the_question_and_waits() -> None:
-    from nerve_cli.workflow.model import ask_person
+    from nerve_cli.automaton.model import ask_person
 
     async def critic(messages):
         return ask_person("Publish this draft?", {"score": 7})
@@ -372,7 +372,7 @@ def test_a_role_asking_a_person_persists_the_question_and_waits() -> None:
 
 
 def test_the_answer_is_the_next_message_the_moderator_sees_and_is_not_a_round() -> None:
-    from nerve_cli.workflow.model import PERSON, ask_person, person_answer, rounds_used
+    from nerve_cli.automaton.model import PERSON, ask_person, person_answer, rounds_used
 
     seen: list = []
 

@@ -70,7 +70,7 @@ async def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: st
 
 def manager(home: Path, config: NerveConfig, **kwargs: Any):
     """A WorkflowManager over a fresh LogStore, with test-sized timeouts; returns (mgr, logs, reports)."""
-    from nerve_cli.kernel.workflows import WorkflowManager
+    from nerve_cli.kernel.workflows.manager import WorkflowManager
 
     logs = LogStore(home / "data" / "logs.db")
     reports: list[tuple[str, str]] = []

@@ -24,7 +24,7 @@ def doctor(
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.workflows.rebuild import doctor as check
+    from nerve_cli.ops.workflows.rebuild import doctor as check
 
     json_ = output.use_format(format_, json_) == "json"
     root = require_instance(home)

@@ -28,7 +28,7 @@ def emit(
     from nerve_cli.cli import output
     from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.emit import emit_event, read_payload
+    from nerve_cli.ops.emit import emit_event, read_payload
 
     if payload is not None and payload_arg is not None:
         raise typer.BadParameter("give the payload once: as the PAYLOAD argument or with --payload, not both")

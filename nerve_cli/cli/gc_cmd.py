@@ -30,7 +30,7 @@ def gc(
     from nerve_cli.cli import output
     from nerve_cli.config.model import parse_duration
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.gc import collect
+    from nerve_cli.ops.gc import collect
 
     try:
         seconds = parse_duration(older_than)

@@ -28,7 +28,7 @@ def run(
     from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
     from nerve_cli.kernel.engine import Engine
-    from nerve_cli.kernel.report import Reporter
+    from nerve_cli.kernel.core.report import Reporter
 
     path = require_instance(home)
     seconds = None
@@ -39,7 +39,7 @@ def run(
             raise NerveError(f"--for: {exc}") from None
     address = None
     if metrics is not None:
-        from nerve_cli.kernel.metrics import parse_address
+        from nerve_cli.kernel.control.metrics import parse_address
 
         address = parse_address(metrics)
     engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch, metrics=address)

@@ -37,7 +37,7 @@ def new(
     Example: nerve sense new open-tasks --from projection --on task.created,task.closed
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.scaffold import new_sense
+    from nerve_cli.ops.senses.scaffold import new_sense
 
     where = require_instance(home)
     sources = tuple(s.strip() for s in (on or "").split(",") if s.strip())
@@ -52,7 +52,7 @@ def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOpt
     Example: nerve sense list
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.inspect import list_senses
+    from nerve_cli.ops.senses.inspect import list_senses
 
     from nerve_cli.cli.output import use_format
 
@@ -93,7 +93,7 @@ def show(
     """
     from nerve_cli.cli.output import use_format
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.inspect import show_sense
+    from nerve_cli.ops.senses.inspect import show_sense
 
     json_ = use_format(format_, json_) == "json"
     if chart or column or since or until:
@@ -118,7 +118,7 @@ def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False)
     Example: nerve sense compute cpu-usage --json
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.standalone import compute_sense
+    from nerve_cli.ops.senses.standalone import compute_sense
 
     result = compute_sense(require_instance(home), name)
     if json_:
@@ -135,9 +135,9 @@ def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False)
 def _chart(home, name: str, column: str | None, since: str | None, until: str | None, json_: bool) -> None:
     from nerve_cli.cli import output
     from nerve_cli.cli.common import window
-    from nerve_cli.senses import chart_view
-    from nerve_cli.senses.chart import sense_series
-    from nerve_cli.senses.inspect import require_sense
+    from nerve_cli.ops.senses import chart_view
+    from nerve_cli.ops.senses.chart import sense_series
+    from nerve_cli.ops.senses.inspect import require_sense
 
     require_sense(home, name)
     since_ms, until_ms = window(since, until)
@@ -185,7 +185,7 @@ def _render_new(home, result) -> None:
 
 def _render_list(senses) -> None:
     from nerve_cli.cli.output import info, show, table
-    from nerve_cli.senses.inspect import ago
+    from nerve_cli.ops.senses.inspect import ago
 
     if not senses:
         info("No senses yet. Create one with: nerve sense new NAME")
@@ -198,7 +198,7 @@ def _render_list(senses) -> None:
 
 def _render_show(detail) -> None:
     from nerve_cli.cli.output import info, show, table, when
-    from nerve_cli.senses.inspect import ago, sparkline
+    from nerve_cli.ops.senses.inspect import ago, sparkline
 
     s, now = detail.summary, time.time_ns() // 1_000_000
     info(f"{s.name}", style="bold")

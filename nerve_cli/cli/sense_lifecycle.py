@@ -147,7 +147,7 @@ def _written(outcome: "Outcome", what: str) -> None:
 def engine_note(outcome: "Outcome") -> None:
     """Say that a running engine takes the change by itself (hot reload), when one runs."""
     from nerve_cli.cli import output
-    from nerve_cli.kernel.client import engine_running
+    from nerve_cli.ops.client import engine_running
 
     if outcome.home is not None and engine_running(outcome.home):
         output.info("the running engine applies it within a second (hot reload of nerve.yaml)", style="dim")

@@ -22,7 +22,7 @@ def delete(name: Name, dry_run: DryRun = False, home: HomeOption = None, json_: 
     Example: nerve sense delete disk-usage --dry-run
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.remove import delete_sense
+    from nerve_cli.ops.senses.remove import delete_sense
 
     _render(delete_sense(require_instance(home), name, dry_run=dry_run), json_)
 
@@ -36,7 +36,7 @@ def delete_workflow(name: WorkflowName, dry_run: DryRun = False,
     Example: nerve workflow delete cleanup
     """
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.remove import delete_workflow as run
+    from nerve_cli.ops.senses.remove import delete_workflow as run
 
     _render(run(require_instance(home), name, dry_run=dry_run), json_)
 
@@ -54,7 +54,7 @@ def rename(old: SenseName,
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.senses.rename import rename_sense
+    from nerve_cli.ops.senses.rename import rename_sense
 
     result = rename_sense(require_instance(home), old, new)
     if json_:

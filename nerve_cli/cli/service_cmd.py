@@ -100,7 +100,7 @@ def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption
 
 
 def _engine(root) -> bool:  # type: ignore[no-untyped-def]
-    from nerve_cli.kernel.client import engine_running
+    from nerve_cli.ops.client import engine_running
 
     return engine_running(root)
 

@@ -15,7 +15,7 @@ def status(home: HomeOption = None, json_: JsonOption = False, format_: FormatOp
     from nerve_cli.cli.render_status import render_status
     from nerve_cli.contract.engine import status as status_document
     from nerve_cli.home import require_instance
-    from nerve_cli.kernel.client import request
+    from nerve_cli.ops.client import request
 
     fmt = output.use_format(format_, json_)
     doc = status_document(request(require_instance(home), "status"))

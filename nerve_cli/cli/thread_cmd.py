@@ -37,7 +37,7 @@ def list_(
     from nerve_cli.cli import output, thread_view
     from nerve_cli.contract.threads import thread_list
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.workflows.threads import list_threads
+    from nerve_cli.ops.workflows.threads import list_threads
 
     json_ = output.use_format(format_, json_) == "json"
     since_ms, until_ms = window(since, until)
@@ -69,7 +69,7 @@ def show(
     from nerve_cli.cli import output, thread_view
     from nerve_cli.contract.threads import thread_show
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.workflows.threads import thread_detail
+    from nerve_cli.ops.workflows.threads import thread_detail
 
     json_ = output.use_format(format_, json_) == "json"
     doc = thread_show(thread_detail(Layout(require_instance(home)).logs_db, run_id))
@@ -118,7 +118,7 @@ def _answer(run_id: str, decision: str, note: Optional[str], home: Optional[Path
     from nerve_cli.cli import output
     from nerve_cli.contract.threads import answer
     from nerve_cli.home import require_instance
-    from nerve_cli.workflows.gates import answer_thread
+    from nerve_cli.ops.workflows.gates import answer_thread
 
     result = answer_thread(require_instance(home), run_id, decision, note, by=f"nerve thread {decision}")
     if json_:

@@ -37,7 +37,7 @@ def new(
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
-    from nerve_cli.workflows.scaffold import new_workflow
+    from nerve_cli.ops.workflows.scaffold import new_workflow
 
     made = new_workflow(require_instance(home), name, llm=llm, model=model)
     output.info(f"created workflows/{made.name}.py and registered it in nerve.yaml", style="green")
@@ -60,7 +60,7 @@ def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOpt
     from nerve_cli.cli import output
     from nerve_cli.contract.threads import workflow_list
     from nerve_cli.home import require_instance
-    from nerve_cli.workflows.threads import workflows_overview
+    from nerve_cli.ops.workflows.threads import workflows_overview
 
     json_ = output.use_format(format_, json_) == "json"
     doc = workflow_list(workflows_overview(require_instance(home)))
@@ -107,7 +107,7 @@ def run(
     """
     from nerve_cli.cli import output, thread_view
     from nerve_cli.home import require_instance
-    from nerve_cli.workflows.runner import run_workflow
+    from nerve_cli.ops.workflows.runner import run_workflow
 
     def report(level: str, line: str) -> None:
         # standalone only: what the worker prints (user print()s, tracebacks) and worker deaths, on stderr;

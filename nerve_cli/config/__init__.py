@@ -1,0 +1,1 @@
+"""nerve.yaml: its model (pydantic), load and validate, comment-keeping edits, `config check`, lifecycle, mesh."""

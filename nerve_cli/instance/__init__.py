@@ -1,0 +1,1 @@
+"""The instance folder as a whole: scaffold, git and one Nerve commit, the attic, service units, deps, backup, datasette."""

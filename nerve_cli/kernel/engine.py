@@ -14,9 +14,9 @@ callback), or drives the engine through a small Protocol it declares
 
 Events are durable, the bus is not: a signal is committed in its sense's
 database and an emit in data/events.db before any listener is woken, and a
-listener reads its events from those files (`kernel.delivery`,
+listener reads its events from those files (`kernel.core.delivery`,
 `worker.events`), so nothing is lost with the bus. The ledger
-(`kernel.ledger`) writes the log rows a killed kernel still owed.
+(`kernel.core.ledger`) writes the log rows a killed kernel still owed.
 """
 
 from __future__ import annotations
@@ -34,26 +34,27 @@ from nerve_cli import eventloop
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
-from nerve_cli.kernel import reload, requests
-from nerve_cli.kernel.archive_job import archive_daily
-from nerve_cli.kernel.control import ControlServer
-from nerve_cli.kernel.delivery import Delivery
-from nerve_cli.kernel.emits import EmitDesk
-from nerve_cli.kernel.guards import Guards
-from nerve_cli.kernel.health import HEALTH_SENSE, HealthStore, health_payload
-from nerve_cli.kernel.ledger import Ledger
-from nerve_cli.kernel.lock import InstanceLock
-from nerve_cli.kernel.penalty import Blame
-from nerve_cli.kernel.scheduler import Scheduler, Start
-from nerve_cli.kernel.stats import EngineStats
-from nerve_cli.kernel.supervisor import GroupSupervisor, Inflight
-from nerve_cli.kernel.watchdog import Watchdog
-from nerve_cli.kernel.workflows import WorkflowManager
+from nerve_cli.kernel.control import requests
+from nerve_cli.kernel.reload import apply as reload
+from nerve_cli.kernel.core.archive_job import archive_daily
+from nerve_cli.kernel.control.server import ControlServer
+from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.emits import EmitDesk
+from nerve_cli.kernel.supervision.guards import Guards
+from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
+from nerve_cli.kernel.core.ledger import Ledger
+from nerve_cli.kernel.core.lock import InstanceLock
+from nerve_cli.kernel.supervision.penalty import Blame
+from nerve_cli.kernel.core.scheduler import Scheduler, Start
+from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
+from nerve_cli.kernel.supervision.watchdog import Watchdog
+from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
-    from nerve_cli.kernel.watch import Changes
+    from nerve_cli.kernel.reload.watch import Changes
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
@@ -112,7 +113,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         if self.metrics_at is not None:
             # prometheus-client loads only with --metrics (off by default)
-            from nerve_cli.kernel.metrics import MetricsServer
+            from nerve_cli.kernel.control.metrics import MetricsServer
 
             self.metrics = MetricsServer(self, *self.metrics_at)
             await self.metrics.start()
@@ -188,7 +189,7 @@ class Engine:
 
     async def _watch_files(self) -> None:
         # imported here: watchfiles loads only when the engine watches files (not with --no-watch)
-        from nerve_cli.kernel.watch import watch
+        from nerve_cli.kernel.reload.watch import watch
 
         async def on_change(changes: Changes) -> None:
             if not self.stopping:
@@ -478,7 +479,7 @@ class Engine:
             payload["kept"] = True
         if events:
             payload["events"] = events
-        if signal_id is not None:  # with its watermark, in one transaction (kernel.ledger)
+        if signal_id is not None:  # with its watermark, in one transaction (kernel.core.ledger)
             self.log("reflex", "run_complete", sense, payload, mark=self.ledger.signal_mark(sense, signal_id))
             self.ledger.logged(sense, signal_id)
         else:

@@ -37,8 +37,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from nerve_cli.workflow.context import current_thread
-from nerve_cli.workflow.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage
+from nerve_cli.automaton.context import current_thread
+from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
 CONVERSATION_KEY = "conversation_id"

@@ -1,0 +1,2 @@
+"""Everything on disk the engine and the CLI read and write: logs.db, a thread's rows, sense databases,
+events.db and its cursors, the read-only log view, blobs, the archive, history and the feed."""

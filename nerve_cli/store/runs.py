@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.store.logs import open_readonly, query_logs
-from nerve_cli.workflow.model import WorkflowMessage
+from nerve_cli.automaton.model import WorkflowMessage
 
 MESSAGE_FIELDS = ("role", "content", "meta", "timestamp")
 

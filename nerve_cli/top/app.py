@@ -24,13 +24,13 @@ from nerve_cli.contract.threads import thread_show
 from nerve_cli.contract.times import ago, display, span
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.client import compute
-from nerve_cli.senses.chart import sense_series
-from nerve_cli.senses.chart_view import draw, summary
+from nerve_cli.ops.client import compute
+from nerve_cli.ops.senses.chart import sense_series
+from nerve_cli.ops.senses.chart_view import draw, summary
 from nerve_cli.store.history import sense_history
 from nerve_cli.top.source import Snapshot, Source
-from nerve_cli.workflows.gates import answer_thread
-from nerve_cli.workflows.threads import thread_detail
+from nerve_cli.ops.workflows.gates import answer_thread
+from nerve_cli.ops.workflows.threads import thread_detail
 from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second

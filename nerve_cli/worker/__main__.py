@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.kind == "sense":
         from nerve_cli.worker.sense_runtime import main as run  # (likewise)
     else:
-        from nerve_cli.worker.workflow_runtime import main as run  # (likewise)
+        from nerve_cli.worker.thread_host import main as run  # (likewise)
     return run(args)
 
 

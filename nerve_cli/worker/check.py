@@ -21,7 +21,7 @@ import orjson
 from nerve_cli.home import Layout
 from nerve_cli.worker.load import check_sense
 from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
-from nerve_cli.workflow.load import WorkflowLoadError, load_workflow
+from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
 
 
 def check(home: Path, senses: list[str], workflows: list[str],

@@ -37,7 +37,7 @@ from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
 from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, parse_reason
 from nerve_cli.worker.failure import error_info, shown_path
-from nerve_cli.workflow.directive import SenseResult
+from nerve_cli.automaton.directive import SenseResult
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 PROGRESS_STEPS = 1000  # SQLite VM steps between checks of the cancel flag

@@ -1,0 +1,117 @@
+"""The built-in `nerve-health` sense (RFC §5.7): the engine watching itself.
+
+It is engine code, so the kernel computes it in-process; otherwise it is a
+sense like any other: scheduled by the same rules, its signals stored in
+`data/senses/nerve-health.db` (`_signals`) and routed to reflexes that list it.
+The payload is built on the event loop (figures the kernel holds); the row is
+written by `HealthStore.record` off it, in a thread, because SQLite may wait
+5 s for a lock there, or fail (disk full, a damaged file): a slow or failed
+write is a slow or failed health compute, never a stalled kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import psutil
+
+from nerve_cli.schema import views
+from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.core.scheduler import Scheduler
+    from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+
+HEALTH_SENSE = "nerve-health"
+
+
+class HealthStore:
+    """nerve-health.db: checked whole when the engine starts (it is small), written one row per compute."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only nerve-health's own signals)"
+        self.conn = open_writer(path, fix=self.fix)
+        try:
+            self._check()
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
+            )
+            self.conn.execute("CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)")
+            views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            if is_damage(exc):
+                raise damaged(path, str(exc), self.fix) from None
+            raise
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _check(self) -> None:
+        """A damaged page is found now, with the fix, not at the first signal (once: a hung engine)."""
+        problem = self.conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise damaged(self.path, " ".join(problem.replace("*** in database main ***", "").split()), self.fix)
+
+    def record(self, payload: dict[str, Any]) -> int:
+        """Insert one signal row (runs in a thread: SQLite may wait for a lock here); its `_signals` id."""
+        ts = time.time_ns() // 1_000_000
+        try:
+            cur = self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise damaged(self.path, str(exc), self.fix) from None
+            raise
+        return cur.lastrowid or 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def rss_bytes(pids: list[int]) -> dict[int, int]:
+    """Resident memory of each live pid (psutil); a pid whose figure cannot be read is left out.
+
+    That includes /proc being unreadable for want of a file descriptor (EMFILE):
+    a figure missing from one signal, never a failed health compute.
+    """
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = psutil.Process(pid).memory_info().rss
+        except (psutil.Error, OSError):
+            pass
+    return out
+
+
+def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[str, "GroupSupervisor"],
+                   recent_errors: list[dict[str, Any]], warnings: int = 0) -> dict[str, Any]:
+    """What the engine knows about itself, as the health sense's signal."""
+    pids = [os.getpid()] + [s.worker.pid for s in groups.values() if s.worker and s.worker.pid]
+    rss = rss_bytes(pids)
+    hour_ago = (time.time() - 3600) * 1000
+    return {
+        "uptime_s": round(time.time() - started_at, 1),
+        "senses": len(scheduler.states),
+        "running": sum(1 for s in scheduler.states.values() if s.running),
+        "pending": scheduler.pending_count(),
+        "errors_last_hour": sum(1 for e in recent_errors if e["ts"] >= hour_ago),
+        "warnings": warnings,  # nerve.yaml's: not errors, counted apart
+        "recent_errors": recent_errors[-10:],
+        "workers": {g: s.state for g, s in groups.items()},
+        "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
+        "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
+        "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
+                             "skipped": s.skipped}
+                         for n, s in scheduler.states.items()
+                         if s.coalesced or s.deferred or s.debounced or s.skipped},
+        "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
+                    for n, s in scheduler.states.items() if s.blocked_until},
+    }

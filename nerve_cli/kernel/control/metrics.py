@@ -1,0 +1,211 @@
+"""`nerve run --metrics HOST:PORT`: the engine's counters in Prometheus text format at /metrics.
+
+Served by a tiny HTTP responder on the engine's own event loop, so a scrape
+reads the engine's state between two events (never mid-update, no thread) and
+an idle engine has nothing extra waking up. prometheus-client is imported only
+here, only when metrics are asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, Iterator, Protocol
+
+import psutil
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.process_collector import ProcessCollector
+
+from nerve_cli.errors import NerveError
+from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.core.stats import EngineStats, Histogram
+from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.store.logs import LogStore
+
+DEFAULT_PORT = 9464
+MAX_REQUEST = 8192
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`127.0.0.1:9464`, `[::1]:9464` or a bare `9464` (loopback) → (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise NerveError(f"--metrics {text!r}: expected HOST:PORT such as 127.0.0.1:{DEFAULT_PORT} (or just a port)")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class Observed(Protocol):
+    """The running engine, as a scrape reads it (never changes it)."""
+
+    started_at: float
+    stats: EngineStats
+    errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    scheduler: Scheduler
+    groups: dict[str, GroupSupervisor]
+    logs: LogStore
+    workflows: WorkflowManager | None
+
+
+class EngineCollector:
+    """Reads the engine when scraped: counters from EngineStats, gauges from the live state."""
+
+    def __init__(self, engine: Observed) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._computes()
+        yield from self._timing()
+        yield from self._queues()
+        yield from self._workers()
+        yield from self._threads()
+
+    def _computes(self) -> Iterator[Metric]:
+        stats, engine = self.engine.stats, self.engine
+        computes = CounterMetricFamily("nerve_computes", "Computes finished, by sense and outcome "
+                                       "(signal, silent, error, timeout, lost).", labels=["sense", "outcome"])
+        for (sense, outcome), count in sorted(stats.computes.items()):
+            computes.add_metric([sense, outcome], count)
+        yield computes
+        durations = HistogramMetricFamily("nerve_compute_duration_seconds", "How long computes took, by sense.",
+                                          labels=["sense"])
+        for sense, hist in sorted(stats.durations.items()):
+            durations.add_metric([sense], hist.cumulative(), hist.sum)
+        yield durations
+        errors = CounterMetricFamily("nerve_errors", "Errors recorded, by sense.", labels=["sense"])
+        for sense, entry in sorted(engine.errors.items()):
+            errors.add_metric([sense], entry["count"])
+        yield errors
+
+    def _timing(self) -> Iterator[Metric]:
+        stats = self.engine.stats
+        yield _histogram("nerve_interval_lateness_seconds", "How late interval computes started after their due time.",
+                         stats.lateness)
+        yield _histogram("nerve_hop_seconds", "From a signal reaching the kernel to its listener's compute being sent.",
+                         stats.hop)
+        yield GaugeMetricFamily("nerve_uptime_seconds", "Seconds since the engine started.",
+                                value=time.time() - self.engine.started_at)
+
+    def _queues(self) -> Iterator[Metric]:
+        engine = self.engine
+        states = engine.scheduler.states
+        yield GaugeMetricFamily("nerve_computes_pending", "Senses with a compute waiting to start.",
+                                value=engine.scheduler.pending_count())
+        yield GaugeMetricFamily("nerve_computes_running", "Computes running now.",
+                                value=sum(1 for s in states.values() if s.running))
+        yield GaugeMetricFamily("nerve_log_rows_buffered", "Log rows waiting for the next batch commit.",
+                                value=engine.logs.pending())
+        blocked = GaugeMetricFamily("nerve_senses_blocked", "Senses held back, by why (penalised, quarantined).",
+                                    labels=["state"])
+        for state in ("penalised", "quarantined"):
+            blocked.add_metric([state], sum(1 for s in states.values() if s.blocked_until
+                                            and s.quarantined == (state == "quarantined")))
+        yield blocked
+        pressure = CounterMetricFamily("nerve_triggers_merged", "Triggers merged into another compute, by sense and "
+                                       "how (coalesced, deferred, debounced, skipped).", labels=["sense", "how"])
+        for name, s in sorted(states.items()):
+            for how in ("coalesced", "deferred", "debounced", "skipped"):
+                if getattr(s, how):
+                    pressure.add_metric([name, how], getattr(s, how))
+        yield pressure
+
+    def _workers(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("nerve_worker_up", "1 when the group's worker is ready.", labels=["group"])
+        rss = GaugeMetricFamily("nerve_worker_resident_memory_bytes", "Resident memory of each worker.",
+                                labels=["group"])
+        cpu = CounterMetricFamily("nerve_worker_cpu_seconds", "CPU time (user + system) of the current worker "
+                                  "process of each group.", labels=["group"])
+        restarts = CounterMetricFamily("nerve_worker_restarts", "Times each group's worker was respawned.",
+                                       labels=["group"])
+        inflight = GaugeMetricFamily("nerve_worker_inflight", "Computes sent to each worker and not yet answered.",
+                                     labels=["group"])
+        for group, sup in sorted(self.engine.groups.items()):
+            up.add_metric([group], 1 if sup.state == "ready" else 0)
+            restarts.add_metric([group], sup.restarts)
+            inflight.add_metric([group], len(sup.inflight))
+            pid = sup.worker.pid if sup.worker else None
+            if pid:
+                try:
+                    proc = psutil.Process(pid)
+                    with proc.oneshot():
+                        rss.add_metric([group], proc.memory_info().rss)
+                        times = proc.cpu_times()
+                        cpu.add_metric([group], times.user + times.system)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+        yield from (up, rss, cpu, restarts, inflight)
+
+    def _threads(self) -> Iterator[Metric]:
+        workflows = self.engine.workflows
+        threads = GaugeMetricFamily("nerve_threads", "Workflow threads by workflow and status.",
+                                    labels=["workflow", "status"])
+        queue = GaugeMetricFamily("nerve_workflow_queue_depth", "Thread requests waiting for a slot.",
+                                  labels=["workflow"])
+        for name, info in sorted((workflows.status() if workflows is not None else {}).items()):
+            for status, count in sorted(info["counts"].items()):
+                threads.add_metric([name, status], count)
+            queue.add_metric([name], len(info["queued"]))
+        yield threads
+        yield queue
+
+
+def _histogram(name: str, doc: str, hist: Histogram) -> Metric:
+    family = HistogramMetricFamily(name, doc)
+    family.add_metric([], hist.cumulative(), hist.sum)
+    return family
+
+
+class MetricsServer:
+    """GET /metrics on HOST:PORT, answered on the engine's loop; anything else is a 404 that says where to look."""
+
+    def __init__(self, engine: Observed, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(EngineCollector(engine))  # type: ignore[arg-type]
+        ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=self.registry)
+        self.server: asyncio.AbstractServer | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    async def start(self) -> None:
+        try:
+            self.server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_REQUEST)
+        except OSError as exc:
+            raise NerveError(f"--metrics {self.host}:{self.port}: cannot listen there ({exc.strerror}); "
+                             "pick another port, e.g. --metrics 127.0.0.1:9465") from None
+        if self.port == 0:
+            self.port = self.server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+            parts = head.split(b" ", 2)
+            path = parts[1].split(b"?")[0] if len(parts) > 2 else b""
+            if parts[0] == b"GET" and path in (b"/metrics", b"/metrics/"):
+                await _answer(writer, 200, "OK", CONTENT_TYPE_LATEST, generate_latest(self.registry))
+            else:
+                await _answer(writer, 404, "Not Found", "text/plain; charset=utf-8",
+                              b"Nerve serves Prometheus metrics at GET /metrics\n")
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _answer(writer: asyncio.StreamWriter, code: int, reason: str, content_type: str, body: bytes) -> None:
+    writer.write(f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                 f"Connection: close\r\n\r\n".encode() + body)
+    await writer.drain()

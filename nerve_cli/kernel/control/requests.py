@@ -1,0 +1,265 @@
+"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, answer_thread, reset.
+
+Requests read and drive the engine through `Target`; the engine implements it
+and imports this module, not the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from nerve_cli.config.model import NerveConfig, format_duration
+from nerve_cli.errors import NerveError, SenseError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.supervision.guards import Guards
+from nerve_cli.kernel.control.health import HEALTH_SENSE
+from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.names import channel_problem
+from nerve_cli.wire.control import COMPUTE_WAIT_MAX
+from nerve_cli.wire.protocol import ErrorInfo
+
+MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
+QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
+HEALTH_WAIT = 30.0  # nerve-health computes in the kernel, in milliseconds
+
+
+class Target(Protocol):
+    """The running engine, as a control-socket request sees it."""
+
+    home: Path
+    layout: Layout
+    started_at: float
+    config: NerveConfig
+    scheduler: Scheduler
+    groups: dict[str, GroupSupervisor]
+    errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    warnings: list[str]  # nerve.yaml's current warnings
+    guards: Guards
+    workflows: WorkflowManager | None
+
+    def demand(self, sense: str) -> asyncio.Future: ...
+
+    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+        """Resolves to (StoredEvent, woken senses) once the event is committed."""
+
+    def events_stored(self, channel: str | None) -> int: ...
+
+    def pump(self) -> None: ...
+
+
+async def handle(engine: Target, request: dict[str, Any]) -> dict[str, Any]:
+    op = request["op"]
+    handler = _OPS.get(op)
+    if handler is None:
+        return {"ok": False, "error": f"unknown op {op!r}; known: {', '.join(sorted(_OPS))}"}
+    try:
+        return {"ok": True, **await handler(engine, request)}
+    except NerveError as exc:  # its kind travels too: a client raises the same error the command would offline
+        return {"ok": False, "error": str(exc), "error_type": type(exc).__name__}
+
+
+async def _ping(engine: Target, request: dict) -> dict:
+    return {"pid": os.getpid()}
+
+
+async def _status(engine: Target, request: dict) -> dict:
+    return status(engine)
+
+
+async def _compute(engine: Target, request: dict) -> dict:
+    sense = request.get("sense")
+    if not isinstance(sense, str) or sense not in engine.scheduler.states:
+        known = ", ".join(sorted(engine.scheduler.states))
+        raise SenseError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    timeout = _timeout(request.get("timeout"), compute_wait(engine.config, sense))
+    _check_can_run(engine, sense)
+    failed = _load_failure(engine, sense)
+    if failed is not None:  # answered as a one-off compute answers it: an error outcome with file:line
+        return {"sense": sense, "outcome": "error", "error": failed.to_dict(), "duration_ms": None}
+    future = engine.demand(sense)
+    try:
+        result = await asyncio.wait_for(future, timeout)
+    except asyncio.TimeoutError:
+        raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled"
+                         f"{_held_by_throttle(engine, sense)})") from None
+    return {"sense": sense, **result, **_last_signal(engine, sense, result)}
+
+
+def _held_by_throttle(engine: Target, sense: str) -> str:
+    state = engine.scheduler.states.get(sense)
+    if state is None or state.running or state.throttle_free() <= time.time():
+        return ""
+    until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.throttle_free()))  # zone shown
+    return f"; its throttle of {format_duration(state.throttle)} holds it until {until}"
+
+
+def compute_wait(config: NerveConfig, sense: str) -> float:
+    """How long a compute asked for now may take: one already running, then this one, each ended by its
+    timeout and at the latest by its grace period's kill."""
+    settings = config.senses.get(sense)
+    if settings is None:
+        return HEALTH_WAIT
+    return min(MAX_COMPUTE_WAIT, 2 * (settings.timeout + settings.grace) + QUEUE_SLACK)
+
+
+def _timeout(value: Any, default: float) -> float:
+    """Seconds to wait for a compute: absent means as long as the sense's own limits allow (`compute_wait`);
+    anything else must make sense."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_COMPUTE_WAIT:
+        # a negative timeout answered at once while the compute still ran
+        raise NerveError(f"timeout must be a number of seconds above 0 and at most {MAX_COMPUTE_WAIT:g}, got {value!r}")
+    return float(value)
+
+
+def _check_can_run(engine: Target, sense: str) -> None:
+    """Refuse at once what would otherwise wait: a quarantined sense, a worker that is down (a sense that failed
+    to load is answered at once too, by `_compute`, with its error)."""
+    state = engine.scheduler.states[sense]
+    if state.quarantined:
+        until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.blocked_until or 0))  # zone shown
+        raise SenseError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
+                         f"lift it with `nerve sense reset {sense}`")
+    if state.blocked_until:
+        engine.scheduler.unblock(sense)  # asked for by a person: the back-off does not apply to this one
+    if sense == HEALTH_SENSE:
+        return
+    supervisor = engine.groups.get(engine.config.senses[sense].group)
+    if supervisor is None:
+        raise SenseError(f"{sense}: its worker group is not running")
+    if supervisor.state == "backoff" and sense not in supervisor.failed:
+        raise SenseError(f"{sense}: worker group={supervisor.group} is down ({supervisor.last_exit}); "
+                         "it is being restarted with back-off, see `nerve status`")
+
+
+def _load_failure(engine: Target, sense: str) -> ErrorInfo | None:
+    """The ErrorInfo of a sense whose code did not load in its worker, else None."""
+    if sense == HEALTH_SENSE:
+        return None
+    supervisor = engine.groups.get(engine.config.senses[sense].group)
+    return supervisor.failed.get(sense) if supervisor is not None else None
+
+
+def _last_signal(engine: Target, sense: str, result: dict) -> dict:
+    """The payload of the compute just finished, read back from its own database."""
+    if result.get("outcome") != "signal":
+        return {}  # an error is in the result itself: type, message, file, line, traceback
+    path = engine.layout.sense_db(sense)
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT ts, payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+    return {"payload": orjson.loads(row[1]), "ts": row[0]} if row else {}
+
+
+async def _emit(engine: Target, request: dict) -> dict:
+    """Answered only once the event is committed to data/events.db (and its listeners are woken)."""
+    channel = request.get("channel")
+    problem = channel_problem(channel)
+    if problem is not None:
+        shown = repr(channel)[:60] + ("…" if len(repr(channel)) > 60 else "")
+        raise NerveError(f"emit needs a channel name: {problem} ({shown})")
+    if channel in engine.config.senses or channel == HEALTH_SENSE:
+        raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"))
+    return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
+            "triggered": woken}
+
+
+async def _events_stored(engine: Target, request: dict) -> dict:
+    """`nerve emit` stored events itself while this engine was starting: log them and wake their listeners."""
+    channel = request.get("channel")
+    return {"logged": engine.events_stored(channel if isinstance(channel, str) else None)}
+
+
+async def _start_thread(engine: Target, request: dict) -> dict:
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    workflow, prompt = request.get("workflow"), request.get("prompt")
+    if not isinstance(workflow, str) or not isinstance(prompt, str):
+        raise NerveError("start_thread needs a workflow name and a prompt")
+    return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), {"by": "control socket"})
+
+
+async def _answer_thread(engine: Target, request: dict) -> dict:
+    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?}."""
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    run_id, decision, note = request.get("run_id"), request.get("decision"), request.get("note")
+    if not isinstance(run_id, str) or decision not in ("approve", "reject"):
+        raise NerveError('answer_thread needs a run_id and a decision, "approve" or "reject"')
+    if note is not None and not isinstance(note, str):
+        raise NerveError("answer_thread: note must be a string")
+    by = request.get("by") if isinstance(request.get("by"), str) else "control socket"
+    return engine.workflows.answer(run_id, decision, note, by)
+
+
+def _state(state, load_failed: bool = False) -> str:
+    if load_failed:
+        return "load-failed"
+    if state.running:
+        return "running"
+    if state.quarantined:
+        return "quarantined"
+    if state.blocked_until:
+        return "penalised"
+    return "pending" if state.pending else "idle"
+
+
+async def _reset(engine: Target, request: dict) -> dict:
+    sense = request.get("sense")
+    if not isinstance(sense, str) or sense not in engine.scheduler.states:
+        raise NerveError(f"no enabled sense {sense!r} in this engine")
+    had = engine.guards.reset(sense)
+    engine.pump()
+    return {"sense": sense, "was_blocked": had}
+
+
+def status(engine: Target) -> dict:
+    now = time.time()
+    senses = {}
+    for name, state in engine.scheduler.states.items():
+        group = engine.config.senses[name].group if name in engine.config.senses else "kernel"
+        errors = engine.errors.get(name, {})
+        supervisor = engine.groups.get(group)
+        load_error = supervisor.failed.get(name) if supervisor is not None else None
+        due = None if load_error is not None else engine.scheduler.next_due(name)  # it cannot run: nothing is due
+        senses[name] = {
+            "group": group, "running": state.running, "pending": state.pending, "runs": state.runs,
+            "last_run": state.last_complete, "next_due": None if due is None else max(due, now),
+            "interval": state.interval, "errors": errors.get("count", 0), "last_error": errors.get("last"),
+            "last_error_at": errors.get("last_ts"),
+            "load_error": load_error.to_dict() if load_error is not None else None,
+            "load_failed_since": supervisor.failed_since.get(name) if load_error is not None else None,
+            "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
+            "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
+            "state": _state(state, load_error is not None),
+        }
+    return {
+        "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
+        "uptime_s": round(now - engine.started_at, 1),
+        "workers": [s.describe() for s in engine.groups.values()],
+        "senses": senses,
+        "channels": sorted(engine.config.channels()),
+        "warnings": list(engine.warnings),  # nerve.yaml's current warnings: counted apart from errors
+        "errors": sum(e["count"] for e in engine.errors.values()),
+        "workflows": engine.workflows.status() if engine.workflows is not None else {},
+    }
+
+
+_OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
+        "answer_thread": _answer_thread, "reset": _reset, "events_stored": _events_stored}

@@ -1,0 +1,432 @@
+"""The reflex rules of RFC-001 §4.2 as pure logic: time is passed in, nothing sleeps.
+
+The engine feeds it events (a signal, a demand, a completion) and asks two
+questions: which senses start now (`take_due`), and when is the next moment
+anything could become due (`next_wakeup`). The rules:
+
+- interval: due at last *completed* compute + interval (± jitter); the
+  completion time comes from disk at start-up, so an overdue sense runs once
+  after a restart and then keeps its rhythm (no back-fill);
+- cron: due at the first fire time after the last completion (a fire missed
+  while the engine was down runs once, like an overdue interval);
+- on signal: a signal from a source marks its listeners wanted; through a
+  `debounce` reflex a burst becomes one trigger after the quiet period, never
+  later than `max_wait` after the burst began;
+- coalescing: one compute per sense at a time; any number of triggers while it
+  runs (or while it waits) become exactly one pending run;
+- throttle: never two starts closer than `throttle`; a trigger inside the
+  window waits for the window's end, it is not dropped;
+- blocks: a penalised sense waits out its back-off (triggers stay pending); a
+  quarantined one is not computed at all (triggers are counted and skipped);
+- disabled senses and reflexes do nothing.
+
+Cost: an event touches only the senses it concerns. Each sense's next
+"look at me" time (`visit`: it may start, turn a due timer into a pending run
+inside its throttle window, or lift a block) and its next possible start
+(`wake`) sit in two heaps with lazy invalidation (an entry counts only while
+it equals the sense's current key; stale ones are dropped when they surface,
+and the heap is rebuilt when they outnumber the live ones). A sense whose
+worker cannot take computes is *held*: it keeps its triggers but leaves the
+heaps until `set_runnable` releases it. So `take_due` costs O(k log N) for k
+senses due and `next_wakeup` O(log N) amortised, whatever N is.
+`tests/reference_scheduler.py` is the same rules as a plain scan over every
+sense; a property test requires both to start the same senses.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.core.cron import next_fire
+
+NEVER = float("inf")
+NOW = float("-inf")
+
+
+@dataclass
+class SenseState:
+    name: str
+    throttle: float = 0.0
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # (interval, jitter)
+    crons: list[tuple[str, str | None]] = field(default_factory=list)
+    last_start: float | None = None
+    last_complete: float | None = None
+    cron_next: float | None = None
+    jitter_offset: float = 0.0
+    running: bool = False
+    pending: bool = False
+    pending_reason: str | None = None
+    blocked_until: float | None = None
+    blocked_why: str | None = None
+    quarantined: bool = False
+    runs: int = 0
+    coalesced: int = 0
+    deferred: int = 0
+    debounced: int = 0
+    skipped: int = 0
+    # bookkeeping of the heaps (not rules): see the module docstring
+    held: bool = False
+    order: int = 0  # position in config order: starts are listed in it
+    visit_at: float | None = None
+    wake_at: float | None = None
+
+    @property
+    def interval(self) -> float | None:
+        return min(i for i, _ in self.intervals) if self.intervals else None
+
+    @property
+    def jitter(self) -> float:
+        return min(self.intervals)[1] if self.intervals else 0.0
+
+    def interval_due(self) -> float | None:
+        if self.interval is None:
+            return None
+        if self.last_complete is None:
+            return NOW  # never ran: due now
+        return max(self.last_complete, self.last_complete + self.interval + self.jitter_offset)
+
+    def throttle_free(self) -> float:
+        if self.last_start is None or self.throttle <= 0:
+            return NOW
+        return self.last_start + self.throttle
+
+    def wants_at(self) -> float | None:
+        """When this sense next wants a compute, ignoring throttle and blocks."""
+        if self.pending:
+            return NOW
+        due, cron = self.interval_due(), self.cron_next
+        if due is None:
+            return cron
+        return due if cron is None or due <= cron else cron
+
+    def keys(self) -> tuple[float | None, float | None]:
+        """(`visit_time`, `next_start`) at once: the two heap keys, computed on every change of this sense."""
+        wanted = self.wants_at()
+        if self.blocked_until is not None:
+            visit: float | None = self.blocked_until
+        elif wanted is None:
+            visit = None
+        else:
+            visit = max(wanted, self.throttle_free()) if self.pending else wanted
+        if self.quarantined:
+            return visit, self.blocked_until
+        if wanted is None:
+            return visit, None
+        return visit, max(wanted, self.throttle_free(), self.blocked_until or NOW)
+
+    def visit_time(self) -> float | None:
+        """When `take_due` must next look at this sense: it may start, defer into pending, or lift its block."""
+        if self.blocked_until is not None:
+            return self.blocked_until
+        wanted = self.wants_at()
+        if wanted is None:
+            return None
+        return max(wanted, self.throttle_free()) if self.pending else wanted
+
+    def next_start(self) -> float | None:
+        """The earliest this sense could start without a new event (a quarantine wakes to lift itself)."""
+        wanted = self.wants_at()
+        if self.quarantined:
+            return self.blocked_until
+        if wanted is None:
+            return None
+        return max(wanted, self.throttle_free(), self.blocked_until or NOW)
+
+
+@dataclass
+class _Debounce:
+    first: float
+    fire_at: float
+    seq: int  # bursts released together trigger in the order they began
+
+
+@dataclass(frozen=True)
+class Listener:
+    sense: str
+    debounce: float | None
+    max_wait: float | None
+
+
+@dataclass(frozen=True)
+class Start:
+    sense: str
+    reason: str
+    due: float  # when it wanted to start (for lateness)
+
+
+class Scheduler:
+    """Decides what runs when. Holds no clock: every method that needs time takes `now` (epoch seconds).
+
+    `hold_new`: senses joining (at construction or by `apply_config`) start held,
+    for a kernel whose workers are not ready yet; `extra_senses` (computed by the
+    kernel itself) never are.
+    """
+
+    def __init__(self, config: NerveConfig, last_completions: dict[str, float] | None = None,
+                 extra_senses: dict[str, float] | None = None, *, now: float = 0.0,
+                 rng: random.Random | None = None, hold_new: bool = False) -> None:
+        self.states: dict[str, SenseState] = {}
+        self.listeners: dict[str, list[Listener]] = {}
+        self.debounces: dict[tuple[str, int], _Debounce] = {}
+        self.rng = rng or random.Random()
+        self.hold_new = hold_new
+        self._extra = dict(extra_senses or {})
+        self._visits: list[tuple[float, str]] = []
+        self._wakes: list[tuple[float, str]] = []
+        self._bursts: list[tuple[float, int, tuple[str, int]]] = []
+        self._burst_seq = 0
+        self.apply_config(config, last_completions or {}, now=now)
+
+    # configuration ---------------------------------------------------------
+    def apply_config(self, config: NerveConfig, last_completions: dict[str, float] | None = None,
+                     *, now: float = 0.0) -> None:
+        """(Re)build triggers from config, keeping the runtime state of senses that stay."""
+        self._release_debounces(NEVER)  # a burst in progress fires now rather than being lost
+        old, completions = self.states, last_completions or {}
+        previous_crons = {name: state.crons for name, state in old.items()}
+        self.states = {}
+        for name in [*config.enabled_senses(), *self._extra]:
+            state = old.get(name)
+            if state is None:
+                state = SenseState(name, last_complete=completions.get(name),
+                                   held=self.hold_new and name not in self._extra)
+            state.throttle = config.senses[name].throttle if name in config.senses else 0.0
+            state.intervals, state.crons = [], []
+            if name in self._extra:
+                state.intervals.append((self._extra[name], 0.0))
+            self.states[name] = state
+        self.listeners = {}
+        for reflex in config.active_reflexes():
+            state = self.states[reflex.sense]
+            if reflex.interval is not None:
+                state.intervals.append((reflex.interval, reflex.jitter or 0.0))
+            if reflex.cron is not None:
+                state.crons.append((reflex.cron, reflex.timezone))
+            for source in reflex.on:
+                self.listeners.setdefault(source, []).append(
+                    Listener(reflex.sense, reflex.debounce, reflex.max_wait))
+        for state in self.states.values():
+            if state.crons != previous_crons.get(state.name) or (state.crons and state.cron_next is None):
+                base = state.last_complete if state.last_complete is not None else now
+                state.cron_next = self._next_cron(state, base)
+        self._visits, self._wakes = [], []
+        for order, state in enumerate(self.states.values()):
+            state.order, state.visit_at, state.wake_at = order, None, None
+            self._reschedule(state)
+
+    @staticmethod
+    def _next_cron(state: SenseState, after: float) -> float | None:
+        if not state.crons:
+            return None
+        return min(next_fire(expr, tz, after) for expr, tz in state.crons)
+
+    # events ----------------------------------------------------------------
+    def trigger(self, sense: str, reason: str) -> bool:
+        """Want one compute of `sense`. False if the sense is unknown or disabled."""
+        state = self.states.get(sense)
+        if state is None:
+            return False
+        if state.quarantined:
+            state.skipped += 1
+            return True
+        if state.pending:
+            state.coalesced += 1  # merged into the run already waiting
+        else:
+            state.pending, state.pending_reason = True, reason
+            self._reschedule(state)
+        return True
+
+    def on_signal(self, source: str, now: float = 0.0) -> list[str]:
+        """A signal from a sense or an external channel: its listeners want a compute."""
+        targets = []
+        for index, listener in enumerate(self.listeners.get(source, ())):
+            targets.append(listener.sense)
+            if listener.debounce is None:
+                self.trigger(listener.sense, f"on {source}")
+                continue
+            key = (source, index)
+            burst = self.debounces.get(key)
+            if burst is None:
+                self._burst_seq += 1
+                burst = self.debounces[key] = _Debounce(now, NEVER, self._burst_seq)
+            else:
+                self.states[listener.sense].debounced += 1
+            limit = burst.first + listener.max_wait if listener.max_wait is not None else NEVER
+            burst.fire_at = min(now + listener.debounce, limit)
+            self._push(self._bursts, (burst.fire_at, burst.seq, key))
+        return targets
+
+    def completed(self, sense: str, now: float) -> None:
+        """A compute ended (any outcome, or its worker died). Pending triggers stay pending."""
+        state = self.states.get(sense)
+        if state is None:
+            return
+        state.running = False
+        state.last_complete = now
+        if state.jitter:
+            state.jitter_offset = self.rng.uniform(-state.jitter, state.jitter)
+        if state.crons and (state.cron_next is None or state.cron_next <= now):
+            state.cron_next = self._next_cron(state, now)
+        self._reschedule(state)
+
+    def block(self, sense: str, until: float, why: str, *, quarantine: bool = False) -> None:
+        state = self.states.get(sense)
+        if state is None:
+            return
+        state.blocked_until, state.blocked_why, state.quarantined = until, why, quarantine
+        if quarantine:
+            state.pending, state.pending_reason = False, None
+        self._reschedule(state)
+
+    def unblock(self, sense: str) -> None:
+        state = self.states.get(sense)
+        if state is not None:
+            state.blocked_until, state.blocked_why, state.quarantined = None, None, False
+            self._reschedule(state)
+
+    def set_runnable(self, senses: Iterable[str], runnable: bool) -> None:
+        """Hold senses whose worker cannot take computes (they keep their triggers), or release them."""
+        for name in senses:
+            state = self.states.get(name)
+            if state is not None and state.held == runnable:
+                state.held = not runnable
+                self._reschedule(state)
+
+    def _sync_runnable(self, runnable: set[str]) -> None:
+        """`runnable` given to take_due/next_wakeup: exactly these senses are runnable from now on (O(N))."""
+        for name, state in self.states.items():
+            if state.held == (name in runnable):
+                state.held = not state.held
+                self._reschedule(state)
+
+    # questions -------------------------------------------------------------
+    def take_due(self, now: float, runnable: set[str] | None = None) -> list[Start]:
+        """Senses to start now, in config order; they are marked running.
+
+        `runnable`, when given, replaces the held set: only those senses may start
+        (the kernel keeps it current with `set_runnable` instead).
+        """
+        if runnable is not None:
+            self._sync_runnable(runnable)
+        self._release_debounces(now)
+        due = []
+        visits = self._visits
+        while visits and visits[0][0] <= now:
+            when, name = heapq.heappop(visits)
+            state = self.states.get(name)
+            if state is not None and state.visit_at == when:
+                state.visit_at = None  # taken: a duplicate entry for the same time is now stale
+                due.append(state)
+        due.sort(key=lambda s: s.order)
+        starts: list[Start] = []
+        for state in due:
+            self._visit(state, now, starts)
+            self._reschedule(state)
+        return starts
+
+    def _visit(self, state: SenseState, now: float, starts: list[Start]) -> None:
+        if state.blocked_until is not None:
+            if now < state.blocked_until:
+                return
+            state.blocked_until, state.blocked_why, state.quarantined = None, None, False
+        wanted = state.wants_at()
+        if wanted is None or wanted > now:
+            return
+        reason = state.pending_reason if state.pending else self._timer_reason(state, now)
+        free = state.throttle_free()
+        if free > now:
+            if not state.pending:
+                state.deferred += 1
+                state.pending, state.pending_reason = True, reason
+            return
+        self._start(state, now)
+        due = max(wanted, free)
+        starts.append(Start(state.name, reason or "interval", due if due != NOW else now))
+
+    def _timer_reason(self, state: SenseState, now: float) -> str:
+        return "cron" if state.cron_next is not None and state.cron_next <= now else "interval"
+
+    def _start(self, state: SenseState, now: float) -> None:
+        state.running, state.pending, state.pending_reason = True, False, None
+        state.last_start = now
+        state.runs += 1
+        if state.cron_next is not None and state.cron_next <= now:
+            state.cron_next = self._next_cron(state, now)
+
+    def _release_debounces(self, now: float) -> None:
+        if now == NEVER:
+            released = list(self.debounces)
+            self.debounces, self._bursts = {}, []
+        else:
+            ripe = []
+            bursts = self._bursts
+            while bursts and bursts[0][0] <= now:
+                fire_at, seq, key = heapq.heappop(bursts)
+                burst = self.debounces.get(key)
+                if burst is not None and burst.fire_at == fire_at and burst.seq == seq:
+                    del self.debounces[key]
+                    ripe.append((seq, key))
+            released = [key for _, key in sorted(ripe)]
+        for source, index in released:
+            listeners = self.listeners.get(source, [])
+            if index < len(listeners):
+                self.trigger(listeners[index].sense, f"on {source} (debounced)")
+
+    def next_wakeup(self, runnable: set[str] | None = None) -> float | None:
+        """The earliest time `take_due` could return something without a new event."""
+        if runnable is not None:
+            self._sync_runnable(runnable)
+        wakes, bursts = self._wakes, self._bursts
+        while wakes and self._stale_wake(wakes[0]):
+            heapq.heappop(wakes)
+        while bursts and self._stale_burst(bursts[0]):
+            heapq.heappop(bursts)
+        times = [heap[0][0] for heap in (wakes, bursts) if heap]
+        return min(times) if times else None
+
+    def _stale_wake(self, entry: tuple[float, str]) -> bool:
+        state = self.states.get(entry[1])
+        return state is None or state.wake_at != entry[0]
+
+    def _stale_burst(self, entry: tuple[float, int, tuple[str, int]]) -> bool:
+        burst = self.debounces.get(entry[2])
+        return burst is None or burst.fire_at != entry[0] or burst.seq != entry[1]
+
+    def next_due(self, sense: str) -> float | None:
+        state = self.states.get(sense)
+        return None if state is None or state.running else state.next_start()
+
+    def pending_count(self) -> int:
+        return sum(1 for s in self.states.values() if s.pending)
+
+    # the heaps -------------------------------------------------------------
+    def _reschedule(self, state: SenseState) -> None:
+        """Bring this sense's heap keys up to date after any change to it."""
+        if state.running or state.held or self.states.get(state.name) is not state:
+            visit = wake = None
+        else:
+            visit, wake = state.keys()
+        if visit != state.visit_at:
+            state.visit_at = visit
+            if visit is not None:
+                self._push(self._visits, (visit, state.name))
+        if wake != state.wake_at:
+            state.wake_at = wake
+            if wake is not None:
+                self._push(self._wakes, (wake, state.name))
+
+    def _push(self, heap: list, entry: tuple) -> None:
+        heapq.heappush(heap, entry)
+        if len(heap) > 2 * len(self.states) + 64:  # mostly stale: rebuild from the live keys
+            self._compact()
+
+    def _compact(self) -> None:
+        self._visits = [(s.visit_at, s.name) for s in self.states.values() if s.visit_at is not None]
+        self._wakes = [(s.wake_at, s.name) for s in self.states.values() if s.wake_at is not None]
+        self._bursts = [(b.fire_at, b.seq, key) for key, b in self.debounces.items()]
+        for heap in (self._visits, self._wakes, self._bursts):
+            heapq.heapify(heap)

@@ -1,0 +1,1 @@
+"""Hot reload: `watch` (which sense, workflow or config changed) and `apply` (apply it to the running engine)."""

@@ -1,0 +1,184 @@
+"""Hot reload (RFC §5.5): apply a changed nerve.yaml, sense or workflow to the running engine.
+
+- nerve.yaml: validate; an invalid file keeps the current config and logs every
+  problem (`config_rejected`); a valid one is applied as a diff — new senses
+  join or spawn a worker, removed or disabled ones leave theirs, changed
+  reflexes/throttle/timeout only update the scheduler, a group change moves
+  the sense to its new worker.
+- a sense's files: that group's worker is restarted once its running
+  computes have finished; other groups are untouched.
+- a workflow file: the workflow manager drains and restarts that workflow.
+Each reload writes one log row that says what changed: every save of nerve.yaml
+ends in exactly one of `config_reloaded`, `config_rejected`, `config_unchanged`.
+nerve.yaml is read and validated in a thread: a large or hostile file (bounded
+by `config.source`, still up to a second of work) never holds the event loop.
+
+Reload drives the running engine through `Target`, the few things it may read
+and ask for; the engine implements it and imports this module, not the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from nerve_cli.config.load import load_config_and_warnings
+from nerve_cli.config.model import NerveConfig, format_duration
+from nerve_cli.errors import ConfigError
+from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.words import plural
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.reload.watch import Changes  # only its type: watch imports watchfiles
+
+
+class Target(Protocol):
+    """The running engine, as hot reload sees it."""
+
+    home: Path
+    config: NerveConfig
+    groups: dict[str, GroupSupervisor]
+    workflows: WorkflowManager | None
+    warnings: list[str]  # nerve.yaml's current warnings, shown in status apart from errors
+
+    def use_config(self, config: NerveConfig) -> None:
+        """Make `config` current and reschedule by it (before any worker moves)."""
+
+    def config_applied(self) -> None:
+        """The workers have moved: the engine's other parts follow the current config."""
+
+    def start_group(self, group: str, senses: list[str]) -> None: ...
+
+    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None: ...
+
+    def report(self, level: str, message: str) -> None: ...
+
+    def pump(self) -> None: ...
+
+
+_SCHEDULER_KEYS = ("throttle", "timeout", "grace_period")
+
+
+def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
+    """Human-readable changes from `old` to `new`, one line each."""
+    out: list[str] = []
+    old_on, new_on = old.enabled_senses(), new.enabled_senses()
+    for name in new_on.keys() - old_on.keys():
+        out.append(f"sense {name} added (group {new_on[name].group})")
+    for name in old_on.keys() - new_on.keys():
+        out.append(f"sense {name} removed" if name not in new.senses else f"sense {name} disabled")
+    for name in old_on.keys() & new_on.keys():
+        a, b = old_on[name], new_on[name]
+        if a.group != b.group:
+            out.append(f"sense {name} moved: group {a.group} → {b.group}")
+        if a.peers != b.peers:
+            out.append(f"senses.{name}.peers: {list(a.peers)} → {list(b.peers)}")
+        for key in _SCHEDULER_KEYS:
+            va, vb = getattr(a, key), getattr(b, key)
+            if va != vb:
+                out.append(f"senses.{name}.{key}: {_dur(va)} → {_dur(vb)}")
+    if old.reflexes != new.reflexes:
+        out.append(f"reflexes changed ({len(old.reflexes)} → {len(new.reflexes)})")
+    if old.workflows != new.workflows:
+        out.append("workflows changed: " + ", ".join(sorted(
+            n for n in old.workflows.keys() | new.workflows.keys() if old.workflows.get(n) != new.workflows.get(n))))
+    if old.groups != new.groups:
+        out.append("group limits changed: " + ", ".join(sorted(
+            n for n in old.groups.keys() | new.groups.keys() if old.groups.get(n) != new.groups.get(n))))
+    if old.engine != new.engine:
+        out.append("engine settings changed")
+    return out
+
+
+def _dur(value: float | None) -> str:
+    return "unset" if value is None else format_duration(value)
+
+
+async def apply_changes(engine: Target, changes: "Changes") -> None:
+    restarted: set[str] = set()
+    if changes.config:
+        restarted = await reload_config(engine)
+    if changes.senses:
+        await reload_senses(engine, changes.senses, restarted)
+    for name in sorted(changes.workflows):
+        await reload_workflow(engine, name)
+    engine.pump()
+
+
+async def reload_config(engine: Target) -> set[str]:
+    """Apply nerve.yaml if valid; return the groups whose workers were (re)started."""
+    try:
+        new, warnings = await asyncio.to_thread(load_config_and_warnings, engine.home)
+    except ConfigError as exc:
+        errors = [str(p) for p in exc.problems if getattr(p, "severity", "error") == "error"] or [str(exc)]
+        warnings = [str(p) for p in exc.problems if getattr(p, "severity", "error") != "error"]
+        engine.log("system", "config_rejected", "nerve.yaml", {"problems": errors, "warnings": warnings})
+        engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(errors), 'error')}"
+                               + (f", {plural(len(warnings), 'warning')}" if warnings else "") + "):")
+        for problem in errors:
+            engine.report("error", f"  {problem}")
+        for problem in warnings:
+            engine.report("warn", f"  {problem}")
+        return set()
+    old = engine.config
+    engine.warnings = [str(w) for w in warnings]
+    changes = describe_diff(old, new)
+    if not changes:
+        engine.log("system", "config_unchanged", "nerve.yaml", {"warnings": [str(w) for w in warnings]})
+        return set()
+    engine.use_config(new)
+    restarted = await _regroup(engine, old, new)
+    engine.config_applied()
+    engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted),
+                                                          "warnings": [str(w) for w in warnings]})
+    engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
+    for problem in warnings:
+        engine.report("warn", str(problem))
+    return restarted
+
+
+async def _regroup(engine: Target, old: NerveConfig, new: NerveConfig) -> set[str]:
+    restarted: set[str] = set()
+    new_groups = new.sense_groups()
+    for group in list(engine.groups):
+        if group not in new_groups:
+            await engine.groups.pop(group).stop(engine.config.engine.shutdown_timeout)
+    for group, senses in new_groups.items():
+        supervisor = engine.groups.get(group)
+        if supervisor is None:
+            engine.start_group(group, senses)
+            restarted.add(group)
+        elif senses != supervisor.senses or _peers_changed(old, new, senses):
+            await supervisor.restart(senses, new)
+            restarted.add(group)
+        else:
+            supervisor.config = new
+    return restarted
+
+
+def _peers_changed(old: NerveConfig, new: NerveConfig, senses: list[str]) -> bool:
+    return any(old.senses.get(n) is None or old.senses[n].peers != new.senses[n].peers for n in senses)
+
+
+async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) -> None:
+    enabled = engine.config.enabled_senses()
+    by_group: dict[str, list[str]] = {}
+    for name in sorted(names):
+        if name in enabled:
+            by_group.setdefault(enabled[name].group, []).append(name)
+    for group, senses in by_group.items():
+        if group in skip_groups or group not in engine.groups:
+            continue
+        engine.log("system", "sense_reloaded", group, {"senses": senses, "group": group})
+        engine.report("info", f"{', '.join(senses)} changed: restarting worker group={group}")
+        await engine.groups[group].restart()
+
+
+async def reload_workflow(engine: Target, name: str) -> None:
+    if engine.workflows is None or name not in engine.config.workflows or not hasattr(engine.workflows, "reload"):
+        return
+    engine.log("system", "workflow_reloaded", name, {"workflow": name})
+    engine.report("info", f"workflow {name} changed: draining and restarting its worker")
+    await engine.workflows.reload(name)

@@ -1,0 +1,110 @@
+"""Guard rails around computes: failure back-off, quarantine that survives restarts, reset.
+
+The bookkeeping is pure (`penalty.PenaltyBook`); this module applies its
+verdicts to the scheduler, records them in logs.db (quarantines as
+`meta['quarantine:<sense>']` with an absolute expiry) and lifts them. It is
+handed the scheduler, the log store and the engine's `log`/`report` callbacks,
+never the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from nerve_cli.config.model import EngineConfig
+from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
+from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.store.logs import LogStore
+
+QUARANTINE = "quarantine:"
+
+
+def load_quarantines(logs_db: Path, now: float | None = None) -> dict[str, dict]:
+    """sense → {"until": epoch s, "why": str} for quarantines not yet expired."""
+    if not logs_db.exists():
+        return {}
+    now = time.time() if now is None else now
+    conn = sqlite3.connect(logs_db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
+                            (len(QUARANTINE) + 1, QUARANTINE + "%")).fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+    found = {}
+    for sense, value in rows:
+        entry = json.loads(value)
+        if entry and entry.get("until", 0) > now:
+            found[sense] = entry
+    return found
+
+
+class Guards:
+    """Back-off and quarantine for the senses of one scheduler, persisted in `logs`."""
+
+    def __init__(self, settings: EngineConfig, scheduler: Scheduler, logs: LogStore, log: Log,
+                 report: Report) -> None:
+        self.book = PenaltyBook(settings)
+        self.scheduler = scheduler
+        self.logs = logs
+        self.log = log
+        self.report = report
+
+    def restore(self) -> None:
+        for sense, entry in load_quarantines(self.logs.path).items():
+            self.scheduler.block(sense, entry["until"], entry["why"], quarantine=True)
+            self.report("warn", f"{sense} is quarantined until {_local(entry['until'])}: {entry['why']}")
+
+    def update_config(self, settings: EngineConfig) -> None:
+        self.book.settings = settings
+
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float) -> Blame | None:
+        """The likely culprit of a worker's death (None when the senses computing cannot be told apart)."""
+        return self.book.record_death(group, computing, evidence, now)
+
+    def after_compute(self, sense: str, outcome: str, now: float, *, group: str | None = None,
+                      blame: Blame | None = None) -> None:
+        verdict = self.book.record(sense, outcome, now, group=group, blame=blame)
+        if verdict is None:
+            return
+        self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
+        detail = {"sense": sense, "until": verdict.until, "why": verdict.why}
+        if verdict.quarantine:
+            self.logs.set_meta(QUARANTINE + sense, json.dumps({"until": verdict.until, "why": verdict.why}))
+            self.log("system", "quarantined", sense, detail)
+            self.report("error", f"{sense} quarantined until {_local(verdict.until)}: {verdict.why}")
+        else:
+            self.log("system", "penalised", sense, detail)
+            self.report("warn", f"{sense} penalised: {verdict.why}")
+
+    def reset(self, sense: str) -> bool:
+        """Lift a penalty or quarantine; True if there was one."""
+        state = self.scheduler.states.get(sense)
+        had = bool(state and state.blocked_until)
+        self.book.reset(sense)
+        self.scheduler.unblock(sense)
+        self.logs.set_meta(QUARANTINE + sense, "null")
+        self.log("system", "reset", sense, {"sense": sense, "was_blocked": had})
+        return had
+
+
+def reset_offline(logs_db: Path, sense: str) -> bool:
+    """`nerve sense reset` with no engine running: clear the persisted quarantine."""
+    had = sense in load_quarantines(logs_db)
+    store = LogStore(logs_db)
+    try:
+        store.set_meta(QUARANTINE + sense, "null")
+        store.append("system", "reset", sense, {"sense": sense, "was_blocked": had})
+    finally:
+        store.close()
+    return had
+
+
+def _local(epoch: float) -> str:
+    """Local time with its zone shown (the CLI's display rule)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(epoch))

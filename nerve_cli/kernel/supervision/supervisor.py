@@ -1,0 +1,350 @@
+"""Keep one sense group's worker alive and run computes on it.
+
+Policy lives here, the child lives in `process.WorkerProcess`: respawn with
+exponential backoff when the worker dies (a worker that keeps dying at start
+is backed off, not spun), the soft timeout (cancel, discard the result) and the
+grace period (kill the whole group worker and respawn it). Everything the
+engine must record or route goes out through `GroupHooks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.supervision.crash_site import crash_site
+from nerve_cli.kernel.supervision.penalty import Blame
+from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+from nerve_cli.wire import protocol
+from nerve_cli.wire.spec import GroupSpec
+
+STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
+READY_TIMEOUT = 30.0
+
+
+@dataclass
+class Inflight:
+    id: int
+    sense: str
+    reason: str
+    started: float
+    deadline: float = float("inf")  # loop time of the soft timeout
+    timeout: float = 0.0
+    cancelled: bool = False
+    handles: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    def disarm(self) -> None:
+        for handle in self.handles:
+            handle.cancel()
+
+
+class GroupHooks(Protocol):
+    def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None: ...
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None: ...
+    def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None: ...
+    def compute_output(self, group: str, message: protocol.Output) -> None: ...
+    def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
+    def group_event(self, group: str, event: str, detail: dict) -> None: ...
+    def group_runnable(self, group: str, senses: set[str]) -> None:
+        """These senses became able, or unable, to take computes here (see `runnable`)."""
+    def group_ready(self, group: str) -> None: ...
+
+
+class GroupSupervisor:
+    """One group: its worker, its in-flight computes, its restart policy."""
+
+    def __init__(self, group: str, senses: list[str], home: Path, config: NerveConfig, hooks: GroupHooks,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.group = group
+        self.senses = list(senses)
+        self.home = home
+        self.config = config
+        self.hooks = hooks
+        self.clock = clock
+        self._state = "stopped"
+        self._published: frozenset[str] = frozenset()
+        self.worker: WorkerProcess | None = None
+        self.inflight: dict[int, Inflight] = {}
+        self.loaded: set[str] = set()
+        self.takers: set[str] = set()  # loaded senses whose compute takes `trigger` (receives events)
+        self.failed: dict[str, protocol.ErrorInfo] = {}
+        self.failed_since: dict[str, float] = {}  # sense → when it first failed to load (kept across respawns)
+        self.restarts = 0
+        self.failures = 0
+        self.next_retry: float | None = None
+        self.started_at: float | None = None
+        self.last_exit: str | None = None
+        self._stopping = False
+        self._respawn: asyncio.TimerHandle | None = None
+        self._spawning: asyncio.Task | None = None
+        # one timer for the earliest soft timeout of the group, not one per compute: a compute that
+        # ends in time costs no timer at all, and a late timer just finds nothing due and re-arms
+        self._deadlines: asyncio.TimerHandle | None = None
+        self._deadlines_at = float("inf")
+        self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+        self._publish()
+
+    def _publish(self) -> None:
+        """Say which senses changed between runnable and not, so the engine never asks every group per event."""
+        now = frozenset(self.runnable())
+        if now != self._published:
+            changed, self._published = now ^ self._published, now
+            self.hooks.group_runnable(self.group, set(changed))
+
+    # lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        self._stopping = False
+        self._spawn_soon(0.0)
+
+    def _spawn_soon(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        if delay <= 0:
+            self._spawning = loop.create_task(self._spawn())
+            return
+        self.state = "backoff"
+        self.next_retry = self.clock() + delay
+        self._respawn = loop.call_later(delay, lambda: setattr(self, "_spawning", loop.create_task(self._spawn())))
+
+    async def _spawn(self) -> None:
+        if self._stopping:
+            return
+        self.state, self.next_retry = "starting", None
+        spec = GroupSpec.from_config(self.config, self.group, self.senses).to_json()
+        argv = worker_argv("sense", "--group", self.group, "--home", str(self.home),
+                           "--senses", ",".join(self.senses), "--spec", spec)
+        worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home))
+        self.worker = worker
+        try:
+            await worker.start()
+            self.started_at = self.clock()
+            ready = await worker.wait_ready(READY_TIMEOUT)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            await worker.terminate(1.0)
+            self._died(worker, str(exc))
+            return
+        asyncio.get_running_loop().create_task(self._watch(worker))
+        if self._stopping:
+            return
+        self.loaded, self.failed = set(ready.senses), dict(ready.failed)
+        now = self.clock()
+        self.failed_since = {s: self.failed_since.get(s, now) for s in self.failed}
+        self.takers = set(ready.takes_trigger)
+        self.state = "ready"
+        self.hooks.group_event(self.group, "worker_started", {
+            "pid": worker.pid, "senses": sorted(self.loaded), "restarts": self.restarts,
+            "failed": {k: v.summary() for k, v in self.failed.items()},
+        })
+        for sense, info in self.failed.items():
+            self.hooks.group_event(self.group, "sense_load_failed", {"sense": sense, "error": info})
+        self.hooks.group_ready(self.group)
+
+    async def _watch(self, worker: WorkerProcess) -> None:
+        await worker.wait_exit()
+        if worker is self.worker:
+            self._died(worker, f"exited with {worker.describe_exit()}")
+
+    def _died(self, worker: WorkerProcess, why: str) -> None:
+        if worker is not self.worker:
+            return
+        self.worker = None
+        self.last_exit = why
+        lived = self.clock() - (self.started_at or self.clock())
+        lost = list(self.inflight.values())
+        self.inflight.clear()
+        self.loaded = set()
+        self._publish()  # before the lost computes are reported: nothing may be sent here meanwhile
+        evidence, self._kill_evidence = self._evidence(worker), None
+        # a worker we stopped on purpose is nobody's fault
+        computing = frozenset() if self._stopping else frozenset(i.sense for i in lost)
+        blame = self.hooks.worker_died(self.group, computing, evidence) if lost else None
+        for inflight in lost:
+            inflight.disarm()
+            self.hooks.compute_lost(self.group, inflight, f"worker {why}", blame)
+        if self._stopping:
+            self.state = "stopped"
+            return
+        self.failures = 0 if lived >= STABLE_AFTER else self.failures + 1
+        first, most = self.config.engine.respawn_backoff_first, self.config.engine.respawn_backoff_max
+        delay = min(most, first * (2 ** max(0, self.failures - 1))) if self.failures else first
+        self.restarts += 1
+        self.hooks.group_event(self.group, "worker_exited", {
+            "pid": worker.pid, "why": why, "code": worker.returncode, "respawn_in": delay,
+            "computing": [i.sense for i in lost], "stderr": list(worker.stderr_tail)[-10:],
+            "blamed": None if blame is None else {"sense": blame.sense, "because": blame.because},
+        })
+        self._spawn_soon(delay)
+
+    def _evidence(self, worker: WorkerProcess) -> Blame | None:
+        """The sense that killed the worker, when it shows: its code on the crashing thread, or our own kill."""
+        site = crash_site(worker.stderr_tail, self.home)
+        if site is not None:
+            return Blame(site.sense, f"its code was on the crashing thread ({site.where})")
+        return self._kill_evidence
+
+    async def stop(self, timeout: float) -> None:
+        """Let in-flight computes finish up to `timeout`, then shut the worker down."""
+        self._stopping = True
+        self._publish()
+        if self._respawn:
+            self._respawn.cancel()
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        worker = self.worker
+        if worker is not None:
+            await worker.stop(timeout=max(0.5, deadline - time.monotonic()))
+            self._died(worker, f"stopped ({worker.describe_exit()})")
+        if self._spawning and not self._spawning.done():
+            self._spawning.cancel()
+        self.state = "stopped"
+
+    async def restart(self, senses: list[str] | None = None, config: NerveConfig | None = None) -> None:
+        """Reload: take no new computes, let running ones finish (bounded by their grace), respawn.
+
+        Waiting keeps a compute that was running when its file changed whole:
+        its result is recorded before the old worker goes.
+        """
+        self.state = "reloading"
+        if self._respawn:
+            self._respawn.cancel()
+        limit = max((self._deadline(i.sense) for i in self.inflight.values()), default=0.0)
+        await self.stop(limit)
+        if senses is not None:
+            self.senses = list(senses)
+        if config is not None:
+            self.config = config
+        self.failures = 0
+        self.start()
+
+    def _deadline(self, sense: str) -> float:
+        settings = self.config.senses.get(sense)
+        return settings.timeout + settings.grace + 1.0 if settings else 5.0
+
+    def kill(self) -> None:
+        """Forced shutdown: no waiting."""
+        self._stopping = True
+        self._publish()
+        if self._respawn:
+            self._respawn.cancel()
+        if self.worker is not None:
+            self.worker.signal(9)
+
+    # computes --------------------------------------------------------------
+    def runnable(self) -> set[str]:
+        if self.state != "ready" or self._stopping:
+            return set()
+        return self.loaded
+
+    def compute(self, compute_id: int, sense: str, reason: str, sources: dict[str, str] | None = None) -> bool:
+        worker = self.worker
+        if self.state != "ready" or worker is None:
+            return False
+        inflight = Inflight(compute_id, sense, reason, self.clock())
+        settings = self.config.senses.get(sense)
+        if settings is not None:
+            loop = asyncio.get_running_loop()
+            inflight.timeout = settings.timeout
+            inflight.deadline = loop.time() + settings.timeout
+            if inflight.deadline < self._deadlines_at:
+                self._arm_deadlines(loop, inflight.deadline)
+        self.inflight[compute_id] = inflight
+        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason, sources=sources)):
+            self.inflight.pop(compute_id, None)
+            inflight.disarm()
+            if worker.alive:
+                self._input_lost(worker, sense)
+            return False
+        return True
+
+    def _input_lost(self, worker: WorkerProcess, sense: str) -> None:
+        """The worker lives but its input pipe is closed: it can hear nothing more, so replace it."""
+        self.state = "restarting"  # nothing more is sent to it; _died respawns it
+        self.hooks.group_event(self.group, "worker_killed", {
+            "pid": worker.pid, "sense": sense, "why": "its protocol input pipe is closed, so it can receive nothing",
+        })
+        self.kill_worker()
+
+    def _arm_deadlines(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._deadlines is not None:
+            self._deadlines.cancel()
+        self._deadlines_at = when
+        self._deadlines = loop.call_at(when, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        """The earliest soft timeout is due: time out every compute past its own, re-arm for the next."""
+        loop = asyncio.get_running_loop()
+        self._deadlines, self._deadlines_at = None, float("inf")
+        now = loop.time() + 0.002  # timers may fire a hair early (uvloop counts in ms): never spin on one
+        for inflight in [i for i in self.inflight.values() if not i.cancelled and i.deadline <= now]:
+            self._soft_timeout(inflight, inflight.timeout)
+        later = [i.deadline for i in self.inflight.values() if not i.cancelled]
+        if later:
+            self._arm_deadlines(loop, min(later))
+
+    def _soft_timeout(self, inflight: Inflight, timeout: float) -> None:
+        if self.inflight.get(inflight.id) is not inflight:
+            return
+        inflight.cancelled = True
+        settings = self.config.senses.get(inflight.sense)
+        grace = settings.grace if settings is not None else 0.0
+        inflight.handles.append(asyncio.get_running_loop().call_later(grace, self._grace_expired, inflight))
+        if self.worker is not None:
+            self.worker.send(protocol.Cancel(id=inflight.id))
+        self.hooks.compute_timed_out(self.group, inflight, timeout)
+
+    def kill_worker(self, term_wait: float = 0.2) -> None:
+        """Stop the worker now (TERM, briefly, then KILL); it is respawned with the usual back-off."""
+        if self.worker is not None:
+            asyncio.get_running_loop().create_task(self.worker.terminate(term_wait))
+
+    def _grace_expired(self, inflight: Inflight) -> None:
+        worker = self.worker
+        if self.inflight.get(inflight.id) is not inflight or worker is None:
+            return
+        self.hooks.group_event(self.group, "worker_killed", {
+            "pid": worker.pid, "sense": inflight.sense,
+            "why": f"compute of {inflight.sense} still running past its grace period",
+        })
+        self._kill_evidence = Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
+        asyncio.get_running_loop().create_task(worker.terminate(1.0))
+
+    def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:
+        if isinstance(message, protocol.Malformed):
+            self.hooks.group_event(self.group, "malformed", {"pid": worker.pid, "problem": message.problem,
+                                                              "line": message.line.decode("utf-8", "replace")})
+            return
+        if isinstance(message, protocol.Output):
+            if message.id in self.inflight:  # a line from a compute already answered (abandoned) is dropped
+                self.hooks.compute_output(self.group, message)
+            return
+        if isinstance(message, (protocol.Signal, protocol.Silent, protocol.Error)):
+            inflight = self.inflight.pop(message.id, None)
+            if inflight is None:
+                return  # a late answer for a compute already accounted for
+            inflight.disarm()
+            self.hooks.compute_answered(self.group, inflight, message)
+
+    def _on_stderr(self, worker: WorkerProcess, line: str) -> None:
+        self.hooks.group_event(self.group, "stderr", {"pid": worker.pid, "line": line})
+
+    def describe(self) -> dict:
+        return {
+            "group": self.group, "state": self.state, "pid": self.worker.pid if self.worker else None,
+            "restarts": self.restarts, "senses": self.senses, "loaded": sorted(self.loaded),
+            "failed": {k: v.summary() for k, v in self.failed.items()},
+            "failed_since": dict(self.failed_since),
+            "next_retry": self.next_retry, "last_exit": self.last_exit,
+            "computing": sorted(i.sense for i in self.inflight.values()),
+        }

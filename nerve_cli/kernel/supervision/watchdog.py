@@ -1,0 +1,135 @@
+"""The resource watchdog: keep each sense group's worker inside its `groups:` limits.
+
+Only groups with a limit are sampled, and the sampling task exists only while
+some group has one, so unset limits cost nothing. Memory is the worker's
+resident set (with any children it started); CPU is its share of one core
+averaged over `cpu_window`, so a short burst is allowed and a sustained spin
+is not. On a breach the watchdog calls `on_breach`; the engine stops the
+worker (TERM → KILL), its supervisor respawns it with the usual back-off, and
+the log says which sense(s) were computing and which figure broke which limit.
+The watchdog reads the supervisors and the limits it is handed, never the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import psutil
+
+from nerve_cli.config.model import GroupConfig
+from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+
+Breach = Callable[[str, int, str], None]  # (group, pid, problem)
+
+SAMPLE_EVERY = 0.25
+CHILDREN_EVERY = 16  # samples between scans for the worker's own children (a /proc walk, the costly part)
+
+
+@dataclass
+class _Sampled:
+    pid: int
+    process: psutil.Process
+    cpu: deque = field(default_factory=deque)  # (monotonic, cpu seconds)
+    children: list[psutil.Process] = field(default_factory=list)
+    ticks: int = 0
+
+
+def measure(sampled: _Sampled) -> tuple[int, float]:
+    """(rss bytes, cpu seconds) of a worker and the children it started."""
+    if sampled.ticks % CHILDREN_EVERY == 0:
+        try:
+            sampled.children = sampled.process.children(recursive=True)
+        except psutil.Error:
+            sampled.children = []
+    sampled.ticks += 1
+    rss, cpu = 0, 0.0
+    for proc in (sampled.process, *sampled.children):
+        try:
+            with proc.oneshot():
+                rss += proc.memory_info().rss
+                times = proc.cpu_times()
+                cpu += times.user + times.system
+        except psutil.Error:
+            continue
+    return rss, cpu
+
+
+def breach(limits: GroupConfig, sampled: _Sampled, rss: int, cpu: float, now: float) -> str | None:
+    """A description of the limit this sample breaks, or None."""
+    if limits.memory_limit is not None and rss > limits.memory_limit:
+        return f"memory {rss / 2**20:.0f} MiB over its limit of {limits.memory_limit / 2**20:.0f} MiB"
+    if limits.cpu_limit is None:
+        return None
+    sampled.cpu.append((now, cpu))
+    while len(sampled.cpu) > 2 and sampled.cpu[1][0] <= now - limits.cpu_window:
+        sampled.cpu.popleft()
+    first_t, first_cpu = sampled.cpu[0]
+    span = now - first_t
+    if span < limits.cpu_window * 0.95:
+        return None  # not a full window yet: bursts are allowed
+    share = (cpu - first_cpu) / span * 100
+    if share > limits.cpu_limit:
+        return f"CPU {share:.0f}% of a core over {span:.1f}s, over its limit of {limits.cpu_limit:g}%"
+    return None
+
+
+class Watchdog:
+    """Samples the workers of `supervisors` (the engine's live map) against `limits()` (nerve.yaml `groups:`)."""
+
+    def __init__(self, supervisors: Mapping[str, GroupSupervisor], limits: Callable[[], Mapping[str, GroupConfig]],
+                 on_breach: Breach) -> None:
+        self.supervisors = supervisors
+        self.limits = limits  # a callable: a hot reload swaps the config under a running watchdog
+        self.on_breach = on_breach
+        self.sampled: dict[str, _Sampled] = {}
+        self.task: asyncio.Task | None = None
+        self.stopped = False
+        self.samples = 0
+
+    def limited_groups(self) -> dict[str, GroupConfig]:
+        return {g: c for g, c in self.limits().items()
+                if c.memory_limit is not None or c.cpu_limit is not None}
+
+    def update(self) -> None:
+        """Start or stop sampling to match the config."""
+        wanted = bool(self.limited_groups())
+        if wanted and self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        elif not wanted and self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    async def _run(self) -> None:
+        while not self.stopped:
+            self.check(time.monotonic())
+            await asyncio.sleep(SAMPLE_EVERY)
+
+    def check(self, now: float) -> None:
+        for group, limits in self.limited_groups().items():
+            supervisor = self.supervisors.get(group)
+            worker = supervisor.worker if supervisor else None
+            if worker is None or not worker.alive or worker.pid is None or supervisor.state != "ready":
+                self.sampled.pop(group, None)
+                continue
+            sampled = self.sampled.get(group)
+            if sampled is None or sampled.pid != worker.pid:
+                try:
+                    sampled = self.sampled[group] = _Sampled(worker.pid, psutil.Process(worker.pid))
+                except psutil.Error:
+                    continue
+            rss, cpu = measure(sampled)
+            self.samples += 1
+            problem = breach(limits, sampled, rss, cpu, now)
+            if problem:
+                self.sampled.pop(group, None)
+                self.on_breach(group, worker.pid, problem)

@@ -1,0 +1,69 @@
+"""The WorkflowManager's bookkeeping: one `Kind` per workflow, one `Thread` per run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.home import Layout
+from nerve_cli.kernel.supervision.process import WorkerProcess
+from nerve_cli.wire import protocol
+
+
+@dataclass
+class Thread:
+    run_id: str
+    workflow: str
+    prompt: str
+    max_rounds: int
+    origin: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the persisted chain, seq order
+    dispatched: bool = False  # ThreadStart sent to the current worker
+    resumed: bool = False
+    started_ms: int | None = None  # first start; thread_timeout counts from here, across resumes
+    waiting_since: int | None = None  # a role asked a person at this time (unix ms); approval_timeout counts from it
+    timer: asyncio.TimerHandle | None = None  # its approval_timeout
+    run_timer: asyncio.TimerHandle | None = None  # its thread_timeout, while it runs
+
+
+@dataclass
+class Kind:
+    """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first)
+    and the threads waiting for a person (no slot)."""
+
+    name: str
+    worker: WorkerProcess | None = None
+    state: str = "stopped"  # stopped | starting | ready | stopping
+    running: dict[str, Thread] = field(default_factory=dict)
+    queue: deque[Thread] = field(default_factory=deque)
+    waiting: dict[str, Thread] = field(default_factory=dict)
+    crashes: int = 0  # worker deaths since the last acknowledged message
+    draining: bool = False
+    idle: asyncio.TimerHandle | None = None
+    spawn_task: asyncio.Task[None] | None = None
+    # (file stat, failure): a worker reported the file does not load; reused until the file changes
+    load_error: tuple[tuple[int, int] | None, protocol.ErrorInfo] | None = None
+
+    def cancel_idle(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
+
+    def file_stat(self, home: Path) -> tuple[int, int] | None:
+        try:
+            st = Layout(home).workflow_file(self.name).stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def current_load_error(self, home: Path) -> protocol.ErrorInfo | None:
+        if self.load_error is None:
+            return None
+        stat, failure = self.load_error
+        if stat != self.file_stat(home):
+            self.load_error = None  # edited since: worth another try
+            return None
+        return failure

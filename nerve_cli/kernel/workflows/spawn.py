@@ -1,0 +1,193 @@
+"""The WorkflowManager's worker side: spawn a workflow worker, hear it, notice when it dies.
+
+Policy lives here (backoff, how many failed starts before giving up, what a
+death means for running threads, what a worker's line means for its thread);
+the process handle (`WorkerProcess`) only knows the child. `Spawner` writes
+through the journal and tells the manager by its return values when there may
+be room for the next thread; it never calls the manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.config.model import WorkflowConfig
+from nerve_cli.kernel.workflows import gates
+from nerve_cli.kernel.workflows import recovery
+from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+from nerve_cli.kernel.workflows.journal import Journal
+from nerve_cli.kernel.workflows.kind import Kind, Thread
+from nerve_cli.wire import protocol
+from nerve_cli.automaton.model import rounds_used
+from nerve_cli.words import plural
+
+END_STATUSES = ("completed", "failed", gates.WAITING)
+OnMessage = Callable[[Kind, WorkerProcess, Any], None]
+
+
+def backoff_delay(backoff: tuple[float, float], crashes: int) -> float:
+    base, cap = backoff
+    return 0.0 if crashes <= 0 else min(base * 2 ** (crashes - 1), cap)
+
+
+class Spawner:
+    def __init__(self, home: Path, journal: Journal, *, ready_timeout: float, backoff: tuple[float, float],
+                 max_crashes: int, start_tries: int) -> None:
+        self.home = home
+        self.journal = journal
+        self.ready_timeout = ready_timeout
+        self.backoff = backoff
+        self.max_crashes = max_crashes
+        self.start_tries = start_tries
+
+    async def spawn(self, kind: Kind, on_message: OnMessage) -> WorkerProcess | None:
+        """Start the kind's worker (after a backoff if it has been dying); None if it did not start or load.
+
+        Either way the kind's threads have been dealt with; the caller serves them next.
+        """
+        delay = backoff_delay(self.backoff, kind.crashes)
+        if delay:
+            await asyncio.sleep(delay)
+        stat = kind.file_stat(self.home)  # before the import: an edit after it means "try again"
+        argv = worker_argv("workflow", "--name", kind.name, "--home", str(self.home))
+        worker = WorkerProcess(
+            f"workflow={kind.name}", argv,
+            on_message=lambda w, m: on_message(kind, w, m),
+            on_stderr=lambda w, line: self.journal.report("info", f"workflow {kind.name} pid {w.pid}: {line}"),
+            cwd=str(self.home),
+        )
+        kind.worker = worker
+        try:
+            await worker.start()
+            ready = await worker.wait_ready(self.ready_timeout)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            await self._start_failed(kind, worker, exc)
+            return None
+        if ready.failed:
+            await self._load_failed(kind, worker, ready, stat)
+            return None
+        kind.state = "ready"
+        self.journal.system("worker_started", {"workflow": kind.name, "pid": worker.pid})
+        return worker
+
+    async def _start_failed(self, kind: Kind, worker: WorkerProcess, exc: BaseException) -> None:
+        kind.crashes += 1
+        if worker.alive:
+            await worker.terminate(1.0)
+        kind.worker, kind.state = None, "stopped"
+        tail = " | ".join(list(worker.stderr_tail)[-3:])
+        why = f"{exc}" + (f" (stderr: {tail})" if tail else "")
+        self.journal.system("error", {"workflow": kind.name,
+                                      "message": f"workflow {kind.name}: worker did not start: {why}",
+                                      "error_type": "WorkerStartError"})
+        if kind.crashes >= self.start_tries:
+            recovery.fail_all(self.journal, kind,
+                              f"workflow {kind.name}: its worker failed to start {kind.crashes} times: {why}")
+            kind.crashes = 0
+
+    async def _load_failed(self, kind: Kind, worker: WorkerProcess, ready: protocol.Ready,
+                           stat: tuple[int, int] | None) -> None:
+        info = ready.failed.get(kind.name) or next(iter(ready.failed.values()))
+        if await worker.wait_exit(2.0) is None:
+            await worker.terminate(1.0)
+        kind.worker, kind.state = None, "stopped"
+        kind.load_error = (stat, info)  # the manager's next pump fails the waiting threads with it
+        self.journal.system("error", {"workflow": kind.name,
+                                      "message": f"workflow {kind.name} failed to load: {info.summary()}",
+                                      "error_type": info.type, "traceback": info.traceback, "file": info.file,
+                                      "line": info.line})
+
+    def died(self, kind: Kind, worker: WorkerProcess, cfg: WorkflowConfig | None) -> None:
+        """The kind's worker exited without being asked: resume its threads (idempotent) or crash them."""
+        kind.worker, kind.state = None, "stopped"
+        kind.cancel_idle()
+        exit_text = worker.describe_exit()
+        self.journal.system("worker_exited", {"workflow": kind.name, "pid": worker.pid, "exit": exit_text,
+                                              "threads": sorted(kind.running)})
+        if not kind.running:
+            return
+        kind.crashes += 1
+        reason = f"worker exited with {exit_text}"
+        resume = cfg is not None and cfg.idempotent and kind.crashes <= self.max_crashes
+        if cfg is not None and cfg.idempotent and not resume:
+            reason += f" ({kind.crashes} times in a row without progress; not resumed again)"
+            kind.crashes = 0
+        recovery.lose_threads(self.journal, kind, reason, resume=resume)
+        if kind.running:
+            delay = backoff_delay(self.backoff, kind.crashes)
+            self.journal.system("worker_respawn", {"workflow": kind.name, "attempt": kind.crashes, "delay_s": delay})
+            self.journal.report("warn", f"workflow {kind.name}: worker pid {worker.pid} died ({exit_text}), "
+                                        f"respawning in {delay:g}s")
+
+    # -- worker messages -------------------------------------------------------------
+    def handle_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> bool:
+        """One line from a workflow worker; True when a thread ended or waits (room for the next).
+
+        Anything unexpected is logged, never raised.
+        """
+        if worker is not kind.worker:
+            return False  # a retired worker's last words
+        if isinstance(message, protocol.ThreadMessage):
+            self._on_thread_message(kind, worker, message)
+        elif isinstance(message, protocol.ThreadEnd):
+            return self._on_thread_end(kind, message)
+        elif isinstance(message, protocol.Malformed):
+            self._unexpected(kind, worker, f"malformed line ({message.problem}): "
+                                           f"{message.line.decode('utf-8', 'replace')[:200]}")
+        elif not isinstance(message, protocol.Ready):
+            self._unexpected(kind, worker, f"unexpected message {message.type!r}")
+        return False
+
+    def _unexpected(self, kind: Kind, worker: WorkerProcess, what: str) -> None:
+        self.journal.system("error", {"workflow": kind.name, "error_type": "ProtocolError",
+                                      "message": f"workflow worker {kind.name} pid {worker.pid}: {what}"})
+        self.journal.flush()
+
+    def _on_thread_message(self, kind: Kind, worker: WorkerProcess, msg: protocol.ThreadMessage) -> None:
+        thread = kind.running.get(msg.run_id)
+        if thread is None or not thread.dispatched:
+            self._unexpected(kind, worker, f"message for {msg.run_id}, which it does not run")
+            return
+        if msg.seq != len(thread.messages):
+            self._unexpected(kind, worker, f"{msg.run_id}: message seq {msg.seq} out of order "
+                                           f"(expected {len(thread.messages)})")
+            return
+        try:
+            self.journal.message(thread, msg.seq, msg.message)
+        except ValueError as exc:
+            self._unexpected(kind, worker, f"{msg.run_id}: invalid message: {exc}")
+            worker.send(protocol.ThreadCancel(msg.run_id, f"invalid message: {exc}"))
+            return
+        self._ack(kind, worker, thread, msg.seq)
+
+    def _ack(self, kind: Kind, worker: WorkerProcess, thread: Thread, seq: int) -> None:
+        """Acknowledge only once the message is on disk; retry the flush until it is."""
+        if not self.journal.flush():
+            asyncio.get_running_loop().call_later(0.5, self._ack, kind, worker, thread, seq)
+            return
+        kind.crashes = 0  # progress: the worker is healthy again
+        worker.send(protocol.Ack(thread.run_id, seq))
+
+    def _on_thread_end(self, kind: Kind, msg: protocol.ThreadEnd) -> bool:
+        thread = kind.running.pop(msg.run_id, None)
+        if thread is None:
+            if kind.worker is not None:
+                self._unexpected(kind, kind.worker, f"thread_end for {msg.run_id}, which it does not run")
+            return False
+        status, reason = msg.status, msg.reason
+        if status not in END_STATUSES:
+            status, reason = "failed", f"worker reported unknown status {msg.status!r}: {msg.reason}"
+        if status == gates.WAITING:
+            gates.wait(self.journal, kind, thread, reason)
+            return True
+        payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
+        if msg.error:
+            payload["error"] = msg.error
+        self.journal.event(thread, status, payload)
+        level = "info" if status == "completed" else "error"
+        self.journal.report(level, f"workflow {kind.name}: {thread.run_id} {status} ({reason}) "
+                                   f"after {plural(payload['rounds'], 'round')}")
+        return True

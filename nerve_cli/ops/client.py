@@ -1,0 +1,70 @@
+"""Talk to a running engine over its control socket (`data/nerve.sock`).
+
+One JSON object per line each way: `{"op": "status"}` → `{"ok": true, ...}` or
+`{"ok": false, "error": "...", "error_type": "WorkflowError"}` (raised here as that
+NerveError, so a command fails the same way with or without an engine).
+Synchronous on purpose: the CLI is.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.errors import ConfigError, EngineNotRunning, MigrationError, NerveError, SenseError, WorkflowError
+from nerve_cli.home import Layout
+from nerve_cli.wire.control import COMPUTE_WAIT_MAX
+
+MAX_RESPONSE = 64 * 1024 * 1024
+ERRORS = {cls.__name__: cls for cls in (NerveError, ConfigError, SenseError, MigrationError, WorkflowError)}
+COMPUTE_SOCKET_TIMEOUT = COMPUTE_WAIT_MAX + 10.0  # the engine answers first (wire/control.py)
+
+
+def engine_running(home: Path) -> bool:
+    """True when an engine answers on this instance's control socket."""
+    try:
+        request(home, "ping", timeout=2.0)
+        return True
+    except (EngineNotRunning, NerveError):
+        return False
+
+
+def compute(home: Path, sense: str) -> dict[str, Any]:
+    """One compute of `sense` now, through the running engine: its answer (outcome, payload or error)."""
+    return request(home, "compute", sense=sense, timeout=COMPUTE_SOCKET_TIMEOUT)
+
+
+def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
+    """Send one request and return the engine's answer; NerveError when it says no."""
+    path = Layout(Path(home)).socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise EngineNotRunning(
+                f"no engine is running for {home} (nothing answers on {path}); start one with `nerve run`"
+            ) from exc
+        sock.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+        data = bytearray()
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > MAX_RESPONSE:
+                raise NerveError("the engine's answer was too large")
+    except socket.timeout as exc:
+        raise NerveError(f"the engine did not answer `{op}` within {timeout:.0f}s") from exc
+    finally:
+        sock.close()
+    if not data:
+        raise NerveError(f"the engine closed the connection without answering `{op}`")
+    answer = json.loads(data)
+    if not answer.get("ok"):
+        kind = ERRORS.get(answer.get("error_type"), NerveError)
+        raise kind(answer.get("error", f"the engine refused `{op}`"))
+    return answer

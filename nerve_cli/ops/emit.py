@@ -1,0 +1,78 @@
+"""What `nerve emit` does: send an event to an external channel, durably, with or without an engine.
+
+With an engine running, the event goes through its control socket and the
+answer comes once it is committed to data/events.db, naming the senses it
+woke. With none, the event is written to data/events.db here, and the next
+engine start delivers it: its listeners find it unconsumed when their worker
+is ready, and the engine logs it then. Either way the event is stored exactly
+once per `key` (when one is given), so a script may resend after an error.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from nerve_cli.config.load import load_config
+from nerve_cli.contract.engine import emit
+from nerve_cli.errors import EngineNotRunning, NerveError
+from nerve_cli.home import Layout
+from nerve_cli.ops.client import engine_running, request
+from nerve_cli.store.events import parse_payload_text, store_event
+
+
+@dataclass(frozen=True)
+class Emitted:
+    channel: str
+    event_id: int
+    ts: int
+    via: str  # "engine" | "disk"
+    triggered: list[str] = field(default_factory=list)  # senses the engine woke now
+    listeners: list[str] = field(default_factory=list)  # senses whose enabled reflexes list the channel
+    duplicate: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The `emit` document (nerve_cli.contract)."""
+        return emit(self.channel, self.triggered, event_id=self.event_id, stored_ms=self.ts,
+                    delivered="now" if self.via == "engine" else "at next start", listeners=self.listeners,
+                    duplicate=self.duplicate)
+
+
+def read_payload(text: str | None, stdin: IO[str] | None = None) -> Any:
+    """The payload argument: JSON text, `-` for standard input, or None (no payload)."""
+    if text is None:
+        return None
+    source = "the payload"
+    if text == "-":
+        text, source = (stdin or sys.stdin).read(), "the payload read from stdin"
+        if not text.strip():
+            raise NerveError("`-` reads the payload from stdin, but stdin was empty; pipe JSON in, e.g. "
+                             "`echo '{\"id\": 7}' | nerve emit task.created -`")
+    return parse_payload_text(text, source)
+
+
+def listeners_of(home: Path, channel: str) -> list[str]:
+    config = load_config(home)
+    if channel in config.senses or channel == "nerve-health":
+        raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    return sorted({r.sense for r in config.active_reflexes() if channel in r.on})
+
+
+def emit_event(home: Path, channel: str, payload: Any, key: str | None = None) -> Emitted:
+    """Send one event through the running engine, or store it for the next start."""
+    try:
+        answer = request(home, "emit", channel=channel, payload=payload, key=key)
+    except EngineNotRunning:
+        return _store_offline(home, channel, payload, key)
+    return Emitted(channel, answer["event_id"], answer["ts"], "engine", answer["triggered"],
+                   answer["triggered"], answer.get("duplicate", False))
+
+
+def _store_offline(home: Path, channel: str, payload: Any, key: str | None) -> Emitted:
+    listeners = listeners_of(home, channel)
+    event = store_event(Layout(home).events_db, channel, payload, key)
+    if engine_running(home):  # one started meanwhile and may have looked already: tell it
+        request(home, "events_stored", channel=channel)
+    return Emitted(channel, event.id, event.ts, "disk", [], listeners, event.duplicate)

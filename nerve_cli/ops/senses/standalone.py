@@ -1,0 +1,154 @@
+"""`nerve sense compute NAME`: one compute now, through the running engine or in a fresh worker.
+
+Without an engine, a real sense worker is spawned for that one sense (same
+process isolation, same transaction contract as under the engine), sent one
+`Compute`, and shut down. The run is recorded in logs.db the way the engine
+records it (`reflex/run_start`, `run_complete`, `system/error`), so `nerve logs`
+shows it and the sense's interval counts from it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from nerve_cli.config.load import load_config
+from nerve_cli.errors import SenseError
+from nerve_cli.home import Layout
+from nerve_cli.ops.client import compute, engine_running
+from nerve_cli.kernel.core.delivery import sources_of
+from nerve_cli.kernel.core.ledger import Ledger
+from nerve_cli.ops.senses.worker_client import SenseWorkerClient, WorkerGone
+from nerve_cli.store.logs import LogStore
+from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
+
+START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
+
+
+@dataclass(frozen=True)
+class ComputeResult:
+    sense: str
+    outcome: str  # signal | silent | error
+    payload: Any = None
+    duration_ms: float | None = None
+    error: ErrorInfo | None = None
+    ts: int | None = None
+    workflow: str | None = None
+    via: str = "worker"  # worker | engine
+    output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
+    signal_id: int | None = None  # its `_signals` row (standalone runs log it, as the engine does)
+
+
+def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
+    """Through the engine when one runs for `home`, else in a one-off worker."""
+    if engine_running(home):
+        return compute_via_engine(home, name)
+    return compute_standalone(home, name, stderr=stderr)
+
+
+def compute_via_engine(home: Path, name: str) -> ComputeResult:
+    answer = compute(home, name)  # waits as long as the engine does for this sense
+    error = answer.get("error")
+    info = None
+    if answer.get("outcome") not in ("signal", "silent"):
+        info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
+    return ComputeResult(name, "error" if info else answer["outcome"], answer.get("payload"),
+                         answer.get("duration_ms"), info, answer.get("ts"), via="engine",
+                         output=tuple(answer.get("output") or ()))
+
+
+def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
+                       log: bool = True) -> ComputeResult:
+    """Spawn a worker for `name` alone, run one compute, stop the worker."""
+    config = load_config(home)
+    settings = config.senses.get(name)
+    if settings is None:
+        raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
+                         f"`nerve sense new {name}` creates one")
+    if not settings.enabled:
+        raise SenseError(f"sense `{name}` is disabled (senses.{name}.enabled: false in nerve.yaml); "
+                         f"enable it with `nerve sense enable {name}`")
+    recorder = _Recorder(home, name) if log else None
+    if recorder:
+        recorder.start()
+    # its `on:` sources: a compute that takes `trigger` consumes its events here as it would under the engine
+    result = _run(home, name, settings.group, settings.timeout, settings.grace, stderr, sources_of(config).get(name))
+    if recorder:
+        recorder.finish(result)
+    return result
+
+
+def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any,
+         sources: dict[str, str] | None = None) -> ComputeResult:
+    # By default the sense's own output passes through to our stderr, but not the worker's
+    # log lines: what they say (e.g. a load failure) is in the result we render.
+    forward = _user_output if stderr is None else None
+    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward)
+    ready = client.start(START_TIMEOUT)
+    try:
+        if name in ready.failed:
+            return ComputeResult(name, "error", error=ready.failed[name])
+        compute_id = client.next_id()
+        client.send(Compute(compute_id, name, "demand", sources))
+        try:
+            answer = client.answer(compute_id, timeout=soft)
+        except TimeoutError:
+            client.send(Cancel(compute_id))  # the worker answers at once and rolls back
+            try:
+                answer = client.answer(compute_id, timeout=grace)
+            except TimeoutError:
+                client.kill()
+                return ComputeResult(name, "error", duration_ms=(soft + grace) * 1000, error=ErrorInfo(
+                    "TimeoutError", f"still running {grace:g}s after its {soft:g}s timeout; the worker was killed"))
+    except WorkerGone as exc:
+        return ComputeResult(name, "error", error=ErrorInfo("WorkerDied", str(exc)))
+    finally:
+        client.stop()
+    printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
+    if isinstance(answer, Signal):
+        return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
+                             output=printed, signal_id=answer.signal_id)
+    if isinstance(answer, Error):
+        return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error, output=printed)
+    return ComputeResult(name, "silent", duration_ms=answer.duration_ms, output=printed)
+
+
+def _user_output(line: str) -> None:
+    if not line.startswith(LOG_PREFIX):
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+class _Recorder:
+    """Writes the run to logs.db as the engine would (only used when no engine runs)."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        self.path = Layout(home).logs_db
+        self.name = name
+
+    def start(self) -> None:
+        self._write([("run_start", {"compute_id": 0, "reason": "demand", "standalone": True})])
+
+    def finish(self, result: ComputeResult) -> None:
+        entries: list[tuple[str, dict[str, Any]]] = []
+        if result.output:
+            entries.append(("output", {"compute_id": 0, "lines": list(result.output), "standalone": True}))
+        if result.error is not None:
+            e = result.error
+            entries.append(("error", {"sense": self.name, "message": e.message, "error_type": e.type,
+                                      "traceback": e.traceback, "file": e.file, "line": e.line}))
+        done = {"compute_id": 0, "outcome": result.outcome, "duration_ms": result.duration_ms or 0.0,
+                "reason": "demand", "standalone": True}
+        if result.signal_id is not None:
+            done["signal_id"] = result.signal_id
+        entries.append(("run_complete", done))
+        self._write(entries, result.signal_id)
+
+    def _write(self, entries: list[tuple[str, dict[str, Any]]], signal_id: int | None = None) -> None:
+        with LogStore(self.path) as store:
+            for kind, payload in entries:
+                # the signal's watermark goes with its row, so the next engine does not log it again
+                mark = Ledger.signal_mark(self.name, signal_id) if kind == "run_complete" and signal_id else None
+                store.append("system" if kind == "error" else "reflex", kind, self.name, payload, mark=mark)

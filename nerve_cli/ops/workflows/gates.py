@@ -1,0 +1,53 @@
+"""`nerve thread approve|reject run-N [--note TEXT]`: a person answers a thread that waits for one.
+
+Through the running engine (control socket `answer_thread`): the thread
+resumes at once, or queues behind its workflow's running threads. With no
+engine running the answer is written to logs.db under the instance lock and
+the thread resumes at the next `nerve run` — the same rows the engine writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.config.load import load_config
+from nerve_cli.errors import WorkflowError
+from nerve_cli.home import Layout
+from nerve_cli.kernel.workflows import gates
+from nerve_cli.ops.client import engine_running, request
+from nerve_cli.kernel.core.lock import InstanceLock
+from nerve_cli.kernel.workflows.journal import Journal
+from nerve_cli.kernel.workflows.kind import Kind
+from nerve_cli.store.logs import LogStore, workflow_runs
+from nerve_cli.ops.workflows.threads import normalise_run_id
+
+
+def answer_thread(home: Path, run_id: str, decision: str, note: str | None, by: str) -> dict[str, Any]:
+    """{"run_id", "decision", "status": started|queued, "via": engine|offline}; NerveError when it is not waiting."""
+    run_id = normalise_run_id(run_id)
+    if engine_running(home):
+        answer = request(home, "answer_thread", run_id=run_id, decision=decision, note=note, by=by)
+        return {"run_id": answer["run_id"], "decision": answer["decision"], "status": answer["status"],
+                "via": "engine"}
+    return {**_offline(home, run_id, decision, note, by), "via": "offline"}
+
+
+def _offline(home: Path, run_id: str, decision: str, note: str | None, by: str) -> dict[str, Any]:
+    layout = Layout(Path(home))
+    config = load_config(layout.home)
+    with InstanceLock(layout.home, f"nerve thread {decision} {run_id}"):
+        rows = [r for r in workflow_runs(layout.logs_db) if r["run_id"] == run_id]
+        if not rows or rows[0]["status"] != gates.WAITING:
+            raise gates.not_waiting(layout.logs_db, run_id, rows[0]["status"] if rows else None)
+        if rows[0]["workflow"] not in config.workflows:
+            raise WorkflowError(f"{run_id} cannot resume: workflow {rows[0]['workflow']} is no longer in "
+                                "nerve.yaml")
+        thread = gates.waiting_thread(layout.logs_db, rows[0])
+        kind = Kind(thread.workflow, waiting={run_id: thread})
+        with LogStore(layout.logs_db) as logs:
+            try:
+                gates.answer(Journal(logs, lambda level, line: None), kind, thread, decision, note, by)
+            except ValueError as exc:
+                raise WorkflowError(str(exc)) from None
+    return {"run_id": run_id, "decision": decision, "status": "queued"}
