@@ -88,6 +88,9 @@ def test_limits_and_times_are_checked_by_click(inst: Path) -> None:
         assert cli("logs", "--since", since).exit_code == 0, since
     bad = cli("logs", "--since", "1w2x")
     assert bad.exit_code == 2 and "1h30m" in bad.output
+    # one grammar with nerve.yaml's durations: what config check refuses, --since refuses too
+    backwards = cli("logs", "--since", "30m1h")
+    assert backwards.exit_code == 2 and "largest first" in backwards.output
     for args in (["logs"], ["thread", "list"], ["sense", "show", "disk", "--chart"]):
         empty = cli(*args, "--since", "1h", "--until", "2h")  # until is earlier than since
         assert empty.exit_code == 2 and "not after --since" in empty.output, (args, empty.output)

@@ -107,7 +107,7 @@ def test_json_output_shape(instance: Path) -> None:
         assert set(problem) == {"path", "message", "severity", "line", "file"}
     assert data["problems"][0] == {
         "path": "senses.cpu-usage.throttle",
-        "message": "expected a duration like 500ms, 5s, 10m, 2h or 1d, got 5",
+        "message": "expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5",
         "severity": "error",
         "line": 4,
         "file": "nerve.yaml",

@@ -83,19 +83,26 @@ def test_duplicate_key_is_an_error_with_its_line() -> None:
 def test_bad_duration_renders_like_a_compiler() -> None:
     problem = only_error("senses:\n  cpu-usage:\n    throttle: 5\n")
     assert str(problem) == (
-        "nerve.yaml:3: senses.cpu-usage.throttle: expected a duration like 500ms, 5s, 10m, 2h or 1d, got 5"
+        "nerve.yaml:3: senses.cpu-usage.throttle: expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5"
     )
 
 
-@pytest.mark.parametrize("value, seconds", [("500ms", 0.5), ("5s", 5), ("10m", 600), ("2h", 7200), ("1d", 86400)])
+@pytest.mark.parametrize("value, seconds", [("500ms", 0.5), ("5s", 5), ("10m", 600), ("2h", 7200), ("1d", 86400),
+                                            ("1w", 604800), ("1h30m", 5400), ("1.5h", 5400), ("2d12h", 216000)])
 def test_every_duration_unit_parses(value: str, seconds: float) -> None:
     config, problems = validate_text(f"senses:\n  a: {{throttle: {value}}}\n")
     assert problems == [] and config.senses["a"].throttle == seconds
 
 
-@pytest.mark.parametrize("value", ["5", "5 s", "5sec", "-1s", "1w", "''"])
+@pytest.mark.parametrize("value", ["5", "5 s", "5sec", "-1s", "1h 30m", "''"])
 def test_bad_durations_are_refused(value: str) -> None:
     assert only_error(f"senses:\n  a: {{timeout: {value}}}\n").path == "senses.a.timeout"
+
+
+@pytest.mark.parametrize("value", ["30m1h", "1h1h"])
+def test_a_duration_writes_each_unit_once_largest_first(value: str) -> None:
+    problem = only_error(f"senses:\n  a: {{timeout: {value}}}\n")
+    assert "write each unit once, largest first (like 1h30m)" in problem.message
 
 
 @pytest.mark.parametrize("name", ["CPU", "cpu usage", "-cpu", "_cpu", "a" * 65, "cpu/../x"])
@@ -330,3 +337,9 @@ def test_load_config_returns_the_model(home: Path) -> None:
 def test_load_config_without_a_file_says_how_to_create_one(home: Path) -> None:
     with pytest.raises(InstanceNotFound, match="nerve init --home"):
         load_config(home)
+
+
+@pytest.mark.parametrize("value", ["1h30m", "1w"])
+def test_a_reflex_interval_takes_the_since_grammar(value: str) -> None:
+    config, problems = validate_text(f"senses:\n  a: {{}}\nreflexes:\n  - {{sense: a, interval: {value}}}\n")
+    assert problems == [] and config.reflexes[0].interval == {"1h30m": 5400, "1w": 604800}[value]

@@ -1,6 +1,7 @@
 """The nerve.yaml model: the one source of truth for what a valid config is.
 
-Durations are written as `500ms`, `5s`, `10m`, `2h`, `1d` and held as float seconds.
+Durations are written as `500ms`, `5s`, `10m`, `1h30m`, `1d`, `1w` (nerve_cli.durations: the one grammar,
+shared with --since/--until) and held as float seconds.
 Names follow `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
 """
 
@@ -13,29 +14,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
+from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (re-exported: one duration grammar)
 from nerve_cli.names import NAME_MAX, NAME_RE, channel_problem  # noqa: E402  (re-exported: one naming rule)
-DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 HEALTH_SENSE = "nerve-health"
-
-
-def parse_duration(value: object) -> float:
-    """`'500ms'` → 0.5. Bare numbers are refused: a unit makes the intent visible."""
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"expected a duration like 500ms, 5s, 10m, 2h or 1d, got {value!r}")
-    match = DURATION_RE.match(value.strip())
-    if not match:
-        raise ValueError(f"expected a duration like 500ms, 5s, 10m, 2h or 1d, got {value!r}")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def format_duration(seconds: float) -> str:
-    """0.5 → '500ms', 90 → '90s', 600 → '10m'."""
-    for unit in ("d", "h", "m", "s"):
-        size = _UNIT_SECONDS[unit]
-        if seconds >= size and (seconds / size).is_integer():
-            return f"{int(seconds / size)}{unit}"
-    return f"{round(seconds * 1000)}ms"
 
 
 def check_name(value: object) -> str:

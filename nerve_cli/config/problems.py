@@ -1,6 +1,6 @@
 """One problem found in nerve.yaml, rendered like a compiler diagnostic.
 
-`nerve.yaml:5: senses.cpu-usage.throttle: expected a duration like 500ms, 5s, 10m, 2h or 1d, got 5`
+`nerve.yaml:5: senses.cpu-usage.throttle: expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5`
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   both are null or neither is. A duration is `<name>_s`, seconds (a number).
 - On screen a time is local with its zone shown (`2026-08-01 14:00:00 CEST`),
   or UTC labelled as such (`2026-08-01 12:00:00 UTC`) with `--utc`.
-- Typed times (`--since`, `--until`) are durations ago (`90s`, `1h30m`, `1w`),
+- Typed times (`--since`, `--until`) are durations ago (`90s`, `1h30m`, `1w`: nerve.yaml's grammar),
   dates or ISO times (read in the zone times are shown in unless they carry
   one), or epoch seconds.
 
@@ -19,8 +19,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+from nerve_cli.durations import parse_duration
+
 EPOCH_RE = re.compile(r"^\d{9,11}(\.\d+)?$")  # epoch seconds: 1973 … 5138; more digits are milliseconds
 ACCEPTED = ("a duration ago like 90s, 10m, 1h30m, 2d or 1w; a date 2026-08-01; an ISO time "
             "2026-08-01T12:00[:00][Z|+02:00]; or epoch seconds like 1785600000")
@@ -45,15 +45,6 @@ def seconds_to_ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(round(seconds * 1000))
 
 
-def parse_span(text: str) -> float:
-    """`1h30m` → 5400.0 seconds. Parts are numbers with a unit (ms s m h d w), largest first or not."""
-    compact = text.strip().replace(" ", "")
-    parts = SPAN_PART.findall(compact)
-    if not parts or "".join(n + u for n, u in parts) != compact:
-        raise ValueError(f"expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got {text!r}")
-    return sum(float(number) * UNIT_SECONDS[unit] for number, unit in parts)
-
-
 def parse_instant(text: str, *, now_ms: int, utc: bool = False) -> int:
     """What a person means by `--since TEXT` / `--until TEXT`, as unix ms.
 
@@ -71,8 +62,10 @@ def parse_instant(text: str, *, now_ms: int, utc: bool = False) -> int:
         return int(round(float(raw) * 1000))
     if raw[0].isdigit() and "-" not in raw and ":" not in raw:
         try:
-            return now_ms - int(round(parse_span(raw) * 1000))
-        except ValueError:
+            return now_ms - int(round(parse_duration(raw) * 1000))
+        except ValueError as exc:
+            if "largest first" in str(exc):  # a duration, only misordered: say just that
+                raise
             raise ValueError(f"{raw!r} is not a time: expected {ACCEPTED}") from None
     try:
         when = datetime.fromisoformat(raw.replace(" ", "T", 1) if len(raw) > 10 else raw)
