@@ -29,7 +29,7 @@ LAYERS = [
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh
     ["instance"],             # scaffold, git
-    ["home", "names", "usercode", "eventloop", "words", "durations"],
+    ["home", "names", "usercode", "eventloop", "words", "durations", "address"],
     ["errors", ""],           # "" is nerve_cli/__init__.py
 ]
 ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS) for name in row}

@@ -129,3 +129,18 @@ def test_threads_by_status_and_the_queue_depth_are_scraped(tmp_path: Path) -> No
         wait_for(lambda: threads() == {"completed": 2, "queue": 0}, 30, what="both threads to complete")
         code, output = engine.stop()
     assert code == 0, output
+
+
+def test_engine_metrics_in_nerve_yaml_is_served_and_the_option_overrides_it(tmp_path: Path) -> None:
+    port, other = free_port(), free_port()
+    home = write_instance(tmp_path / "inst", f"engine:\n  metrics: 127.0.0.1:{port}\n" + CONFIG, SENSES)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        assert "nerve_uptime_seconds" in scrape(port)
+        code, output = engine.stop()
+    assert code == 0 and f"metrics on http://127.0.0.1:{port}/metrics" in output
+    with RunningEngine(home, "--metrics", str(other)) as engine:  # a bare port: loopback
+        engine.wait_ready(groups=2)
+        assert "nerve_uptime_seconds" in scrape(other)
+        code, output = engine.stop()
+    assert code == 0 and f"metrics on http://127.0.0.1:{other}/metrics" in output

@@ -13,7 +13,7 @@ def run(
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="Also show signals (-v) and every compute (-vv).")] = 0,
     metrics: Annotated[Optional[str], typer.Option("--metrics", help="Serve Prometheus metrics at "
                                                    "http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 (off by default; "
-                                                   "a bare port listens on loopback).")] = None,
+                                                   "a bare port listens on loopback); overrides engine.metrics in nerve.yaml.")] = None,
 ) -> None:
     """Run the engine in the foreground until Ctrl-C (or --for).
 
@@ -39,9 +39,12 @@ def run(
             raise NerveError(f"--for: {exc}") from None
     address = None
     if metrics is not None:
-        from nerve_cli.kernel.control.metrics import parse_address
+        from nerve_cli.address import parse_address
 
-        address = parse_address(metrics)
+        try:
+            address = parse_address(metrics)
+        except ValueError as exc:
+            raise NerveError(f"--metrics: {exc}") from None
     engine = Engine(path, Reporter(verbose), run_for=seconds, watch=not no_watch, metrics=address)
     code = eventloop.run(engine.run())
     raise typer.Exit(130 if engine.forced else code)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
+from nerve_cli.address import ListenAddress, parse_address
 from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (re-exported: one duration grammar)
 from nerve_cli.names import NAME_MAX, NAME_RE, channel_problem  # noqa: E402  (re-exported: one naming rule)
 HEALTH_SENSE = "nerve-health"
@@ -63,6 +64,7 @@ def check_model_id(value: object) -> str:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+Address = Annotated[ListenAddress, BeforeValidator(parse_address)]  # HOST:PORT or a port (loopback)
 ModelId = Annotated[str, BeforeValidator(check_model_id)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 Percent = Annotated[float, BeforeValidator(parse_percent)]
@@ -96,6 +98,7 @@ class EngineConfig(_Model):
     quarantine_for: Duration = 3600.0
     respawn_backoff_first: Duration = 0.5
     respawn_backoff_max: Duration = 30.0
+    metrics: Address | None = None  # serve Prometheus metrics here (`nerve run --metrics` overrides it)
 
 
 class GroupConfig(_Model):

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import orjson
 
 from nerve_cli import eventloop
+from nerve_cli.address import ListenAddress
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
@@ -61,7 +62,7 @@ FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
 class Engine:
     def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None,
-                 watch: bool = True, metrics: tuple[str, int] | None = None) -> None:
+                 watch: bool = True, metrics: ListenAddress | None = None) -> None:
         self.home = home
         self.layout = Layout(home)
         self.report = report
@@ -90,7 +91,7 @@ class Engine:
         self.compute_errors: dict[int, dict[str, Any]] = {}  # compute id → its error, for whoever waits on it
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
         self.stats = EngineStats()
-        self.metrics_at = metrics  # (host, port) to serve Prometheus metrics on, or None
+        self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
         self.metrics = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
@@ -115,7 +116,7 @@ class Engine:
             # prometheus-client loads only with --metrics (off by default)
             from nerve_cli.kernel.control.metrics import MetricsServer
 
-            self.metrics = MetricsServer(self, *self.metrics_at)
+            self.metrics = MetricsServer(self, self.metrics_at.host, self.metrics_at.port)
             await self.metrics.start()
             self.report("info", f"metrics on {self.metrics.url}")
         self.logs = LogStore(self.layout.logs_db)

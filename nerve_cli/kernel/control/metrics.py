@@ -26,18 +26,7 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
 
-DEFAULT_PORT = 9464
 MAX_REQUEST = 8192
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`127.0.0.1:9464`, `[::1]:9464` or a bare `9464` (loopback) → (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise NerveError(f"--metrics {text!r}: expected HOST:PORT such as 127.0.0.1:{DEFAULT_PORT} (or just a port)")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
 class Observed(Protocol):

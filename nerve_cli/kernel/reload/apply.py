@@ -87,7 +87,10 @@ def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
     if old.groups != new.groups:
         out.append("group limits changed: " + ", ".join(sorted(
             n for n in old.groups.keys() | new.groups.keys() if old.groups.get(n) != new.groups.get(n))))
-    if old.engine != new.engine:
+    if old.engine.metrics != new.engine.metrics:
+        out.append(f"engine.metrics: {old.engine.metrics or 'unset'} → {new.engine.metrics or 'unset'} "
+                   "(takes effect at the next start)")
+    if old.engine.model_copy(update={"metrics": None}) != new.engine.model_copy(update={"metrics": None}):
         out.append("engine settings changed")
     return out
 
