@@ -9,6 +9,7 @@ from enginekit import RunningEngine, completes, errors, read_logs, wait_for, wri
 from nerve_cli.config.model import EngineConfig
 from nerve_cli.ops.client import request
 from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
+from nerve_cli.vocab.outcomes import Outcome
 
 SEGFAULT = """
 import ctypes
@@ -66,7 +67,7 @@ def _book() -> PenaltyBook:
 
 def _death(book: PenaltyBook, computing: set[str], at: float, evidence: Blame | None = None) -> dict:
     blame = book.record_death("g", frozenset(computing), evidence, at)
-    return {sense: book.record(sense, "lost", at, group="g", blame=blame) for sense in sorted(computing)}
+    return {sense: book.record(sense, Outcome.LOST, at, group="g", blame=blame) for sense in sorted(computing)}
 
 
 def test_quarantine_blames_nobody_when_two_senses_were_computing_at_every_death() -> None:

@@ -30,7 +30,7 @@ LAYERS = [
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh
     ["instance"],             # scaffold, git
     ["home", "names", "usercode", "eventloop", "words", "durations", "address"],
-    ["errors", ""],           # "" is nerve_cli/__init__.py
+    ["errors", "vocab", ""],  # "" is nerve_cli/__init__.py | vocab: typed reasons, outcomes, states, log rows
 ]
 ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS) for name in row}
 

@@ -31,6 +31,9 @@ from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, query_logs
+from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.states import WorkerState
 
 
 def config(senses: dict, reflexes: list, **rest: Any) -> NerveConfig:
@@ -44,8 +47,8 @@ class Recorder:
         self.rows: list[tuple] = []
         self.lines: list[tuple[str, str]] = []
 
-    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None:
-        self.rows.append((source, type_, ref, payload))
+    def log(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None:
+        self.rows.append((row.source, row.type, row.ref, row.payload))
 
     def report(self, level: str, message: str) -> None:
         self.lines.append((level, message))
@@ -59,7 +62,7 @@ def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_pa
     guards = Guards(cfg.engine, scheduler, logs, out.log, out.report)
     for at in (now, now + 1):  # its worker died twice while only `a` computed
         blame = guards.worker_died("g", frozenset({"a"}), None, at)
-        guards.after_compute("a", "lost", at, group="g", blame=blame)
+        guards.after_compute("a", Outcome.LOST, at, group="g", blame=blame)
     assert scheduler.states["a"].quarantined
     assert [r[1] for r in out.rows] == ["quarantined"]
     logs.flush()
@@ -87,7 +90,7 @@ def test_watchdog_calls_its_breach_callback_for_a_real_worker_over_its_limit() -
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         worker = SimpleNamespace(alive=True, pid=child.pid)
-        supervisors = {"g": SimpleNamespace(worker=worker, state="ready")}
+        supervisors = {"g": SimpleNamespace(worker=worker, state=WorkerState.READY)}
         limits = {"g": GroupConfig(memory_limit="1MB")}  # any python process breaks it
         breaches: list[tuple[int, str]] = []
         dog = Watchdog(supervisors, lambda: limits, lambda g, pid, problem: breaches.append((pid, problem)))

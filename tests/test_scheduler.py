@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.vocab.reasons import DEMAND, Reason
 
 
 def cfg(senses: dict, reflexes: list) -> NerveConfig:
@@ -44,7 +45,7 @@ def test_signal_triggers_listeners_only() -> None:
     assert s.next_wakeup() is None  # nothing to wait for: event-driven
     assert s.on_signal("a") == ["b"]
     starts = s.take_due(1.0)
-    assert names(starts) == ["b"] and starts[0].reason == "on a"
+    assert names(starts) == ["b"] and starts[0].reason == Reason.signal("a")
 
 
 def test_triggers_during_a_compute_coalesce_into_exactly_one_pending_run() -> None:
@@ -95,15 +96,15 @@ def test_disabled_sense_and_reflex_do_nothing() -> None:
     )
     s = Scheduler(c)
     assert s.take_due(100.0) == []
-    assert s.trigger("a", "demand") is False
+    assert s.trigger("a", DEMAND) is False
     assert s.next_wakeup() is None
 
 
 def test_on_demand_any_enabled_sense() -> None:
     s = Scheduler(cfg({"a": {}}, []))
-    assert s.trigger("a", "demand")
+    assert s.trigger("a", DEMAND)
     starts = s.take_due(1.0)
-    assert names(starts) == ["a"] and starts[0].reason == "demand"
+    assert names(starts) == ["a"] and starts[0].reason == DEMAND
 
 
 def test_runnable_filter_holds_wanted_senses_until_their_worker_is_ready() -> None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import reference_scheduler as ref
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.vocab.reasons import DEMAND, Reason
 
 NAMES = ["a", "b", "c"]
 SOURCES = [*NAMES, "ch", "nerve-health"]
@@ -127,7 +128,7 @@ def test_same_starts_and_state_as_the_reference(cfgs: list[NerveConfig], events:
         elif kind == "signal":
             assert new.on_signal(event[1], now) == old.on_signal(event[1], now)
         elif kind == "demand":
-            assert new.trigger(event[1], "demand") == old.trigger(event[1], "demand")
+            assert new.trigger(event[1], DEMAND) == old.trigger(event[1], DEMAND)
         elif kind == "complete":
             running = sorted(n for n, s in old.states.items() if s.running)
             if running:
@@ -164,12 +165,12 @@ def test_held_senses_keep_their_triggers_until_released() -> None:
     c = NerveConfig.model_validate({"senses": {"a": {}, "b": {}}, "reflexes": [{"sense": "b", "on": ["a"]}]})
     s = Scheduler(c, hold_new=True)
     s.on_signal("a", 1.0)
-    s.trigger("a", "demand")
+    s.trigger("a", DEMAND)
     assert s.take_due(1.0) == [] and s.next_wakeup() is None  # nobody can run: nothing to wake for
     s.set_runnable(["b"], True)
     assert [x.sense for x in s.take_due(2.0)] == ["b"]
     s.set_runnable(["a"], True)
-    assert [(x.sense, x.reason) for x in s.take_due(3.0)] == [("a", "demand")]
+    assert [(x.sense, x.reason) for x in s.take_due(3.0)] == [("a", DEMAND)]
 
 
 def test_stale_heap_entries_stay_bounded_by_the_number_of_senses() -> None:
@@ -194,4 +195,4 @@ def test_bursts_released_together_trigger_in_the_order_they_began() -> None:
     for s in (Scheduler(c), ref.Scheduler(c)):
         s.on_signal("a", 0.0)  # fires at 2.0
         s.on_signal("ch", 1.0)  # began later, fires earlier (1.5)
-        assert [(x.sense, x.reason) for x in s.take_due(2.5)] == [("x", "on a (debounced)")]
+        assert [(x.sense, x.reason) for x in s.take_due(2.5)] == [("x", Reason.debounced("a"))]

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.cron import next_fire
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.vocab.reasons import CRON, DEMAND
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -54,7 +55,7 @@ def test_cron_reflex_fires_at_its_times_and_a_missed_fire_runs_once() -> None:
     assert s.take_due(start) == []
     assert s.next_wakeup() == ts(2026, 6, 1, 9, 0)
     starts = s.take_due(ts(2026, 6, 1, 9, 0))
-    assert [x.sense for x in starts] == ["a"] and starts[0].reason == "cron"
+    assert [x.sense for x in starts] == ["a"] and starts[0].reason == CRON
     s.completed("a", ts(2026, 6, 1, 9, 0, 1))
     assert s.next_wakeup() == ts(2026, 6, 2, 9, 0)
     # engine down for three days: last completion on disk is 1 June; on 4 June at noon it runs once
@@ -110,7 +111,7 @@ def test_jitter_spreads_starts_and_keeps_the_mean_period() -> None:
 def test_a_penalised_sense_waits_and_keeps_its_trigger() -> None:
     s = Scheduler(cfg({"a": {}}, []))
     s.block("a", 50.0, "failed 3 times in a row")
-    s.trigger("a", "demand")
+    s.trigger("a", DEMAND)
     assert s.take_due(10.0) == [] and s.next_wakeup() == 50.0
     assert [x.sense for x in s.take_due(50.0)] == ["a"]
 
@@ -119,7 +120,7 @@ def test_a_quarantined_sense_skips_triggers_and_counts_them() -> None:
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]), {"a": 0.0})
     s.block("a", 100.0, "worker killed 3 times", quarantine=True)
     for _ in range(4):
-        s.trigger("a", "demand")
+        s.trigger("a", DEMAND)
     assert s.take_due(50.0) == []
     assert s.states["a"].skipped == 4
     assert s.next_wakeup() == 100.0

@@ -10,6 +10,7 @@ from pathlib import Path
 from nerve_cli.store.events import EventStore, store_event
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire.protocol import MAX_PAYLOAD, Compute, Error, Signal, Silent
+from nerve_cli.vocab.reasons import BACKLOG, DEMAND, INTERVAL, Reason
 from nerve_cli.worker import events as worker_events
 from sensekit import db_rows, worker, write_instance
 
@@ -58,7 +59,7 @@ def emit(home: Path, payload, channel: str = "task.created") -> int:
     return store_event(home / "data" / "events.db", channel, payload).id
 
 
-def compute(client, reason: str = "on task.created", sources: dict | None = None):
+def compute(client, reason: Reason = Reason.signal("task.created"), sources: dict | None = None):
     cid = client.next_id()
     client.send(Compute(cid, "listener", reason, {"task.created": "channel"} if sources is None else sources))
     return client.answer(cid, timeout=20)
@@ -79,7 +80,7 @@ def test_a_compute_receives_its_events_in_order_and_never_twice(home: Path) -> N
         assert first.payload["reason"] == "signal" and first.payload["source"] == "task.created"
         assert first.payload["kinds"] == ["channel"] and first.payload["more"] is False
         assert (first.events, first.more) == (5, False)
-        again = compute(client, reason="interval")
+        again = compute(client, reason=INTERVAL)
         assert again.payload["ids"] == [] and again.payload["reason"] == "interval"
         later = emit(home, {"id": 5})
         assert compute(client).payload["ids"] == [later]
@@ -133,9 +134,9 @@ def test_a_sense_source_delivers_the_signal_payloads(home: Path) -> None:
     with worker(home) as client:
         for _ in range(3):
             cid = client.next_id()
-            client.send(Compute(cid, "up", "demand"))
+            client.send(Compute(cid, "up", DEMAND))
             assert isinstance(client.answer(cid, timeout=20), Signal)
-        got = compute(client, reason="on up", sources={"up": "sense"})
+        got = compute(client, reason=Reason.signal("up"), sources={"up": "sense"})
     assert got.payload["payloads"] == [{"n": 0}, {"n": 1}, {"n": 2}] and got.payload["kinds"] == ["sense"]
     assert got.payload["ids"] == [1, 2, 3] and got.payload["sources"] == ["up"]
 
@@ -160,7 +161,7 @@ def test_a_long_backlog_comes_in_batches(home: Path) -> None:
     with worker(home) as client:
         first = compute(client)
         assert len(first.payload["ids"]) == worker_events.MAX_EVENTS and first.more and first.payload["more"]
-        rest = compute(client, reason="backlog")
+        rest = compute(client, reason=BACKLOG)
     assert rest.payload["payloads"] == [worker_events.MAX_EVENTS, worker_events.MAX_EVENTS + 1, worker_events.MAX_EVENTS + 2]
     assert rest.payload["reason"] == "backlog" and not rest.more
 
@@ -170,7 +171,7 @@ def test_an_oversized_signal_payload_is_refused_before_commit(home: Path) -> Non
     write_instance(home, {"big": {"code": big}})
     with worker(home) as client:
         cid = client.next_id()
-        client.send(Compute(cid, "big", "demand"))
+        client.send(Compute(cid, "big", DEMAND))
         answer = client.answer(cid, timeout=20)
     assert isinstance(answer, Error) and answer.error.type == "PayloadTooLarge"
     assert f"({MAX_PAYLOAD + 3:,} bytes)" in answer.error.message and "at most 16,711,680 bytes" in answer.error.message
@@ -200,7 +201,7 @@ def test_the_log_handle_reads_and_cannot_write(home: Path) -> None:
         logs.append("reflex", "run_start", "x", {"compute_id": 1})
     with worker(home) as client:
         cid = client.next_id()
-        client.send(Compute(cid, "reader", "demand"))
+        client.send(Compute(cid, "reader", DEMAND))
         answer = client.answer(cid, timeout=20)
     assert isinstance(answer, Signal), answer
     assert answer.payload == {"messages": ["disk full"], "wrote": False, "methods": ["layout", "query", "runs", "thread"]}
@@ -226,7 +227,7 @@ def test_the_log_handle_reaches_archived_days_and_reads_threads(home: Path) -> N
     assert list((home / "data" / "archive" / "logs").glob("*.jsonl*"))  # the old row left logs.db
     with worker(home) as client:
         cid = client.next_id()
-        client.send(Compute(cid, "reader", "demand"))
+        client.send(Compute(cid, "reader", DEMAND))
         answer = client.answer(cid, timeout=20)
     assert isinstance(answer, Signal), answer
     assert answer.payload == {"hot": ["today"], "with_archive": ["ten days ago", "today"],
@@ -254,7 +255,7 @@ def test_a_recreated_source_database_is_read_from_its_new_first_event(home: Path
     def run(client, sense: str, times: int = 1):
         for _ in range(times):
             cid = client.next_id()
-            client.send(Compute(cid, sense, "on up" if sense == "listener" else "demand",
+            client.send(Compute(cid, sense, Reason.signal("up") if sense == "listener" else DEMAND,
                                 {"up": "sense"} if sense == "listener" else None))
             answer = client.answer(cid, timeout=20)
         return answer

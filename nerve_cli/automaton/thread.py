@@ -25,12 +25,13 @@ import orjson
 
 from nerve_cli.wire.protocol import MAX_PAYLOAD
 from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
+from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.automaton.model import (
     ASKS_PERSON, END, START, AskPerson, RoleResult, RoleSetupError, WorkflowDefinition, WorkflowMessage,
     pending_question, rounds_used,
 )
 
-COMPLETED, FAILED, WAITING = "completed", "failed", "waiting"
+COMPLETED, FAILED, WAITING = ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING
 REASON_END, REASON_MAX_ROUNDS = "end", "max_rounds"
 
 Persist = Callable[[int, WorkflowMessage], Awaitable[None]]

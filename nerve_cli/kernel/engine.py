@@ -52,6 +52,10 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogKind, LogRow
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import BACKLOG, DEMAND, OVERDUE, Reason, TriggerKind
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
@@ -143,11 +147,10 @@ class Engine:
         self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report)
         self.delivery = Delivery(self.layout.data, self.config, self._trigger)
         self.emits = EmitDesk(self.layout.events_db, self._route_events)
-        self.log("system", "engine_started", None, {"pid": os.getpid(), "senses": sorted(self.config.enabled_senses()),
-                                                    "groups": sorted(self.config.sense_groups()),
-                                                    "loop": eventloop.name()})
+        self.log(logrows.engine_started(os.getpid(), sorted(self.config.enabled_senses()),
+                                        sorted(self.config.sense_groups()), eventloop.name()))
         for warning in self.warnings:
-            self.log("system", "warning", "nerve.yaml", {"message": warning})
+            self.log(logrows.warning("nerve.yaml", warning))
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         try:  # from here on, whatever goes wrong, the workers and files are shut down: never a hung engine
             await self._start_parts(loop)
@@ -240,7 +243,7 @@ class Engine:
         if self.workflows is not None:
             await self.workflows.stop(timeout)
         self.ledger.catch_up_all([*self.config.senses, HEALTH_SENSE])
-        self.log("system", "engine_stopped", None, {"pid": os.getpid(), "uptime_s": round(time.time() - self.started_at, 3)})
+        self.log(logrows.engine_stopped(os.getpid(), round(time.time() - self.started_at, 3)))
         if self._health_write is not None:
             await asyncio.wait([self._health_write])  # its row and run_complete, before the files close
         if self._flushing is not None:
@@ -250,9 +253,8 @@ class Engine:
         self.report("info", "engine stopped")
 
     # logging ---------------------------------------------------------------
-    def log(self, source: str, type_: str, ref: str | None, payload: dict | None, ts: int | None = None,
-            mark: tuple[str, int] | None = None) -> None:
-        self.logs.append(source, type_, ref, payload, ts, mark)
+    def log(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None:
+        self.logs.write(row, ts, mark)
         if self._flush_handle is None and not self.stopping:
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
 
@@ -330,15 +332,15 @@ class Engine:
     def _dispatch(self, start: Start, now: float) -> None:
         compute_id, self.next_id = self.next_id, self.next_id + 1
         reason = start.reason
-        if reason in ("interval", "cron") and start.due < self.started_at:
-            reason = "overdue"  # missed while no engine ran: once now, not a late tick (RFC §4.2)
-        lateness = max(0.0, (now - start.due) * 1000) if reason == "interval" else 0.0
-        if reason == "interval":
+        if reason.kind in (TriggerKind.INTERVAL, TriggerKind.CRON) and start.due < self.started_at:
+            reason = OVERDUE  # missed while no engine ran: once now, not a late tick (RFC §4.2)
+        interval = reason.kind is TriggerKind.INTERVAL
+        lateness = max(0.0, (now - start.due) * 1000) if interval else 0.0
+        if interval:
             self.stats.late(lateness)
         else:
             self.stats.dispatched(start.sense)
-        self.log("reflex", "run_start", start.sense, {"compute_id": compute_id, "reason": reason,
-                                                      "lateness_ms": round(lateness, 3)})
+        self.log(logrows.run_start(start.sense, compute_id, reason, lateness_ms=round(lateness, 3)))
         if self.report_computes:
             self.report("debug", f"compute {start.sense} #{compute_id} ({reason})")
         if start.sense == HEALTH_SENSE:
@@ -350,7 +352,7 @@ class Engine:
         if supervisor is None or not supervisor.compute(compute_id, start.sense, reason, sources):
             self._record_error(start.sense, {"message": f"worker group={group} could not take the compute",
                                              "error_type": "WorkerUnavailable", "compute_id": compute_id})
-            self._finish(start.sense, compute_id, reason, "error", 0.0)
+            self._finish(start.sense, compute_id, reason, Outcome.ERROR, 0.0)
             self.delivery.failed(start.sense)
 
     # answers from workers (GroupHooks) ----------------------------------------
@@ -358,7 +360,7 @@ class Engine:
         sense = inflight.sense
         duration = getattr(message, "duration_ms", 0.0)
         if inflight.cancelled:
-            self._finish(sense, inflight.id, inflight.reason, "timeout", duration, discarded=True)
+            self._finish(sense, inflight.id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True)
             self.delivery.failed(sense)
             return
         if isinstance(message, protocol.Signal):
@@ -366,11 +368,11 @@ class Engine:
             # route first: the listeners become pending, and the pump inside _finish starts them
             self._route_signal(sense, message.payload, message.workflow)
             self.delivery.answered(sense, message.more)
-            self._finish(sense, inflight.id, inflight.reason, "signal", duration,
+            self._finish(sense, inflight.id, inflight.reason, Outcome.SIGNAL, duration,
                          signal_id=message.signal_id, events=message.events)
         elif isinstance(message, protocol.Silent):
             self.delivery.answered(sense, message.more)
-            self._finish(sense, inflight.id, inflight.reason, "silent", duration, kept=message.kept,
+            self._finish(sense, inflight.id, inflight.reason, Outcome.SILENT, duration, kept=message.kept,
                          events=message.events)
         elif isinstance(message, protocol.Error):
             info = message.error
@@ -378,7 +380,7 @@ class Engine:
                                        "traceback": info.traceback, "file": info.file, "line": info.line,
                                        "compute_id": inflight.id})
             self.delivery.failed(sense)
-            self._finish(sense, inflight.id, inflight.reason, "error", duration)
+            self._finish(sense, inflight.id, inflight.reason, Outcome.ERROR, duration)
 
     def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None:
         return self.guards.worker_died(group, computing, evidence, time.time())
@@ -403,7 +405,7 @@ class Engine:
         # the worker may have died after its COMMIT, before answering: such a signal is real, log and route it
         self._log_skipped(inflight.sense, self.ledger.catch_up(inflight.sense))
         self.delivery.failed(inflight.sense)
-        self._finish(inflight.sense, inflight.id, inflight.reason, "lost", (time.time() - inflight.started) * 1000,
+        self._finish(inflight.sense, inflight.id, inflight.reason, Outcome.LOST, (time.time() - inflight.started) * 1000,
                      group=group, blame=blame)
 
     def _log_skipped(self, sense: str, signal_ids: list[int]) -> None:
@@ -419,29 +421,29 @@ class Engine:
                        f"(worker group={group} is killed if it still runs after {grace:g}s more)",
             "error_type": "TimeoutError", "compute_id": inflight.id})
 
-    def group_event(self, group: str, event: str, detail: dict) -> None:
-        if event == "stderr":  # written outside any compute (an import-time print, the worker's own log)
-            self.report("print", f"group={group} pid={detail['pid']}: {detail['line']}")
-            return
-        if event == "sense_load_failed":
-            info: protocol.ErrorInfo = detail["error"]
-            self._record_error(detail["sense"], {"message": f"could not load: {info.message}",
-                                                 "error_type": info.type, "traceback": info.traceback,
-                                                 "file": info.file, "line": info.line})
-            return
-        self.log("system", event, group, detail)
-        if event == "worker_started":
+    def worker_stderr(self, group: str, pid: int | None, line: str) -> None:
+        """A line written outside any compute (an import-time print, the worker's own log)."""
+        self.report("print", f"group={group} pid={pid}: {line}")
+
+    def sense_load_failed(self, group: str, sense: str, info: protocol.ErrorInfo) -> None:
+        self._record_error(sense, {"message": f"could not load: {info.message}", "error_type": info.type,
+                                   "traceback": info.traceback, "file": info.file, "line": info.line})
+
+    def group_event(self, group: str, row: LogRow) -> None:
+        self.log(row)
+        detail, event = row.payload or {}, row.kind
+        if event is LogKind.WORKER_STARTED:
             again = f", restart {detail['restarts']}" if detail["restarts"] else ""
             self.report("info", f"worker group={group} pid={detail['pid']} ready: {', '.join(detail['senses']) or 'no senses'}{again}")
-        elif event == "worker_exited":
+        elif event is LogKind.WORKER_EXITED:
             during = f" while computing {', '.join(detail['computing'])}" if detail["computing"] else ""
             blamed = detail.get("blamed")
             cause = f" (likely caused by {blamed['sense']}: {blamed['because']})" if blamed else ""
             self.report("warn", f"worker group={group} pid={detail['pid']} {detail['why']}{during}{cause}; "
                                 f"respawning in {detail['respawn_in']:g}s")
-        elif event == "worker_killed":
+        elif event is LogKind.WORKER_KILLED:
             self.report("error", f"killing worker group={group} pid={detail['pid']}: {detail['why']}")
-        elif event == "malformed":
+        elif event is LogKind.MALFORMED:
             self.report("warn", f"worker group={group} pid={detail['pid']} wrote a malformed line: {detail['problem']}")
 
     def group_runnable(self, group: str, senses: set[str]) -> None:
@@ -456,37 +458,29 @@ class Engine:
     def watchdog_breach(self, group: str, pid: int, problem: str) -> None:
         supervisor = self.groups[group]
         computing = sorted(i.sense for i in supervisor.inflight.values())
-        self.log("system", "watchdog_kill", group, {"group": group, "pid": pid, "problem": problem,
-                                                    "computing": computing})
+        self.log(logrows.watchdog_kill(group, pid, problem, computing))
         during = f" while computing {', '.join(computing)}" if computing else " (idle)"
         self.report("error", f"watchdog: worker group={group} pid={pid} {problem}{during}; stopping it")
         supervisor.kill_worker()
 
     # outcomes --------------------------------------------------------------
-    def _finish(self, sense: str, compute_id: int, reason: str, outcome: str, duration_ms: float,
+    def _finish(self, sense: str, compute_id: int, reason: Reason, outcome: Outcome, duration_ms: float,
                 discarded: bool = False, group: str | None = None, blame: Blame | None = None,
                 signal_id: int | None = None, kept: bool = False, events: int = 0) -> None:
         now = time.time()
-        payload = {"compute_id": compute_id, "outcome": outcome, "duration_ms": round(duration_ms, 3), "reason": reason}
-        if discarded:
-            payload["discarded"] = True
+        row = logrows.run_complete(sense, compute_id, outcome, reason, duration_ms=duration_ms, signal_id=signal_id,
+                                   discarded=discarded, kept=kept, events=events)
         printed = self.outputs.pop(compute_id, None)
         if printed:
-            self.log("reflex", "output", sense, {"compute_id": compute_id, "lines": printed})
+            self.log(logrows.output(sense, compute_id, printed))
         error = self.compute_errors.pop(compute_id, None)
-        if signal_id is not None:
-            payload["signal_id"] = signal_id
-        if kept:
-            payload["kept"] = True
-        if events:
-            payload["events"] = events
         if signal_id is not None:  # with its watermark, in one transaction (kernel.core.ledger)
-            self.log("reflex", "run_complete", sense, payload, mark=self.ledger.signal_mark(sense, signal_id))
+            self.log(row, mark=self.ledger.signal_mark(sense, signal_id))
             self.ledger.logged(sense, signal_id)
         else:
-            self.log("reflex", "run_complete", sense, payload)
+            self.log(row)
         self.stats.finished(sense, outcome, duration_ms)
-        if outcome in ("signal", "silent") and sense in self.errors:
+        if outcome.succeeded and sense in self.errors:
             self.errors[sense]["last"] = self.errors[sense]["last_ts"] = None  # recovered; the log keeps the history
         if self.report_computes:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
@@ -496,7 +490,7 @@ class Engine:
         for after_id, future in self.waiters.pop(sense, []):
             if compute_id >= after_id:
                 if not future.done():
-                    future.set_result({**payload, "output": printed or [], "error": error})
+                    future.set_result({**(row.payload or {}), "output": printed or [], "error": error})
             else:
                 self.waiters.setdefault(sense, []).append((after_id, future))
         self.pump()
@@ -509,12 +503,12 @@ class Engine:
             self.workflows.launch_directive(sense, directive)
 
     def _record_error(self, sense: str, detail: dict) -> None:
-        entry = {"sense": sense, **detail}
         if detail.get("compute_id") is not None:
             self.compute_errors[detail["compute_id"]] = {
                 "type": detail.get("error_type") or "Error", "message": detail.get("message") or "",
                 "traceback": detail.get("traceback") or "", "file": detail.get("file"), "line": detail.get("line")}
-        self.log("system", "error", sense, entry)
+        self.log(logrows.error(sense, detail.get("message"), sense=sense,
+                               **{k: v for k, v in detail.items() if k != "message"}))
         stats = self.errors.setdefault(sense, {"count": 0, "last": None, "last_ts": None})
         stats["count"] += 1
         stats["last"], stats["last_ts"] = detail.get("message"), time.time()
@@ -524,7 +518,7 @@ class Engine:
         kind = f"{detail['error_type']}: " if detail.get("error_type") and detail["error_type"] not in ("TimeoutError", "WorkerDied") else ""
         self.report("error", f"{sense}: {kind}{detail.get('message')}{where}")
 
-    def _compute_health(self, compute_id: int, reason: str) -> None:
+    def _compute_health(self, compute_id: int, reason: Reason) -> None:
         """Build the payload here, write its row in a thread; the compute ends when the row is (or is not) stored."""
         started = time.perf_counter()
         payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors, len(self.warnings))
@@ -532,23 +526,23 @@ class Engine:
         self._health_write = stored
         stored.add_done_callback(lambda f: self._health_stored(f, compute_id, reason, payload, started))
 
-    def _health_stored(self, stored: asyncio.Future, compute_id: int, reason: str, payload: dict,
+    def _health_stored(self, stored: asyncio.Future, compute_id: int, reason: Reason, payload: dict,
                        started: float) -> None:
         duration = (time.perf_counter() - started) * 1000
         self._health_write = None
         error = stored.exception()
         if error is None:  # a signal is a committed row, as for any sense
             self._route_signal(HEALTH_SENSE, payload, None)
-            self._finish(HEALTH_SENSE, compute_id, reason, "signal", duration, signal_id=stored.result())
+            self._finish(HEALTH_SENSE, compute_id, reason, Outcome.SIGNAL, duration, signal_id=stored.result())
             return
         self._record_error(HEALTH_SENSE, {"message": f"could not store its signal in "
                                           f"{self.layout.sense_db(HEALTH_SENSE)}: {error}",
                                           "error_type": type(error).__name__, "compute_id": compute_id})
-        self._finish(HEALTH_SENSE, compute_id, reason, "error", duration)
+        self._finish(HEALTH_SENSE, compute_id, reason, Outcome.ERROR, duration)
 
     # control socket ------------------------------------------------------------
     def _control_busy(self, event: str, detail: dict) -> None:
-        self.log("system", event, "control", detail)
+        self.log(logrows.control_busy(detail["connections"], detail["limit"], detail["idle_timeout_s"]))
         self.report("warn", f"control socket: {detail['limit']} connections open, refusing more until some close "
                             f"(an idle one closes after {detail['idle_timeout_s']:g}s)")
 
@@ -559,7 +553,7 @@ class Engine:
         """Compute `sense` now; the future resolves when a compute started after this request ends."""
         future = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(sense, []).append((self.next_id, future))
-        self.scheduler.trigger(sense, "demand")
+        self.scheduler.trigger(sense, DEMAND)
         self.pump()
         return future
 
@@ -572,8 +566,7 @@ class Engine:
         woken = []
         now = time.time()
         for event, payload in stored:
-            self.log("signal", "emit", event.channel, {"payload": payload, "event_id": event.id}, event.ts,
-                     self.ledger.event_mark(event.id))
+            self.log(logrows.emit(event.channel, payload, event.id), event.ts, self.ledger.event_mark(event.id))
             self.ledger.event_logged(event.id)
             if self.report_signals:
                 self.report("signal", f"emit {event.channel} #{event.id}: {_short(payload)}")
@@ -587,10 +580,10 @@ class Engine:
         """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""
         logged = self.ledger.catch_up_events()
         self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or channel in src],
-                            "backlog")
+                            BACKLOG)
         return logged
 
-    def _trigger(self, sense: str, reason: str) -> None:
+    def _trigger(self, sense: str, reason: Reason) -> None:
         if not self.stopping and self.scheduler.trigger(sense, reason):
             self.pump()
 

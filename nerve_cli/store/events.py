@@ -39,6 +39,7 @@ from nerve_cli.errors import NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.logview import LogReader
+from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 
@@ -97,7 +98,7 @@ class Event:
 class Trigger:
     """Why this compute runs and the events it receives (see the module docstring)."""
 
-    reason: str  # interval | cron | signal | debounced | demand | overdue | backlog | retry
+    reason: TriggerKind  # interval | cron | overdue | signal | debounced | demand | backlog | retry (a str)
     source: str | None = None  # for signal/debounced: the source whose event woke it
     events: tuple[Event, ...] = ()
     sources: tuple[str, ...] = ()  # the sense's `on:` sources
@@ -124,16 +125,6 @@ class Trigger:
                 raise RuntimeError("this trigger was built without an instance folder; it has no Log")
             self._log.append(LogReader(self.home))
         return self._log[0]
-
-
-def parse_reason(reason: str) -> tuple[str, str | None]:
-    """The kernel's reason string → (kind, source): `on x` → ("signal", "x"), `on x (debounced)` → ("debounced", "x")."""
-    if reason.startswith("on "):
-        rest = reason[3:]
-        if rest.endswith(" (debounced)"):
-            return "debounced", rest[: -len(" (debounced)")]
-        return "signal", rest
-    return reason, None
 
 
 class EventError(NerveError):

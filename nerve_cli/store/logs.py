@@ -21,6 +21,8 @@ import orjson
 
 from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
+from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.vocab.states import LIVE, ThreadStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
@@ -33,10 +35,10 @@ CREATE INDEX IF NOT EXISTS idx_workflow_runs_status ON workflow_runs(status);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-# workflow event types that change a thread's status in workflow_runs
-STATUSES = frozenset({"queued", "started", "waiting", "completed", "failed", "crashed", "dropped"})
+# workflow event types that change a thread's status in workflow_runs: the ThreadStatus values
+STATUSES = frozenset(ThreadStatus)
 # a live thread's rows are never archived: a queued, running or waiting thread resumes from them
-LIVE_STATUSES = ("queued", "started", "waiting")
+LIVE_STATUSES = tuple(sorted(LIVE))
 LAST_COMPLETE = "last_complete:"
 # meta key present once every sense's last completion is in a `last_complete:` key: the logs are
 # never scanned for them again (a logs.db made before the keys is scanned once, see backfill_anchors)
@@ -133,6 +135,22 @@ class LogStore:
             self.anchored = True
 
     # -- writes (buffered) -------------------------------------------------
+    def write(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None:
+        """Buffer one row built by its constructor (`vocab.logrows`): how Nerve writes its log.
+
+        A thread row whose kind is a status also sets the thread's status in workflow_runs, in the
+        same transaction; `mark=(key, id)` raises that watermark with the row (see `mark`).
+        """
+        status = row.kind.status
+        if status is None:
+            self.append(row.source, row.type, row.ref, row.payload, ts, mark)
+            return
+        ts = now_ms() if ts is None else ts
+        workflow = (row.payload or {}).get("workflow", "")
+        with self._lock:
+            self.append(row.source, row.type, row.ref, row.payload, ts, mark)
+            self._ops.append((_UPSERT_RUN, (row.ref, workflow, status.value, ts)))
+
     def append(
         self,
         source: str,
@@ -142,7 +160,8 @@ class LogStore:
         ts: int | None = None,
         mark: tuple[str, int] | None = None,
     ) -> None:
-        """Buffer one row; `mark=(key, id)` raises that watermark in the same transaction (see `mark`)."""
+        """Buffer one row as given: rows from elsewhere (an older version's, a test's). Nerve's own rows go
+        through `write`, so that each kind is built in one place."""
         ts = now_ms() if ts is None else ts
         with self._lock:
             self._ops.append((_INSERT_LOG, (source, type, ref_id, dumps(payload), ts)))
@@ -157,6 +176,7 @@ class LogStore:
     def workflow_event(
         self, run_id: str, workflow: str, type: str, payload: dict | None = None, ts: int | None = None
     ) -> None:
+        """A thread row as given (like `append`), setting workflow_runs when `type` is a status."""
         ts = now_ms() if ts is None else ts
         with self._lock:
             self.append("workflow", type, run_id, payload, ts)

@@ -25,6 +25,7 @@ from nerve_cli.ops.client import request
 from nerve_cli.kernel.supervision.guards import load_quarantines
 from nerve_cli.store.logs import last_completions
 from nerve_cli.ops.workflows.threads import list_threads
+from nerve_cli.vocab.states import SenseStatus
 
 EVENTS_AT_START = 20
 ACTIVE = ("started", "waiting", "queued")
@@ -97,7 +98,8 @@ class Source:
         for name, settings in sorted(config.senses.items()):
             last = self._last_value.get(name)
             # nothing runs or waits with the engine stopped: say so, not a live state (last run shows the time)
-            state = "quarantined" if name in quarantined else ("stopped" if settings.enabled else "disabled")
+            state = (SenseStatus.QUARANTINED if name in quarantined
+                     else SenseStatus.STOPPED if settings.enabled else SenseStatus.DISABLED)
             out.append({"name": name, "group": settings.group, "state": state,
                         "last_value": last[1] if last else None, "last_run_ms": last_runs.get(name),
                         "next_due_ms": None, "errors": errors.get(name, 0),

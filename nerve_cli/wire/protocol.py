@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from nerve_cli.vocab.reasons import DEMAND, Reason
+
 MAX_LINE = 16 * 1024 * 1024  # asyncio stream limit; payloads above this are refused
 LOG_PREFIX = "worker group="  # a sense worker's own stderr lines start with this; user output does not
 # The one limit on a payload, in bytes of JSON: a signal (checked in the worker before COMMIT; its Signal
@@ -71,7 +73,7 @@ class Compute(Message):
     type: ClassVar[str] = "compute"
     id: int
     sense: str
-    reason: str = "demand"
+    reason: Reason = DEMAND  # kind and source, as two fields on the wire
     # the sense's `on:` sources, name → "sense" | "channel"; a compute that takes `trigger` reads their events
     sources: dict[str, str] | None = None
 
@@ -232,8 +234,12 @@ def decode(line: bytes) -> Message | Malformed:
     try:
         if cls is Error and isinstance(body.get("error"), dict):
             body["error"] = ErrorInfo(**body["error"])
+        if cls is Compute and "reason" in body:
+            if not isinstance(body["reason"], dict):
+                return Malformed(line[:200], "bad fields for compute: reason is not {kind, source}")
+            body["reason"] = Reason.from_dict(body["reason"])
         if cls is Ready and isinstance(body.get("failed"), dict):
             body["failed"] = {k: ErrorInfo(**v) for k, v in body["failed"].items()}
         return cls(**body)
-    except TypeError as exc:
+    except (TypeError, ValueError, KeyError) as exc:
         return Malformed(line[:200], f"bad fields for {cls.type}: {exc}")

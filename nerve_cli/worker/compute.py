@@ -35,9 +35,11 @@ import orjson
 from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
-from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, parse_reason
+from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors
 from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.automaton.directive import SenseResult
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import Reason
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 PROGRESS_STEPS = 1000  # SQLite VM steps between checks of the cancel flag
@@ -106,7 +108,7 @@ def compute_arity(fn: Callable[..., Any]) -> int:
 class Job:
     """One compute request and the settle-or-cancel race around it."""
 
-    def __init__(self, id: int, sense: str, reason: str, sources: dict[str, str] | None = None) -> None:
+    def __init__(self, id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None) -> None:
         self.id = id
         self.sense = sense
         self.reason = reason
@@ -153,8 +155,10 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    kind: str  # signal | silent | error | abandoned
+class Answer:
+    """What a compute ends with, before it is sent: its outcome, or None when it was abandoned (the cancel answered)."""
+
+    kind: Outcome | None
     payload: Any = None
     ts: int = 0
     workflow: str | None = None
@@ -163,10 +167,10 @@ class Outcome:
     kept: bool = False
 
 
-ABANDONED = Outcome("abandoned")
+ABANDONED = Answer(None)
 
 
-def run_sync(sense: LoadedSense, job: Job) -> Outcome:
+def run_sync(sense: LoadedSense, job: Job) -> Answer:
     """A sync compute, start to finish, in the calling (worker pool) thread."""
     if not _begin(sense, job):
         return ABANDONED
@@ -180,7 +184,7 @@ def run_sync(sense: LoadedSense, job: Job) -> Outcome:
     return _finish(sense, job, result)
 
 
-async def run_async(sense: LoadedSense, job: Job) -> Outcome:
+async def run_async(sense: LoadedSense, job: Job) -> Answer:
     """An `async def` compute as its own task, so a cancel can reach it."""
     if not _begin(sense, job):
         return ABANDONED
@@ -219,45 +223,44 @@ def _trigger(sense: LoadedSense, job: Job) -> Trigger | None:
         job.batch = sense.events.read(sense.db.conn, job.sources)
     if job.batch.consumes:
         sense.db.conn.execute(f"SAVEPOINT {SAVEPOINT}")  # None rolls back to here and keeps the cursors
-    kind, source = parse_reason(job.reason)
-    return Trigger(kind, source, job.batch.events, tuple(job.sources), job.batch.more, job.id, sense.home)
+    return Trigger(job.reason.kind, job.reason.source, job.batch.events, tuple(job.sources), job.batch.more, job.id, sense.home)
 
 
-def _finish(sense: LoadedSense, job: Job, result: Any) -> Outcome:
+def _finish(sense: LoadedSense, job: Job, result: Any) -> Answer:
     if result is KEEP:
-        return _commit(sense, job, Outcome("silent", kept=True))
+        return _commit(sense, job, Answer(Outcome.SILENT, kept=True))
     payload, workflow = (result.payload, result.workflow) if isinstance(result, SenseResult) else (result, None)
     if payload is KEEP:
-        return _commit(sense, job, Outcome("silent", kept=True))
+        return _commit(sense, job, Answer(Outcome.SILENT, kept=True))
     if payload is None:
         if job.batch.consumes:
             return _consumed_only(sense, job)
-        return _rolled_back(sense, job, Outcome("silent"))
+        return _rolled_back(sense, job, Answer(Outcome.SILENT))
     try:
         encoded = orjson.dumps(payload, option=_JSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        return _rolled_back(sense, job, Outcome("error", error=_not_json(sense, payload, exc)))
+        return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_not_json(sense, payload, exc)))
     wf = workflow if workflow is None or isinstance(workflow, str) else repr(workflow)
     size = len(encoded) + (len(orjson.dumps(wf)) if wf else 0)
     if size > MAX_PAYLOAD:  # its Signal line could not reach the kernel: refuse it before anything is stored
-        return _rolled_back(sense, job, Outcome("error", error=_too_large(sense, size)))
+        return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_too_large(sense, size)))
     if not sense.db.conn.in_transaction:
-        return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
+        return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
     ts = time.time_ns() // 1_000_000
     try:
         signal_id = sense.db.record_signal(ts, encoded)
     except BaseException as exc:
         return _fail(sense, job, exc)
     # the Signal line embeds the JSON already stored: no decode and re-encode on the hop
-    return _commit(sense, job, Outcome("signal", payload=orjson.Fragment(encoded), ts=ts, workflow=wf,
+    return _commit(sense, job, Answer(Outcome.SIGNAL, payload=orjson.Fragment(encoded), ts=ts, workflow=wf,
                                        signal_id=signal_id))
 
 
-def _commit(sense: LoadedSense, job: Job, outcome: Outcome) -> Outcome:
+def _commit(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
     """COMMIT the compute's rows and cursors, unless a cancel won the race or the transaction is gone."""
     conn = sense.db.conn
     if not conn.in_transaction:
-        return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
+        return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
     try:
         commit_cursors(conn, job.batch, time.time_ns() // 1_000_000)
         if not job.settle():
@@ -269,24 +272,24 @@ def _commit(sense: LoadedSense, job: Job, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _consumed_only(sense: LoadedSense, job: Job) -> Outcome:
+def _consumed_only(sense: LoadedSense, job: Job) -> Answer:
     """None after events: drop the compute's own rows, keep the cursors (the events were looked at)."""
     conn = sense.db.conn
     try:
         conn.execute(f"ROLLBACK TO {SAVEPOINT}")
     except Exception:  # the compute ended Nerve's transaction or its savepoint itself
-        return _rolled_back(sense, job, Outcome("error", error=_txn_ended(sense)))
-    return _commit(sense, job, Outcome("silent"))
+        return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
+    return _commit(sense, job, Answer(Outcome.SILENT))
 
 
-def _fail(sense: LoadedSense, job: Job, exc: BaseException) -> Outcome:
+def _fail(sense: LoadedSense, job: Job, exc: BaseException) -> Answer:
     info = error_info(exc, sense.folder, sense.home)
     if isinstance(exc, sqlite3.OperationalError) and missing_object(info.message):
         info = dataclasses.replace(info, message=sql_hint(info.message, sense.name))
-    return _rolled_back(sense, job, Outcome("error", error=info))
+    return _rolled_back(sense, job, Answer(Outcome.ERROR, error=info))
 
 
-def _rolled_back(sense: LoadedSense, job: Job, outcome: Outcome) -> Outcome:
+def _rolled_back(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
     """Roll back, then report `outcome` unless a cancel has already answered for this job."""
     _rollback(sense)
     if outcome is ABANDONED or not job.settle():

@@ -41,10 +41,10 @@ from typing import Mapping
 
 import orjson
 
-from nerve_cli.store.events import (KEEP, Event, Trigger, connect_readonly, head, parse_reason, read_cursors,
+from nerve_cli.store.events import (KEEP, Event, Trigger, connect_readonly, head, read_cursors,
                                      read_source, source_path, write_cursors)
 
-__all__ = ["KEEP", "Event", "Trigger", "parse_reason", "EventReader", "Batch", "commit_cursors"]
+__all__ = ["KEEP", "Event", "Trigger", "EventReader", "Batch", "commit_cursors"]
 
 MAX_EVENTS = 10_000
 MAX_BATCH_BYTES = 16 * 1024 * 1024

@@ -47,7 +47,8 @@ from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Erro
                                      Shutdown, Signal, Silent, decode)
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
-from nerve_cli.worker.compute import Job, LoadedSense, Outcome, run_async, run_sync
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.worker.compute import Answer, Job, LoadedSense, run_async, run_sync
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
 
@@ -175,10 +176,10 @@ class SenseRuntime:
                         self._threads += 1
         if refused is not None:
             if job.start() and job.settle():
-                self._answer(job, Outcome("error", error=ErrorInfo("SenseError", refused)))
+                self._answer(job, Answer(Outcome.ERROR, error=ErrorInfo("SenseError", refused)))
         elif sense is None:
             if job.start() and job.settle():
-                self._answer(job, Outcome("error", error=self._not_loaded(job.sense)))
+                self._answer(job, Answer(Outcome.ERROR, error=self._not_loaded(job.sense)))
             self._done(job)
         elif sense.is_async:
             self._on_loop(self._start_async, sense, job)
@@ -252,17 +253,17 @@ class SenseRuntime:
             job.answered = True
         self.out.send(message)
 
-    def _answer(self, job: Job, outcome: Outcome) -> None:
+    def _answer(self, job: Job, outcome: Answer) -> None:
         ms = job.elapsed_ms()
-        if outcome.kind == "abandoned":
+        if outcome.kind is None:
             if job.started is not None:  # a queued job was answered when it was cancelled
                 self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
-        elif outcome.kind == "signal":
+        elif outcome.kind is Outcome.SIGNAL:
             self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
                                    outcome.signal_id, len(job.batch.events), job.batch.more))
-        elif outcome.kind == "silent":
+        elif outcome.kind is Outcome.SILENT:
             self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more))
-        elif outcome.kind == "error":
+        elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))
 

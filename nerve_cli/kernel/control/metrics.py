@@ -25,6 +25,7 @@ from nerve_cli.kernel.core.stats import EngineStats, Histogram
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab.states import WorkerState
 
 MAX_REQUEST = 8192
 
@@ -114,7 +115,7 @@ class EngineCollector:
         inflight = GaugeMetricFamily("nerve_worker_inflight", "Computes sent to each worker and not yet answered.",
                                      labels=["group"])
         for group, sup in sorted(self.engine.groups.items()):
-            up.add_metric([group], 1 if sup.state == "ready" else 0)
+            up.add_metric([group], 1 if sup.state is WorkerState.READY else 0)
             restarts.add_metric([group], sup.restarts)
             inflight.add_metric([group], len(sup.inflight))
             pid = sup.worker.pid if sup.worker else None

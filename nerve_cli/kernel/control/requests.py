@@ -20,12 +20,14 @@ from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.control.health import HEALTH_SENSE
-from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import channel_problem
 from nerve_cli.wire.control import COMPUTE_WAIT_MAX
 from nerve_cli.wire.protocol import ErrorInfo
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.states import SenseStatus, WorkerState
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
@@ -84,7 +86,7 @@ async def _compute(engine: Target, request: dict) -> dict:
     _check_can_run(engine, sense)
     failed = _load_failure(engine, sense)
     if failed is not None:  # answered as a one-off compute answers it: an error outcome with file:line
-        return {"sense": sense, "outcome": "error", "error": failed.to_dict(), "duration_ms": None}
+        return {"sense": sense, "outcome": Outcome.ERROR, "error": failed.to_dict(), "duration_ms": None}
     future = engine.demand(sense)
     try:
         result = await asyncio.wait_for(future, timeout)
@@ -137,7 +139,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
     supervisor = engine.groups.get(engine.config.senses[sense].group)
     if supervisor is None:
         raise SenseError(f"{sense}: its worker group is not running")
-    if supervisor.state == "backoff" and sense not in supervisor.failed:
+    if supervisor.state is WorkerState.BACKOFF and sense not in supervisor.failed:
         raise SenseError(f"{sense}: worker group={supervisor.group} is down ({supervisor.last_exit}); "
                          "it is being restarted with back-off, see `nerve status`")
 
@@ -208,16 +210,16 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
     return engine.workflows.answer(run_id, decision, note, by)
 
 
-def _state(state, load_failed: bool = False) -> str:
+def _state(state: SenseState, load_failed: bool = False) -> SenseStatus:
     if load_failed:
-        return "load-failed"
+        return SenseStatus.LOAD_FAILED
     if state.running:
-        return "running"
+        return SenseStatus.RUNNING
     if state.quarantined:
-        return "quarantined"
+        return SenseStatus.QUARANTINED
     if state.blocked_until:
-        return "penalised"
-    return "pending" if state.pending else "idle"
+        return SenseStatus.PENALISED
+    return SenseStatus.PENDING if state.pending else SenseStatus.IDLE
 
 
 async def _reset(engine: Target, request: dict) -> dict:

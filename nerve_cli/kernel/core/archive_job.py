@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.vocab import logrows
 from nerve_cli.words import plural
 
 EVERY = 86400.0
@@ -27,11 +28,11 @@ async def archive_daily(home: Path, archive_after: Callable[[], float], log: Log
         try:
             result = await asyncio.to_thread(archive, home, older_than_s=archive_after(), vacuum=False)
         except Exception as exc:  # a full disk or a bad file must not stop the engine
-            log("system", "error", "archive", {"message": f"archive failed: {type(exc).__name__}: {exc}"})
+            log(logrows.error("archive", f"archive failed: {type(exc).__name__}: {exc}"))
             report("error", f"archive failed: {exc}")
         else:
             if result.rows or result.problems:
-                log("system", "archived", "archive", result.as_dict())
+                log(logrows.archived(result.as_dict()))
                 report("info", f"archived {plural(result.rows, 'row')} up to {result.up_to}")
             for problem in result.problems:
                 report("error", f"archive: {problem}")

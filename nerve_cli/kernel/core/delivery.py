@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
 from nerve_cli.store.events import has_backlog
+from nerve_cli.vocab.reasons import BACKLOG, RETRY, Reason
 
 
 def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
@@ -38,7 +39,7 @@ def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
 
 
 class Delivery:
-    def __init__(self, data: Path, config: NerveConfig, trigger: Callable[[str, str], None]) -> None:
+    def __init__(self, data: Path, config: NerveConfig, trigger: Callable[[str, Reason], None]) -> None:
         """`trigger(sense, reason)` asks the scheduler for one more compute and pumps."""
         self.data = Path(data)
         self.trigger = trigger
@@ -48,7 +49,7 @@ class Delivery:
     def apply_config(self, config: NerveConfig) -> None:
         old, self.sources = self.sources, sources_of(config)
         changed = [s for s in self.sources if self.sources[s] != old.get(s)]
-        self.check(changed, "backlog")
+        self.check(changed, BACKLOG)
 
     def sources_for(self, sense: str) -> dict[str, str] | None:
         return self.sources.get(sense)
@@ -57,16 +58,16 @@ class Delivery:
         """A worker is up with `senses` loaded, `takers` of them taking `trigger`."""
         senses = set(senses)
         self.takers = (self.takers - senses) | set(takers)
-        self.check(sorted(set(takers) & senses), "backlog")
+        self.check(sorted(set(takers) & senses), BACKLOG)
 
     def answered(self, sense: str, more: bool) -> None:
         if more:
-            self.trigger(sense, "backlog")
+            self.trigger(sense, BACKLOG)
 
     def failed(self, sense: str) -> None:
-        self.check([sense], "retry")
+        self.check([sense], RETRY)
 
-    def check(self, senses: Iterable[str], reason: str) -> None:
+    def check(self, senses: Iterable[str], reason: Reason) -> None:
         """Trigger each listener that has unconsumed events (the files are read off the loop)."""
         wanted = [(s, dict(self.sources[s])) for s in senses if s in self.takers and self.sources.get(s)]
         if not wanted:
@@ -76,7 +77,7 @@ class Delivery:
             done = loop.run_in_executor(None, has_backlog, self.data, sense, sources)
             done.add_done_callback(lambda f, s=sense: self._checked(s, reason, f))
 
-    def _checked(self, sense: str, reason: str, done: asyncio.Future) -> None:
+    def _checked(self, sense: str, reason: Reason, done: asyncio.Future) -> None:
         if done.cancelled() or done.exception() is not None or not done.result():
             return
         self.trigger(sense, reason)

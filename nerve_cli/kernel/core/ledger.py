@@ -30,18 +30,20 @@ import orjson
 
 from nerve_cli.home import Layout
 from nerve_cli.store.events import connect_readonly, head
+from nerve_cli.kernel.core.report import Log
 from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.outcomes import Outcome
 
 SIGNAL_MARK = "logged_signal:"
 EVENT_MARK = "logged_event"
 VERSION = "log_marks"
 
 # (source, type, ref, payload, ts, mark): how the ledger writes a row with the watermark it advances
-Append = Callable[[str, str, "str | None", dict, int, "tuple[str, int]"], None]
 
 
 class Ledger:
-    def __init__(self, layout: Layout, logs: LogStore, append: Append) -> None:
+    def __init__(self, layout: Layout, logs: LogStore, append: Log) -> None:
         self.layout = layout
         self.logs = logs
         self.append = append
@@ -98,9 +100,8 @@ class Ledger:
             params.append(below)
         rows = _read(path, sql + " ORDER BY id", tuple(params))
         for signal_id, ts in rows:
-            self.append("reflex", "run_complete", sense, {
-                "compute_id": None, "outcome": "signal", "signal_id": signal_id, "reason": "recovered",
-                "recovered": True}, ts, self.signal_mark(sense, signal_id))
+            self.append(logrows.run_complete(sense, None, Outcome.SIGNAL, None, signal_id=signal_id), ts,
+                        self.signal_mark(sense, signal_id))
             self.logged(sense, signal_id)
         return [r[0] for r in rows]
 
@@ -110,9 +111,8 @@ class Ledger:
             return 0
         rows = _read(path, "SELECT id, channel, payload, ts FROM events WHERE id > ? ORDER BY id", (self.event,))
         for event_id, channel, payload, ts in rows:
-            self.append("signal", "emit", channel, {
-                "payload": orjson.loads(payload) if payload is not None else None, "event_id": event_id,
-                "recovered": True}, ts, self.event_mark(event_id))
+            self.append(logrows.emit(channel, orjson.loads(payload) if payload is not None else None, event_id,
+                                     recovered=True), ts, self.event_mark(event_id))
             self.event_logged(event_id)
         return len(rows)
 

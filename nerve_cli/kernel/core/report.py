@@ -10,10 +10,19 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+from nerve_cli.vocab.logrows import LogRow
 
 # The two callbacks an engine part is handed instead of the engine itself:
 Report = Callable[[str, str], None]  # (level, line): one console line; `Reporter` is one
-Log = Callable[[str, str, "str | None", "dict | None"], None]  # (source, type, ref, payload): one logs.db row
+
+
+class Log(Protocol):
+    """One logs.db row, built by its constructor in `vocab.logrows`; `mark` raises a watermark with it."""
+
+    def __call__(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None: ...
+
 
 LEVELS = {"error": (0, "bold red"), "warn": (0, "yellow"), "info": (0, "cyan"),
           "signal": (1, "green"), "print": (1, "magenta"), "debug": (2, "dim")}

@@ -42,6 +42,7 @@ from typing import Iterable
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.cron import next_fire
+from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason
 
 NEVER = float("inf")
 NOW = float("-inf")
@@ -59,7 +60,7 @@ class SenseState:
     jitter_offset: float = 0.0
     running: bool = False
     pending: bool = False
-    pending_reason: str | None = None
+    pending_reason: Reason | None = None
     blocked_until: float | None = None
     blocked_why: str | None = None
     quarantined: bool = False
@@ -154,7 +155,7 @@ class Listener:
 @dataclass(frozen=True)
 class Start:
     sense: str
-    reason: str
+    reason: Reason
     due: float  # when it wanted to start (for lateness)
 
 
@@ -225,7 +226,7 @@ class Scheduler:
         return min(next_fire(expr, tz, after) for expr, tz in state.crons)
 
     # events ----------------------------------------------------------------
-    def trigger(self, sense: str, reason: str) -> bool:
+    def trigger(self, sense: str, reason: Reason) -> bool:
         """Want one compute of `sense`. False if the sense is unknown or disabled."""
         state = self.states.get(sense)
         if state is None:
@@ -246,7 +247,7 @@ class Scheduler:
         for index, listener in enumerate(self.listeners.get(source, ())):
             targets.append(listener.sense)
             if listener.debounce is None:
-                self.trigger(listener.sense, f"on {source}")
+                self.trigger(listener.sense, Reason.signal(source))
                 continue
             key = (source, index)
             burst = self.debounces.get(key)
@@ -345,10 +346,10 @@ class Scheduler:
             return
         self._start(state, now)
         due = max(wanted, free)
-        starts.append(Start(state.name, reason or "interval", due if due != NOW else now))
+        starts.append(Start(state.name, reason or INTERVAL, due if due != NOW else now))
 
-    def _timer_reason(self, state: SenseState, now: float) -> str:
-        return "cron" if state.cron_next is not None and state.cron_next <= now else "interval"
+    def _timer_reason(self, state: SenseState, now: float) -> Reason:
+        return CRON if state.cron_next is not None and state.cron_next <= now else INTERVAL
 
     def _start(self, state: SenseState, now: float) -> None:
         state.running, state.pending, state.pending_reason = True, False, None
@@ -374,7 +375,7 @@ class Scheduler:
         for source, index in released:
             listeners = self.listeners.get(source, [])
             if index < len(listeners):
-                self.trigger(listeners[index].sense, f"on {source} (debounced)")
+                self.trigger(listeners[index].sense, Reason.debounced(source))
 
     def next_wakeup(self, runnable: set[str] | None = None) -> float | None:
         """The earliest time `take_due` could return something without a new event."""

@@ -11,6 +11,8 @@ import time
 from bisect import bisect_left
 from collections import defaultdict
 
+from nerve_cli.vocab.outcomes import Outcome
+
 # seconds; the last bucket is +Inf
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -43,7 +45,7 @@ class EngineStats:
         self.hop = Histogram()        # a signal reaching the kernel → its listener's compute sent
         self._signalled: dict[str, float] = {}  # listener → when the first signal still waiting for it arrived
 
-    def finished(self, sense: str, outcome: str, duration_ms: float) -> None:
+    def finished(self, sense: str, outcome: Outcome, duration_ms: float) -> None:
         self.computes[(sense, outcome)] += 1
         self.durations[sense].observe(duration_ms / 1000)
 

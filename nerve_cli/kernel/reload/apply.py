@@ -29,6 +29,8 @@ from nerve_cli.errors import ConfigError
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.words import plural
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogRow
 
 if TYPE_CHECKING:
     from nerve_cli.kernel.reload.watch import Changes  # only its type: watch imports watchfiles
@@ -51,7 +53,7 @@ class Target(Protocol):
 
     def start_group(self, group: str, senses: list[str]) -> None: ...
 
-    def log(self, source: str, type_: str, ref: str | None, payload: dict | None) -> None: ...
+    def log(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None: ...
 
     def report(self, level: str, message: str) -> None: ...
 
@@ -117,7 +119,7 @@ async def reload_config(engine: Target) -> set[str]:
     except ConfigError as exc:
         errors = [str(p) for p in exc.problems if getattr(p, "severity", "error") == "error"] or [str(exc)]
         warnings = [str(p) for p in exc.problems if getattr(p, "severity", "error") != "error"]
-        engine.log("system", "config_rejected", "nerve.yaml", {"problems": errors, "warnings": warnings})
+        engine.log(logrows.config_rejected(errors, warnings))
         engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(errors), 'error')}"
                                + (f", {plural(len(warnings), 'warning')}" if warnings else "") + "):")
         for problem in errors:
@@ -129,13 +131,12 @@ async def reload_config(engine: Target) -> set[str]:
     engine.warnings = [str(w) for w in warnings]
     changes = describe_diff(old, new)
     if not changes:
-        engine.log("system", "config_unchanged", "nerve.yaml", {"warnings": [str(w) for w in warnings]})
+        engine.log(logrows.config_unchanged([str(w) for w in warnings]))
         return set()
     engine.use_config(new)
     restarted = await _regroup(engine, old, new)
     engine.config_applied()
-    engine.log("system", "config_reloaded", "nerve.yaml", {"changes": changes, "restarted_groups": sorted(restarted),
-                                                          "warnings": [str(w) for w in warnings]})
+    engine.log(logrows.config_reloaded(changes, sorted(restarted), [str(w) for w in warnings]))
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
     for problem in warnings:
         engine.report("warn", str(problem))
@@ -174,7 +175,7 @@ async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) 
     for group, senses in by_group.items():
         if group in skip_groups or group not in engine.groups:
             continue
-        engine.log("system", "sense_reloaded", group, {"senses": senses, "group": group})
+        engine.log(logrows.sense_reloaded(group, senses))
         engine.report("info", f"{', '.join(senses)} changed: restarting worker group={group}")
         await engine.groups[group].restart()
 
@@ -182,6 +183,6 @@ async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) 
 async def reload_workflow(engine: Target, name: str) -> None:
     if engine.workflows is None or name not in engine.config.workflows or not hasattr(engine.workflows, "reload"):
         return
-    engine.log("system", "workflow_reloaded", name, {"workflow": name})
+    engine.log(logrows.workflow_reloaded(name))
     engine.report("info", f"workflow {name} changed: draining and restarting its worker")
     await engine.workflows.reload(name)

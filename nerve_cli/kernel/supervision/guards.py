@@ -19,6 +19,8 @@ from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.outcomes import Outcome
 
 QUARANTINE = "quarantine:"
 
@@ -67,19 +69,18 @@ class Guards:
         """The likely culprit of a worker's death (None when the senses computing cannot be told apart)."""
         return self.book.record_death(group, computing, evidence, now)
 
-    def after_compute(self, sense: str, outcome: str, now: float, *, group: str | None = None,
+    def after_compute(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,
                       blame: Blame | None = None) -> None:
         verdict = self.book.record(sense, outcome, now, group=group, blame=blame)
         if verdict is None:
             return
         self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
-        detail = {"sense": sense, "until": verdict.until, "why": verdict.why}
         if verdict.quarantine:
             self.logs.set_meta(QUARANTINE + sense, json.dumps({"until": verdict.until, "why": verdict.why}))
-            self.log("system", "quarantined", sense, detail)
+            self.log(logrows.quarantined(sense, verdict.until, verdict.why))
             self.report("error", f"{sense} quarantined until {_local(verdict.until)}: {verdict.why}")
         else:
-            self.log("system", "penalised", sense, detail)
+            self.log(logrows.penalised(sense, verdict.until, verdict.why))
             self.report("warn", f"{sense} penalised: {verdict.why}")
 
     def reset(self, sense: str) -> bool:
@@ -89,7 +90,7 @@ class Guards:
         self.book.reset(sense)
         self.scheduler.unblock(sense)
         self.logs.set_meta(QUARANTINE + sense, "null")
-        self.log("system", "reset", sense, {"sense": sense, "was_blocked": had})
+        self.log(logrows.reset(sense, had))
         return had
 
 
@@ -99,7 +100,7 @@ def reset_offline(logs_db: Path, sense: str) -> bool:
     store = LogStore(logs_db)
     try:
         store.set_meta(QUARANTINE + sense, "null")
-        store.append("system", "reset", sense, {"sense": sense, "was_blocked": had})
+        store.write(logrows.reset(sense, had))
     finally:
         store.close()
     return had

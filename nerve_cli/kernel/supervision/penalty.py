@@ -21,8 +21,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from nerve_cli.config.model import EngineConfig, format_duration
+from nerve_cli.vocab.outcomes import Outcome
 
-FAILURES = {"error", "timeout", "lost"}
+FAILURES = {Outcome.ERROR, Outcome.TIMEOUT, Outcome.LOST}
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class PenaltyBook:
         deaths.append(Death(now, frozenset(computing), blame.sense if blame else None))
         return blame
 
-    def record(self, sense: str, outcome: str, now: float, *, group: str | None = None,
+    def record(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,
                blame: Blame | None = None) -> Verdict | None:
         """Account one finished compute; a verdict when the sense must now wait.
 
@@ -84,13 +85,13 @@ class PenaltyBook:
         (None: nobody could be told apart): another sense's crash is not this
         sense's failure.
         """
-        if outcome == "lost" and blame is not None and blame.sense != sense:
+        if outcome is Outcome.LOST and blame is not None and blame.sense != sense:
             return None
         if outcome not in FAILURES:
             self.failures.pop(sense, None)
             return None
         count = self.failures[sense] = self.failures.get(sense, 0) + 1
-        if outcome == "lost" and blame is not None and group is not None:
+        if outcome is Outcome.LOST and blame is not None and group is not None:
             verdict = self._quarantine(sense, group, blame, now)
             if verdict is not None:
                 return verdict

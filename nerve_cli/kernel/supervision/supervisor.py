@@ -21,6 +21,10 @@ from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.vocab.reasons import Reason
+from nerve_cli.vocab.states import WorkerState
 
 STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
 READY_TIMEOUT = 30.0
@@ -30,7 +34,7 @@ READY_TIMEOUT = 30.0
 class Inflight:
     id: int
     sense: str
-    reason: str
+    reason: Reason
     started: float
     deadline: float = float("inf")  # loop time of the soft timeout
     timeout: float = 0.0
@@ -48,7 +52,10 @@ class GroupHooks(Protocol):
     def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None: ...
     def compute_output(self, group: str, message: protocol.Output) -> None: ...
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
-    def group_event(self, group: str, event: str, detail: dict) -> None: ...
+    def group_event(self, group: str, row: LogRow) -> None:
+        """A worker's life event, for the log (and the console)."""
+    def worker_stderr(self, group: str, pid: int | None, line: str) -> None: ...
+    def sense_load_failed(self, group: str, sense: str, info: protocol.ErrorInfo) -> None: ...
     def group_runnable(self, group: str, senses: set[str]) -> None:
         """These senses became able, or unable, to take computes here (see `runnable`)."""
     def group_ready(self, group: str) -> None: ...
@@ -65,7 +72,7 @@ class GroupSupervisor:
         self.config = config
         self.hooks = hooks
         self.clock = clock
-        self._state = "stopped"
+        self._state = WorkerState.STOPPED
         self._published: frozenset[str] = frozenset()
         self.worker: WorkerProcess | None = None
         self.inflight: dict[int, Inflight] = {}
@@ -88,11 +95,11 @@ class GroupSupervisor:
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
 
     @property
-    def state(self) -> str:
+    def state(self) -> WorkerState:
         return self._state
 
     @state.setter
-    def state(self, value: str) -> None:
+    def state(self, value: WorkerState) -> None:
         self._state = value
         self._publish()
 
@@ -113,14 +120,14 @@ class GroupSupervisor:
         if delay <= 0:
             self._spawning = loop.create_task(self._spawn())
             return
-        self.state = "backoff"
+        self.state = WorkerState.BACKOFF
         self.next_retry = self.clock() + delay
         self._respawn = loop.call_later(delay, lambda: setattr(self, "_spawning", loop.create_task(self._spawn())))
 
     async def _spawn(self) -> None:
         if self._stopping:
             return
-        self.state, self.next_retry = "starting", None
+        self.state, self.next_retry = WorkerState.STARTING, None
         spec = GroupSpec.from_config(self.config, self.group, self.senses).to_json()
         argv = worker_argv("sense", "--group", self.group, "--home", str(self.home),
                            "--senses", ",".join(self.senses), "--spec", spec)
@@ -141,13 +148,12 @@ class GroupSupervisor:
         now = self.clock()
         self.failed_since = {s: self.failed_since.get(s, now) for s in self.failed}
         self.takers = set(ready.takes_trigger)
-        self.state = "ready"
-        self.hooks.group_event(self.group, "worker_started", {
-            "pid": worker.pid, "senses": sorted(self.loaded), "restarts": self.restarts,
-            "failed": {k: v.summary() for k, v in self.failed.items()},
-        })
+        self.state = WorkerState.READY
+        self.hooks.group_event(self.group, logrows.worker_started(
+            self.group, worker.pid, senses=sorted(self.loaded), restarts=self.restarts,
+            failed={k: v.summary() for k, v in self.failed.items()}))
         for sense, info in self.failed.items():
-            self.hooks.group_event(self.group, "sense_load_failed", {"sense": sense, "error": info})
+            self.hooks.sense_load_failed(self.group, sense, info)
         self.hooks.group_ready(self.group)
 
     async def _watch(self, worker: WorkerProcess) -> None:
@@ -173,17 +179,16 @@ class GroupSupervisor:
             inflight.disarm()
             self.hooks.compute_lost(self.group, inflight, f"worker {why}", blame)
         if self._stopping:
-            self.state = "stopped"
+            self.state = WorkerState.STOPPED
             return
         self.failures = 0 if lived >= STABLE_AFTER else self.failures + 1
         first, most = self.config.engine.respawn_backoff_first, self.config.engine.respawn_backoff_max
         delay = min(most, first * (2 ** max(0, self.failures - 1))) if self.failures else first
         self.restarts += 1
-        self.hooks.group_event(self.group, "worker_exited", {
-            "pid": worker.pid, "why": why, "code": worker.returncode, "respawn_in": delay,
-            "computing": [i.sense for i in lost], "stderr": list(worker.stderr_tail)[-10:],
-            "blamed": None if blame is None else {"sense": blame.sense, "because": blame.because},
-        })
+        self.hooks.group_event(self.group, logrows.worker_exited(
+            self.group, worker.pid, why=why, code=worker.returncode, respawn_in=delay,
+            computing=[i.sense for i in lost], stderr=list(worker.stderr_tail)[-10:],
+            blamed=None if blame is None else {"sense": blame.sense, "because": blame.because}))
         self._spawn_soon(delay)
 
     def _evidence(self, worker: WorkerProcess) -> Blame | None:
@@ -208,7 +213,7 @@ class GroupSupervisor:
             self._died(worker, f"stopped ({worker.describe_exit()})")
         if self._spawning and not self._spawning.done():
             self._spawning.cancel()
-        self.state = "stopped"
+        self.state = WorkerState.STOPPED
 
     async def restart(self, senses: list[str] | None = None, config: NerveConfig | None = None) -> None:
         """Reload: take no new computes, let running ones finish (bounded by their grace), respawn.
@@ -216,7 +221,7 @@ class GroupSupervisor:
         Waiting keeps a compute that was running when its file changed whole:
         its result is recorded before the old worker goes.
         """
-        self.state = "reloading"
+        self.state = WorkerState.RELOADING
         if self._respawn:
             self._respawn.cancel()
         limit = max((self._deadline(i.sense) for i in self.inflight.values()), default=0.0)
@@ -243,13 +248,13 @@ class GroupSupervisor:
 
     # computes --------------------------------------------------------------
     def runnable(self) -> set[str]:
-        if self.state != "ready" or self._stopping:
+        if self.state != WorkerState.READY or self._stopping:
             return set()
         return self.loaded
 
-    def compute(self, compute_id: int, sense: str, reason: str, sources: dict[str, str] | None = None) -> bool:
+    def compute(self, compute_id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None) -> bool:
         worker = self.worker
-        if self.state != "ready" or worker is None:
+        if self.state != WorkerState.READY or worker is None:
             return False
         inflight = Inflight(compute_id, sense, reason, self.clock())
         settings = self.config.senses.get(sense)
@@ -270,10 +275,9 @@ class GroupSupervisor:
 
     def _input_lost(self, worker: WorkerProcess, sense: str) -> None:
         """The worker lives but its input pipe is closed: it can hear nothing more, so replace it."""
-        self.state = "restarting"  # nothing more is sent to it; _died respawns it
-        self.hooks.group_event(self.group, "worker_killed", {
-            "pid": worker.pid, "sense": sense, "why": "its protocol input pipe is closed, so it can receive nothing",
-        })
+        self.state = WorkerState.RESTARTING  # nothing more is sent to it; _died respawns it
+        self.hooks.group_event(self.group, logrows.worker_killed(
+            self.group, worker.pid, sense, "its protocol input pipe is closed, so it can receive nothing"))
         self.kill_worker()
 
     def _arm_deadlines(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
@@ -313,17 +317,15 @@ class GroupSupervisor:
         worker = self.worker
         if self.inflight.get(inflight.id) is not inflight or worker is None:
             return
-        self.hooks.group_event(self.group, "worker_killed", {
-            "pid": worker.pid, "sense": inflight.sense,
-            "why": f"compute of {inflight.sense} still running past its grace period",
-        })
+        self.hooks.group_event(self.group, logrows.worker_killed(
+            self.group, worker.pid, inflight.sense, f"compute of {inflight.sense} still running past its grace period"))
         self._kill_evidence = Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
         asyncio.get_running_loop().create_task(worker.terminate(1.0))
 
     def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:
         if isinstance(message, protocol.Malformed):
-            self.hooks.group_event(self.group, "malformed", {"pid": worker.pid, "problem": message.problem,
-                                                              "line": message.line.decode("utf-8", "replace")})
+            self.hooks.group_event(self.group, logrows.malformed(self.group, worker.pid, message.problem,
+                                                                 message.line.decode("utf-8", "replace")))
             return
         if isinstance(message, protocol.Output):
             if message.id in self.inflight:  # a line from a compute already answered (abandoned) is dropped
@@ -337,7 +339,7 @@ class GroupSupervisor:
             self.hooks.compute_answered(self.group, inflight, message)
 
     def _on_stderr(self, worker: WorkerProcess, line: str) -> None:
-        self.hooks.group_event(self.group, "stderr", {"pid": worker.pid, "line": line})
+        self.hooks.worker_stderr(self.group, worker.pid, line)
 
     def describe(self) -> dict:
         return {

@@ -22,6 +22,7 @@ import psutil
 
 from nerve_cli.config.model import GroupConfig
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+from nerve_cli.vocab.states import WorkerState
 
 Breach = Callable[[str, int, str], None]  # (group, pid, problem)
 
@@ -118,7 +119,7 @@ class Watchdog:
         for group, limits in self.limited_groups().items():
             supervisor = self.supervisors.get(group)
             worker = supervisor.worker if supervisor else None
-            if worker is None or not worker.alive or worker.pid is None or supervisor.state != "ready":
+            if worker is None or not worker.alive or worker.pid is None or supervisor.state is not WorkerState.READY:
                 self.sampled.pop(group, None)
                 continue
             sampled = self.sampled.get(group)

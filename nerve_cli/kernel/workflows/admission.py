@@ -14,6 +14,7 @@ from nerve_cli.config.rules import nearest
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
+from nerve_cli.vocab.states import ThreadStatus
 
 STARTED, QUEUED, DROPPED = "started", "queued", "dropped"
 
@@ -61,13 +62,13 @@ def admit(journal: Journal, kind: Kind, cfg: WorkflowConfig, thread: Thread, *, 
     if len(kind.running) < cfg.concurrency and not kind.queue:
         return STARTED
     if cfg.overflow == "drop":
-        journal.event(thread, "dropped", {"reason": f"at capacity: {len(kind.running)} of {cfg.concurrency} "
-                                                    "threads running (overflow: drop)"})
+        journal.status(thread, ThreadStatus.DROPPED, reason=f"at capacity: {len(kind.running)} of {cfg.concurrency} "
+                                                    "threads running (overflow: drop)")
         return DROPPED
     if len(kind.queue) >= cfg.max_queue:
         oldest = kind.queue.popleft()
-        journal.event(oldest, "dropped", {"reason": f"queue full (max_queue {cfg.max_queue}): the oldest "
-                                                    f"request was dropped to make room for {thread.run_id}"})
+        journal.status(oldest, ThreadStatus.DROPPED, reason=f"queue full (max_queue {cfg.max_queue}): the oldest "
+                                                    f"request was dropped to make room for {thread.run_id}")
     kind.queue.append(thread)
     return QUEUED
 

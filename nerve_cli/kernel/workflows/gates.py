@@ -24,8 +24,9 @@ from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs, workflow_runs
 from nerve_cli.store.runs import persisted_chain, queued_request
 from nerve_cli.automaton.model import pending_question, person_answer, rounds_used
+from nerve_cli.vocab.states import ThreadStatus
 
-WAITING = "waiting"
+WAITING = ThreadStatus.WAITING
 
 
 def wait(journal: Journal, kind: Kind, thread: Thread, question: str) -> None:
@@ -36,7 +37,7 @@ def wait(journal: Journal, kind: Kind, thread: Thread, question: str) -> None:
         thread.run_timer = None
     thread.waiting_since = now_ms()
     kind.waiting[thread.run_id] = thread
-    journal.event(thread, WAITING, {"question": question, "rounds": rounds_used(thread.messages)})
+    journal.status(thread, ThreadStatus.WAITING, question=question, rounds=rounds_used(thread.messages))
     journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for a person: {question[:200]} "
                            f"(answer with `nerve thread approve|reject {thread.run_id}`)")
 
@@ -59,7 +60,7 @@ def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
     if thread.timer is not None:
         thread.timer.cancel()
         thread.timer = None
-    journal.event(thread, "failed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=rounds_used(thread.messages))
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
     return True
 
@@ -75,8 +76,7 @@ def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: st
         thread.timer.cancel()
         thread.timer = None
     journal.message(thread, len(thread.messages), message.to_dict())
-    journal.event(thread, "queued", {"prompt": thread.prompt, "max_rounds": thread.max_rounds,
-                                     "origin": thread.origin, "answer": decision, "by": by})
+    journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds, origin=thread.origin, answer=decision, by=by)
     thread.waiting_since = None
     thread.started_ms = None
     thread.resumed = True

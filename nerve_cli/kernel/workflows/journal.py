@@ -16,6 +16,10 @@ from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.workflows.kind import Thread
 from nerve_cli.store.logs import LogStore
 from nerve_cli.automaton.model import WorkflowMessage, is_round, rounds_used
+from typing import Any
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.vocab.states import ThreadStatus
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +32,15 @@ class Journal:
         self.report = report
         self.listeners: list[Listener] = []
 
-    def event(self, thread: Thread, type_: str, payload: dict) -> None:
-        body = {"workflow": thread.workflow, **payload}
-        self.logs.workflow_event(thread.run_id, thread.workflow, type_, body)
+    def status(self, thread: Thread, status: ThreadStatus, **detail: Any) -> None:
+        """The thread takes `status` (its row, and workflow_runs, in one transaction)."""
+        self._write(thread, logrows.thread_status(thread.run_id, thread.workflow, status, **detail))
+
+    def _write(self, thread: Thread, row: LogRow) -> None:
+        self.logs.write(row)
         for listener in list(self.listeners):
             try:
-                listener(thread.run_id, thread.workflow, type_, body)
+                listener(thread.run_id, thread.workflow, row.type, row.payload or {})
             except Exception:  # a listener must never break the kernel
                 log.exception("workflow listener failed")
 
@@ -42,10 +49,11 @@ class Journal:
         thread.messages.append(message)
         # the start message and a person's answer are not rounds
         extra = {"round": rounds_used(thread.messages)} if is_round(message["role"]) else {}
-        self.event(thread, "message", {**message, "seq": seq, **extra})
+        self._write(thread, logrows.thread_message(thread.run_id, thread.workflow, message, seq, **extra))
 
-    def system(self, type_: str, payload: dict) -> None:
-        self.logs.append("system", type_, payload.get("workflow"), payload)
+    def system(self, row: LogRow) -> None:
+        """A row about a workflow's worker (started, exited, an error): not a thread's."""
+        self.logs.write(row)
 
     def flush(self) -> bool:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.wire import protocol
+from nerve_cli.vocab.states import WorkerState
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Kind:
 
     name: str
     worker: WorkerProcess | None = None
-    state: str = "stopped"  # stopped | starting | ready | stopping
+    state: WorkerState = WorkerState.STOPPED  # stopped | starting | ready | stopping
     running: dict[str, Thread] = field(default_factory=dict)
     queue: deque[Thread] = field(default_factory=deque)
     waiting: dict[str, Thread] = field(default_factory=dict)

@@ -45,6 +45,9 @@ from nerve_cli.store.runs import run_counts
 from nerve_cli.wire import protocol
 from nerve_cli.automaton.directive import parse_directive
 from nerve_cli.automaton.model import rounds_used, start_message
+from nerve_cli.vocab.states import WorkerState
+from nerve_cli.vocab.states import ThreadStatus
+from nerve_cli.vocab import logrows
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ class WorkflowManager:
         payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin}
         if max_rounds is not None and max_rounds > rounds:
             payload["requested_max_rounds"] = max_rounds
-        self.journal.event(thread, "queued", payload)
+        self.journal.status(thread, ThreadStatus.QUEUED, **payload)
         status = admission.admit(self.journal, kind, cfg, thread, holding=self.stopping)
         if status == admission.STARTED:
             self._begin(kind, thread)
@@ -119,9 +122,8 @@ class WorkflowManager:
             log.exception("launch_directive failed")
             why = f"{type(exc).__name__}: {exc}"
         message = f"sense {sense}: workflow directive refused: {why}"
-        self.logs.append("system", "error", sense, {
-            "sense": sense, "message": message, "error_type": "WorkflowError",
-            "directive": str(directive)[:500]})
+        self.logs.write(logrows.error(sense, message, sense=sense, error_type="WorkflowError",
+                                      directive=str(directive)[:500]))
         self._flush()
         self.report("error", message)
         return None
@@ -132,8 +134,8 @@ class WorkflowManager:
         for kind in self.kinds.values():
             if kind.name not in config.workflows:
                 while kind.queue:
-                    self.journal.event(kind.queue.popleft(), "dropped",
-                                       {"reason": f"workflow {kind.name} was removed from nerve.yaml"})
+                    self.journal.status(kind.queue.popleft(), ThreadStatus.DROPPED,
+                                        reason=f"workflow {kind.name} was removed from nerve.yaml")
             self._pump(kind)
         self._flush()
 
@@ -146,7 +148,7 @@ class WorkflowManager:
             out[name] = {
                 "enabled": cfg.enabled, "concurrency": cfg.concurrency, "overflow": cfg.overflow,
                 "max_queue": cfg.max_queue, "idempotent": cfg.idempotent,
-                "worker": {"pid": worker.pid if worker else None, "state": kind.state if kind else "stopped"},
+                "worker": {"pid": worker.pid if worker else None, "state": kind.state if kind else WorkerState.STOPPED},
                 "running": sorted(kind.running, key=_num) if kind else [],
                 "queued": [t.run_id for t in kind.queue] if kind else [],
                 "waiting": sorted(kind.waiting, key=_num) if kind else [],
@@ -165,7 +167,7 @@ class WorkflowManager:
             for thread in list(kind.queue):
                 if thread.run_id == run_id:
                     kind.queue.remove(thread)
-                    self.journal.event(thread, "dropped", {"reason": f"cancelled: {reason}"})
+                    self.journal.status(thread, ThreadStatus.DROPPED, reason=f"cancelled: {reason}")
                     self._flush()
                     return True
             thread = kind.running.get(run_id)
@@ -174,7 +176,7 @@ class WorkflowManager:
                     kind.worker.send(protocol.ThreadCancel(run_id, reason))
                 else:  # not on a worker yet: end it here
                     del kind.running[run_id]
-                    self.journal.event(thread, "failed", {"reason": f"cancelled: {reason}", "rounds": 0})
+                    self.journal.status(thread, ThreadStatus.FAILED, reason=f"cancelled: {reason}", rounds=0)
                     self._pump(kind)
                     self._flush()
                 return True
@@ -214,12 +216,12 @@ class WorkflowManager:
         try:
             thread = gates.waiting_thread(self.logs.path, row)
         except WorkflowError as exc:
-            self.logs.workflow_event(row["run_id"], row["workflow"], "failed",
-                                     {"workflow": row["workflow"], "reason": str(exc)})
+            self.logs.write(logrows.thread_status(row["run_id"], row["workflow"], ThreadStatus.FAILED, reason=str(exc)))
             return
         if row["workflow"] not in self.config.workflows:
-            self.journal.event(thread, "failed", {"reason": f"workflow {row['workflow']} is no longer in "
-                                                            "nerve.yaml", "rounds": rounds_used(thread.messages)})
+            self.journal.status(thread, ThreadStatus.FAILED,
+                                reason=f"workflow {row['workflow']} is no longer in nerve.yaml",
+                                rounds=rounds_used(thread.messages))
             return
         kind = self._kind(thread.workflow)
         kind.waiting[thread.run_id] = thread
@@ -277,11 +279,11 @@ class WorkflowManager:
         """Mark a thread started (its start message is seq 0) and count it as running."""
         if not thread.messages:
             first = start_message(thread.prompt, thread.max_rounds, now_ms()).to_dict()
-            self.journal.event(thread, "started", {"max_rounds": thread.max_rounds, **detail})
+            self.journal.status(thread, ThreadStatus.STARTED, max_rounds=thread.max_rounds, **detail)
             self.journal.message(thread, 0, first)
         else:
-            self.journal.event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages),
-                                                   **detail})
+            self.journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=rounds_used(thread.messages),
+                                **detail)
         thread.dispatched = False
         kind.running[thread.run_id] = thread
         kind.cancel_idle()
@@ -314,14 +316,14 @@ class WorkflowManager:
         """Hand the running threads to a ready worker, or start one; True when a thread ended instead."""
         if not kind.running:
             return False
-        if kind.state == "ready":
+        if kind.state is WorkerState.READY:
             ended = False
             for thread in list(kind.running.values()):  # a thread that cannot be handed over leaves `running`
                 if not thread.dispatched and not self._dispatch(kind, thread):
                     ended = True
             return ended
-        if kind.state == "stopped":
-            kind.state = "starting"
+        if kind.state is WorkerState.STOPPED:
+            kind.state = WorkerState.STARTING
             kind.spawn_task = asyncio.get_running_loop().create_task(self._spawn(kind))
         return False
 
@@ -362,14 +364,14 @@ class WorkflowManager:
             self._flush()
 
     def _maybe_idle(self, kind: Kind) -> None:
-        if kind.running or kind.queue or kind.state != "ready" or kind.idle is not None:
+        if kind.running or kind.queue or kind.state is not WorkerState.READY or kind.idle is not None:
             return
         loop = asyncio.get_running_loop()
         kind.idle = loop.call_later(self.idle_timeout, lambda: self.background(self._stop_idle(kind)))
 
     async def _stop_idle(self, kind: Kind) -> None:
         kind.idle = None
-        if kind.running or kind.queue or kind.state != "ready":
+        if kind.running or kind.queue or kind.state is not WorkerState.READY:
             return
         await self._retire(kind)
         self._pump(kind)  # a thread that arrived meanwhile gets a fresh worker
@@ -381,12 +383,12 @@ class WorkflowManager:
             kind.spawn_task.cancel()
             await asyncio.gather(kind.spawn_task, return_exceptions=True)
         worker, kind.worker = kind.worker, None
-        kind.state = "stopping"
+        kind.state = WorkerState.STOPPING
         if worker is not None:
             await worker.stop(2.0)
-            self.journal.system("worker_exited", {"workflow": kind.name, "pid": worker.pid,
-                                                  "exit": worker.describe_exit(), "expected": True})
-        kind.state = "stopped"
+            self.journal.system(logrows.worker_exited(kind.name, worker.pid, workflow=kind.name,
+                                                      exit=worker.describe_exit(), expected=True))
+        kind.state = WorkerState.STOPPED
         self._flush()
 
     # -- helpers -------------------------------------------------------------------------

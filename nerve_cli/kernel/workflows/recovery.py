@@ -21,6 +21,7 @@ from nerve_cli.store.logs import now_ms, query_logs
 from nerve_cli.store.runs import persisted_chain, queued_request
 from nerve_cli.wire import protocol
 from nerve_cli.automaton.model import rounds_used
+from nerve_cli.vocab.states import ThreadStatus
 
 
 def thread_deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float, str] | None:
@@ -39,7 +40,7 @@ def time_out(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
         kind.worker.send(protocol.ThreadCancel(thread.run_id, reason))  # ends `failed`, "cancelled: ..."
         return False
     del kind.running[thread.run_id]
-    journal.event(thread, "failed", {"reason": f"cancelled: {reason}", "rounds": rounds_used(thread.messages)})
+    journal.status(thread, ThreadStatus.FAILED, reason=f"cancelled: {reason}", rounds=rounds_used(thread.messages))
     return True
 
 
@@ -52,7 +53,7 @@ def fail_unsendable(journal: Journal, kind: Kind, thread: Thread, size: int) -> 
     reason = (f"its chain is {size / 2**20:.1f} MiB, and a thread is handed to its worker (at a start or a resume) "
               f"in one message of at most {protocol.MAX_LINE // 2**20} MiB; keep large data out of the messages "
               "(a file or a sense's table, with its path in the message)")
-    journal.event(thread, "failed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=rounds_used(thread.messages))
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
 
 
@@ -62,11 +63,10 @@ def lose_threads(journal: Journal, kind: Kind, reason: str, *, resume: bool) -> 
         thread.dispatched = False
         if not resume:
             del kind.running[thread.run_id]
-            journal.event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=rounds_used(thread.messages))
             journal.report("error", f"workflow {kind.name}: {thread.run_id} crashed: {reason}")
         else:
-            journal.event(thread, "started", {"resumed": True, "rounds": rounds_used(thread.messages),
-                                              "reason": reason})
+            journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=rounds_used(thread.messages), reason=reason)
             journal.report("warn", f"workflow {kind.name}: {thread.run_id} resumes after: {reason}")
 
 
@@ -76,7 +76,7 @@ def abandon(journal: Journal, kind: Kind, cfg: WorkflowConfig | None, reason: st
         if cfg is not None and cfg.idempotent:
             journal.report("info", f"workflow {kind.name}: {thread.run_id} will resume at the next start")
         else:
-            journal.event(thread, "crashed", {"reason": reason, "rounds": rounds_used(thread.messages)})
+            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=rounds_used(thread.messages))
     kind.running.clear()
 
 
@@ -95,7 +95,7 @@ def fail_all(journal: Journal, kind: Kind, reason: str, error: protocol.ErrorInf
         payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
         if error is not None:
             payload["error"] = error.__dict__
-        journal.event(thread, "failed", payload)
+        journal.status(thread, ThreadStatus.FAILED, **payload)
         journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
 
 
@@ -110,12 +110,12 @@ def recover_started(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> 
         why = "engine restarted while the thread ran"
         if cfg is None:
             why += f" (workflow {name} is no longer in nerve.yaml)"
-        journal.event(thread, "crashed", {"reason": why})
+        journal.status(thread, ThreadStatus.CRASHED, reason=why)
         return None
     try:
         chain = persisted_chain(logs_path, run_id)
     except ValueError as exc:
-        journal.event(thread, "crashed", {"reason": f"cannot resume: {exc}"})
+        journal.status(thread, ThreadStatus.CRASHED, reason=f"cannot resume: {exc}")
         return None
     thread.messages = [m.to_dict() for m in chain]
     starts = query_logs(logs_path, source="workflow", type="started", ref=run_id)
@@ -133,12 +133,12 @@ def recover_queued(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> T
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
     if cfg is None:
-        journal.event(thread, "dropped", {"reason": f"workflow {name} is no longer in nerve.yaml"})
+        journal.status(thread, ThreadStatus.DROPPED, reason=f"workflow {name} is no longer in nerve.yaml")
         return None
     try:
         chain = persisted_chain(journal.logs.path, run_id)
     except ValueError as exc:
-        journal.event(thread, "crashed", {"reason": f"cannot resume: {exc}"})
+        journal.status(thread, ThreadStatus.CRASHED, reason=f"cannot resume: {exc}")
         return None
     if chain:  # queued again after a person's answer: it goes on from its chain
         thread.messages = [m.to_dict() for m in chain]

@@ -23,8 +23,11 @@ from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.wire import protocol
 from nerve_cli.automaton.model import rounds_used
 from nerve_cli.words import plural
+from nerve_cli.vocab.states import WorkerState
+from nerve_cli.vocab.states import ThreadStatus
+from nerve_cli.vocab import logrows
 
-END_STATUSES = ("completed", "failed", gates.WAITING)
+END_STATUSES = (ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING)  # what a worker may report
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
 
 
@@ -69,20 +72,19 @@ class Spawner:
         if ready.failed:
             await self._load_failed(kind, worker, ready, stat)
             return None
-        kind.state = "ready"
-        self.journal.system("worker_started", {"workflow": kind.name, "pid": worker.pid})
+        kind.state = WorkerState.READY
+        self.journal.system(logrows.worker_started(kind.name, worker.pid, workflow=kind.name))
         return worker
 
     async def _start_failed(self, kind: Kind, worker: WorkerProcess, exc: BaseException) -> None:
         kind.crashes += 1
         if worker.alive:
             await worker.terminate(1.0)
-        kind.worker, kind.state = None, "stopped"
+        kind.worker, kind.state = None, WorkerState.STOPPED
         tail = " | ".join(list(worker.stderr_tail)[-3:])
         why = f"{exc}" + (f" (stderr: {tail})" if tail else "")
-        self.journal.system("error", {"workflow": kind.name,
-                                      "message": f"workflow {kind.name}: worker did not start: {why}",
-                                      "error_type": "WorkerStartError"})
+        self.journal.system(logrows.error(kind.name, f"workflow {kind.name}: worker did not start: {why}",
+                                          workflow=kind.name, error_type="WorkerStartError"))
         if kind.crashes >= self.start_tries:
             recovery.fail_all(self.journal, kind,
                               f"workflow {kind.name}: its worker failed to start {kind.crashes} times: {why}")
@@ -93,20 +95,19 @@ class Spawner:
         info = ready.failed.get(kind.name) or next(iter(ready.failed.values()))
         if await worker.wait_exit(2.0) is None:
             await worker.terminate(1.0)
-        kind.worker, kind.state = None, "stopped"
+        kind.worker, kind.state = None, WorkerState.STOPPED
         kind.load_error = (stat, info)  # the manager's next pump fails the waiting threads with it
-        self.journal.system("error", {"workflow": kind.name,
-                                      "message": f"workflow {kind.name} failed to load: {info.summary()}",
-                                      "error_type": info.type, "traceback": info.traceback, "file": info.file,
-                                      "line": info.line})
+        self.journal.system(logrows.error(kind.name, f"workflow {kind.name} failed to load: {info.summary()}",
+                                          workflow=kind.name, error_type=info.type, traceback=info.traceback,
+                                          file=info.file, line=info.line))
 
     def died(self, kind: Kind, worker: WorkerProcess, cfg: WorkflowConfig | None) -> None:
         """The kind's worker exited without being asked: resume its threads (idempotent) or crash them."""
-        kind.worker, kind.state = None, "stopped"
+        kind.worker, kind.state = None, WorkerState.STOPPED
         kind.cancel_idle()
         exit_text = worker.describe_exit()
-        self.journal.system("worker_exited", {"workflow": kind.name, "pid": worker.pid, "exit": exit_text,
-                                              "threads": sorted(kind.running)})
+        self.journal.system(logrows.worker_exited(kind.name, worker.pid, workflow=kind.name, exit=exit_text,
+                                                  threads=sorted(kind.running)))
         if not kind.running:
             return
         kind.crashes += 1
@@ -118,7 +119,7 @@ class Spawner:
         recovery.lose_threads(self.journal, kind, reason, resume=resume)
         if kind.running:
             delay = backoff_delay(self.backoff, kind.crashes)
-            self.journal.system("worker_respawn", {"workflow": kind.name, "attempt": kind.crashes, "delay_s": delay})
+            self.journal.system(logrows.worker_respawn(kind.name, kind.crashes, delay))
             self.journal.report("warn", f"workflow {kind.name}: worker pid {worker.pid} died ({exit_text}), "
                                         f"respawning in {delay:g}s")
 
@@ -142,8 +143,8 @@ class Spawner:
         return False
 
     def _unexpected(self, kind: Kind, worker: WorkerProcess, what: str) -> None:
-        self.journal.system("error", {"workflow": kind.name, "error_type": "ProtocolError",
-                                      "message": f"workflow worker {kind.name} pid {worker.pid}: {what}"})
+        self.journal.system(logrows.error(kind.name, f"workflow worker {kind.name} pid {worker.pid}: {what}",
+                                          workflow=kind.name, error_type="ProtocolError"))
         self.journal.flush()
 
     def _on_thread_message(self, kind: Kind, worker: WorkerProcess, msg: protocol.ThreadMessage) -> None:
@@ -177,17 +178,19 @@ class Spawner:
             if kind.worker is not None:
                 self._unexpected(kind, kind.worker, f"thread_end for {msg.run_id}, which it does not run")
             return False
-        status, reason = msg.status, msg.reason
-        if status not in END_STATUSES:
-            status, reason = "failed", f"worker reported unknown status {msg.status!r}: {msg.reason}"
-        if status == gates.WAITING:
+        reason = msg.reason
+        if msg.status in END_STATUSES:
+            status = ThreadStatus(msg.status)
+        else:
+            status, reason = ThreadStatus.FAILED, f"worker reported unknown status {msg.status!r}: {msg.reason}"
+        if status is ThreadStatus.WAITING:
             gates.wait(self.journal, kind, thread, reason)
             return True
         payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
         if msg.error:
             payload["error"] = msg.error
-        self.journal.event(thread, status, payload)
-        level = "info" if status == "completed" else "error"
+        self.journal.status(thread, status, **payload)
+        level = "info" if status is ThreadStatus.COMPLETED else "error"
         self.journal.report(level, f"workflow {kind.name}: {thread.run_id} {status} ({reason}) "
                                    f"after {plural(payload['rounds'], 'round')}")
         return True

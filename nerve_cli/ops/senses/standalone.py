@@ -23,6 +23,10 @@ from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.ops.senses.worker_client import SenseWorkerClient, WorkerGone
 from nerve_cli.store.logs import LogStore
 from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import DEMAND
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogKind, LogRow
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
 
@@ -30,7 +34,7 @@ START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
 @dataclass(frozen=True)
 class ComputeResult:
     sense: str
-    outcome: str  # signal | silent | error
+    outcome: Outcome  # signal | silent | error
     payload: Any = None
     duration_ms: float | None = None
     error: ErrorInfo | None = None
@@ -52,9 +56,9 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
     answer = compute(home, name)  # waits as long as the engine does for this sense
     error = answer.get("error")
     info = None
-    if answer.get("outcome") not in ("signal", "silent"):
+    if answer.get("outcome") not in (Outcome.SIGNAL, Outcome.SILENT):
         info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
-    return ComputeResult(name, "error" if info else answer["outcome"], answer.get("payload"),
+    return ComputeResult(name, Outcome.ERROR if info else Outcome(answer["outcome"]), answer.get("payload"),
                          answer.get("duration_ms"), info, answer.get("ts"), via="engine",
                          output=tuple(answer.get("output") or ()))
 
@@ -89,9 +93,9 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
     ready = client.start(START_TIMEOUT)
     try:
         if name in ready.failed:
-            return ComputeResult(name, "error", error=ready.failed[name])
+            return ComputeResult(name, Outcome.ERROR, error=ready.failed[name])
         compute_id = client.next_id()
-        client.send(Compute(compute_id, name, "demand", sources))
+        client.send(Compute(compute_id, name, DEMAND, sources))
         try:
             answer = client.answer(compute_id, timeout=soft)
         except TimeoutError:
@@ -100,19 +104,19 @@ def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: A
                 answer = client.answer(compute_id, timeout=grace)
             except TimeoutError:
                 client.kill()
-                return ComputeResult(name, "error", duration_ms=(soft + grace) * 1000, error=ErrorInfo(
+                return ComputeResult(name, Outcome.ERROR, duration_ms=(soft + grace) * 1000, error=ErrorInfo(
                     "TimeoutError", f"still running {grace:g}s after its {soft:g}s timeout; the worker was killed"))
     except WorkerGone as exc:
-        return ComputeResult(name, "error", error=ErrorInfo("WorkerDied", str(exc)))
+        return ComputeResult(name, Outcome.ERROR, error=ErrorInfo("WorkerDied", str(exc)))
     finally:
         client.stop()
     printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
     if isinstance(answer, Signal):
-        return ComputeResult(name, "signal", answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
+        return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
                              output=printed, signal_id=answer.signal_id)
     if isinstance(answer, Error):
-        return ComputeResult(name, "error", duration_ms=answer.duration_ms, error=answer.error, output=printed)
-    return ComputeResult(name, "silent", duration_ms=answer.duration_ms, output=printed)
+        return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
+    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed)
 
 
 def _user_output(line: str) -> None:
@@ -129,26 +133,23 @@ class _Recorder:
         self.name = name
 
     def start(self) -> None:
-        self._write([("run_start", {"compute_id": 0, "reason": "demand", "standalone": True})])
+        self._write([logrows.run_start(self.name, 0, DEMAND, standalone=True)])
 
     def finish(self, result: ComputeResult) -> None:
-        entries: list[tuple[str, dict[str, Any]]] = []
+        rows: list[LogRow] = []
         if result.output:
-            entries.append(("output", {"compute_id": 0, "lines": list(result.output), "standalone": True}))
+            rows.append(logrows.output(self.name, 0, list(result.output), standalone=True))
         if result.error is not None:
             e = result.error
-            entries.append(("error", {"sense": self.name, "message": e.message, "error_type": e.type,
-                                      "traceback": e.traceback, "file": e.file, "line": e.line}))
-        done = {"compute_id": 0, "outcome": result.outcome, "duration_ms": result.duration_ms or 0.0,
-                "reason": "demand", "standalone": True}
-        if result.signal_id is not None:
-            done["signal_id"] = result.signal_id
-        entries.append(("run_complete", done))
-        self._write(entries, result.signal_id)
+            rows.append(logrows.error(self.name, e.message, sense=self.name, error_type=e.type,
+                                      traceback=e.traceback, file=e.file, line=e.line))
+        rows.append(logrows.run_complete(self.name, 0, result.outcome, DEMAND, duration_ms=result.duration_ms or 0.0,
+                                         signal_id=result.signal_id, standalone=True))
+        self._write(rows, result.signal_id)
 
-    def _write(self, entries: list[tuple[str, dict[str, Any]]], signal_id: int | None = None) -> None:
+    def _write(self, rows: list[LogRow], signal_id: int | None = None) -> None:
         with LogStore(self.path) as store:
-            for kind, payload in entries:
+            for row in rows:
                 # the signal's watermark goes with its row, so the next engine does not log it again
-                mark = Ledger.signal_mark(self.name, signal_id) if kind == "run_complete" and signal_id else None
-                store.append("system" if kind == "error" else "reflex", kind, self.name, payload, mark=mark)
+                last = row.kind is LogKind.RUN_COMPLETE and signal_id
+                store.write(row, mark=Ledger.signal_mark(self.name, signal_id) if last else None)

@@ -19,6 +19,7 @@ from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.wire.process_group import kill_group
+from nerve_cli.vocab.reasons import DEMAND, Reason
 from nerve_cli.wire.protocol import (Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent,
                                      decode)
 
@@ -135,7 +136,7 @@ class SenseWorkerClient:
             elif isinstance(msg, (Signal, Silent, Error)) and msg.id == compute_id:
                 return msg
 
-    def compute(self, sense: str, *, reason: str = "demand", timeout: float | None = 60.0) -> Answer:
+    def compute(self, sense: str, *, reason: Reason = DEMAND, timeout: float | None = 60.0) -> Answer:
         """Send one Compute and wait for its answer."""
         compute_id = self.next_id()
         self.send(Compute(compute_id, sense, reason))

@@ -1,0 +1,274 @@
+"""The rows of logs.db: every kind the engine writes, and the one function that builds each.
+
+A row is (source, type, ref_id, payload); `LogKind` names each (source, type) pair the engine
+writes, and the functions below are the only places a row's payload is put together, so a kind
+reads the same wherever it is written (the engine, the ledger, a standalone `nerve sense run`,
+`nerve thread approve` with the engine stopped). The values on disk are the ones `nerve logs`
+has always shown; a new kind joins `LogKind` with its constructor here.
+
+Thread rows (source `workflow`, ref_id the run id) whose type is a `ThreadStatus` also set the
+thread's status in `workflow_runs` (`LogKind.status`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any
+
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import Reason
+from nerve_cli.vocab.states import ThreadStatus
+
+
+class LogSource(StrEnum):
+    """The `source` column: which part of the engine a row speaks for."""
+
+    REFLEX = "reflex"      # computes: run_start, output, run_complete (ref_id: the sense)
+    SIGNAL = "signal"      # external events: emit (ref_id: the channel)
+    SYSTEM = "system"      # the engine's own life: start and stop, errors, workers, reloads, guards
+    WORKFLOW = "workflow"  # a thread's events (ref_id: its run id)
+
+
+class LogKind(Enum):
+    """One kind of row: its source and its type."""
+
+    # computes
+    RUN_START = (LogSource.REFLEX, "run_start")
+    OUTPUT = (LogSource.REFLEX, "output")
+    RUN_COMPLETE = (LogSource.REFLEX, "run_complete")
+    # external events
+    EMIT = (LogSource.SIGNAL, "emit")
+    # the engine
+    ENGINE_STARTED = (LogSource.SYSTEM, "engine_started")
+    ENGINE_STOPPED = (LogSource.SYSTEM, "engine_stopped")
+    WARNING = (LogSource.SYSTEM, "warning")
+    ERROR = (LogSource.SYSTEM, "error")
+    CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
+    ARCHIVED = (LogSource.SYSTEM, "archived")
+    # workers (a sense group's, ref_id the group; a workflow's, ref_id the workflow)
+    WORKER_STARTED = (LogSource.SYSTEM, "worker_started")
+    WORKER_EXITED = (LogSource.SYSTEM, "worker_exited")
+    WORKER_KILLED = (LogSource.SYSTEM, "worker_killed")
+    WORKER_RESPAWN = (LogSource.SYSTEM, "worker_respawn")
+    MALFORMED = (LogSource.SYSTEM, "malformed")
+    WATCHDOG_KILL = (LogSource.SYSTEM, "watchdog_kill")
+    # guards
+    PENALISED = (LogSource.SYSTEM, "penalised")
+    QUARANTINED = (LogSource.SYSTEM, "quarantined")
+    RESET = (LogSource.SYSTEM, "reset")
+    # hot reload
+    CONFIG_RELOADED = (LogSource.SYSTEM, "config_reloaded")
+    CONFIG_REJECTED = (LogSource.SYSTEM, "config_rejected")
+    CONFIG_UNCHANGED = (LogSource.SYSTEM, "config_unchanged")
+    SENSE_RELOADED = (LogSource.SYSTEM, "sense_reloaded")
+    WORKFLOW_RELOADED = (LogSource.SYSTEM, "workflow_reloaded")
+    # threads: a message of the chain, and each status a thread takes
+    THREAD_MESSAGE = (LogSource.WORKFLOW, "message")
+    THREAD_QUEUED = (LogSource.WORKFLOW, ThreadStatus.QUEUED.value)
+    THREAD_STARTED = (LogSource.WORKFLOW, ThreadStatus.STARTED.value)
+    THREAD_WAITING = (LogSource.WORKFLOW, ThreadStatus.WAITING.value)
+    THREAD_COMPLETED = (LogSource.WORKFLOW, ThreadStatus.COMPLETED.value)
+    THREAD_FAILED = (LogSource.WORKFLOW, ThreadStatus.FAILED.value)
+    THREAD_CRASHED = (LogSource.WORKFLOW, ThreadStatus.CRASHED.value)
+    THREAD_DROPPED = (LogSource.WORKFLOW, ThreadStatus.DROPPED.value)
+
+    def __init__(self, source: LogSource, type_: str) -> None:
+        self.source = source
+        self.type = type_
+
+    @property
+    def status(self) -> ThreadStatus | None:
+        """The thread status a row of this kind sets in workflow_runs, if any."""
+        if self.source is not LogSource.WORKFLOW or self is LogKind.THREAD_MESSAGE:
+            return None
+        return ThreadStatus(self.type)
+
+    @classmethod
+    def of_status(cls, status: ThreadStatus) -> LogKind:
+        return _BY_STATUS[status]
+
+
+_BY_STATUS = {kind.status: kind for kind in LogKind if kind.status is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One row to append to logs.db (its time is given when it is appended)."""
+
+    kind: LogKind
+    ref: str | None
+    payload: dict[str, Any] | None
+
+    @property
+    def source(self) -> str:
+        return self.kind.source.value
+
+    @property
+    def type(self) -> str:
+        return self.kind.type
+
+
+_UNSET: Any = object()
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    """A payload without the optional fields left unset (rows have always omitted them)."""
+    return {k: v for k, v in fields.items() if v is not _UNSET}
+
+
+# -- computes -------------------------------------------------------------------------------
+
+def run_start(sense: str, compute_id: int, reason: Reason, *, lateness_ms: float = _UNSET,
+              standalone: bool = _UNSET) -> LogRow:
+    """A compute started (`standalone`: by `nerve sense run` with no engine)."""
+    return LogRow(LogKind.RUN_START, sense, _body(compute_id=compute_id, reason=reason.text,
+                                                  lateness_ms=lateness_ms, standalone=standalone))
+
+
+def output(sense: str, compute_id: int, lines: list[dict[str, str]], *, standalone: bool = _UNSET) -> LogRow:
+    """What a compute printed: `lines` of {"stream": stdout|stderr, "text"}."""
+    return LogRow(LogKind.OUTPUT, sense, _body(compute_id=compute_id, lines=lines, standalone=standalone))
+
+
+def run_complete(sense: str, compute_id: int | None, outcome: Outcome, reason: Reason | None, *,
+                 duration_ms: float = _UNSET, signal_id: int | None = None, discarded: bool = False,
+                 kept: bool = False, events: int = 0, standalone: bool = False) -> LogRow:
+    """A compute ended. `reason` None: a signal found committed without its row (the ledger recovered it);
+    its reason is unknown and shows as `recovered`."""
+    body = _body(compute_id=compute_id, outcome=outcome.value,
+                 duration_ms=round(duration_ms, 3) if duration_ms is not _UNSET else _UNSET,
+                 reason=reason.text if reason is not None else "recovered")
+    if discarded:
+        body["discarded"] = True
+    if signal_id is not None:
+        body["signal_id"] = signal_id
+    if kept:
+        body["kept"] = True
+    if events:
+        body["events"] = events
+    if standalone:
+        body["standalone"] = True
+    if reason is None:
+        body["recovered"] = True
+    return LogRow(LogKind.RUN_COMPLETE, sense, body)
+
+
+def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False) -> LogRow:
+    """An external event stored (`recovered`: stored while no engine logged it)."""
+    body: dict[str, Any] = {"payload": payload, "event_id": event_id}
+    if recovered:
+        body["recovered"] = True
+    return LogRow(LogKind.EMIT, channel, body)
+
+
+# -- the engine -----------------------------------------------------------------------------
+
+def engine_started(pid: int, senses: list[str], groups: list[str], loop: str) -> LogRow:
+    return LogRow(LogKind.ENGINE_STARTED, None, {"pid": pid, "senses": senses, "groups": groups, "loop": loop})
+
+
+def engine_stopped(pid: int, uptime_s: float) -> LogRow:
+    return LogRow(LogKind.ENGINE_STOPPED, None, {"pid": pid, "uptime_s": uptime_s})
+
+
+def warning(where: str, message: str) -> LogRow:
+    return LogRow(LogKind.WARNING, where, {"message": message})
+
+
+def error(ref: str | None, message: str | None, **context: Any) -> LogRow:
+    """Something failed. `ref`: the sense, workflow or part it concerns; `context`: what a reader needs to
+    act (error_type, traceback, file, line, compute_id, sense, workflow, blamed...)."""
+    return LogRow(LogKind.ERROR, ref, {**context, "message": message})
+
+
+def control_busy(connections: int, limit: int, idle_timeout_s: float) -> LogRow:
+    return LogRow(LogKind.CONTROL_BUSY, "control", {"connections": connections, "limit": limit,
+                                                    "idle_timeout_s": idle_timeout_s})
+
+
+def archived(result: dict[str, Any]) -> LogRow:
+    """The daily archive ran: what it moved (`ArchiveResult.as_dict()`)."""
+    return LogRow(LogKind.ARCHIVED, "archive", result)
+
+
+# -- workers --------------------------------------------------------------------------------
+
+def worker_started(ref: str, pid: int | None, **detail: Any) -> LogRow:
+    """A worker is ready. A sense group's: senses, restarts, failed; a workflow's: workflow."""
+    return LogRow(LogKind.WORKER_STARTED, ref, {"pid": pid, **detail})
+
+
+def worker_exited(ref: str, pid: int | None, **detail: Any) -> LogRow:
+    """A worker exited. A sense group's: why, code, respawn_in, computing, stderr, blamed;
+    a workflow's: workflow, exit, threads."""
+    return LogRow(LogKind.WORKER_EXITED, ref, {"pid": pid, **detail})
+
+
+def worker_killed(ref: str, pid: int | None, sense: str, why: str) -> LogRow:
+    return LogRow(LogKind.WORKER_KILLED, ref, {"pid": pid, "sense": sense, "why": why})
+
+
+def worker_respawn(workflow: str, attempt: int, delay_s: float) -> LogRow:
+    return LogRow(LogKind.WORKER_RESPAWN, workflow, {"workflow": workflow, "attempt": attempt, "delay_s": delay_s})
+
+
+def malformed(group: str, pid: int | None, problem: str, line: str) -> LogRow:
+    """A worker wrote a line that is not a protocol message."""
+    return LogRow(LogKind.MALFORMED, group, {"pid": pid, "problem": problem, "line": line})
+
+
+def watchdog_kill(group: str, pid: int, problem: str, computing: list[str]) -> LogRow:
+    return LogRow(LogKind.WATCHDOG_KILL, group, {"group": group, "pid": pid, "problem": problem,
+                                                 "computing": computing})
+
+
+# -- guards ---------------------------------------------------------------------------------
+
+def penalised(sense: str, until: float, why: str) -> LogRow:
+    return LogRow(LogKind.PENALISED, sense, {"sense": sense, "until": until, "why": why})
+
+
+def quarantined(sense: str, until: float, why: str) -> LogRow:
+    return LogRow(LogKind.QUARANTINED, sense, {"sense": sense, "until": until, "why": why})
+
+
+def reset(sense: str, was_blocked: bool) -> LogRow:
+    return LogRow(LogKind.RESET, sense, {"sense": sense, "was_blocked": was_blocked})
+
+
+# -- hot reload -----------------------------------------------------------------------------
+
+def config_reloaded(changes: list[str], restarted_groups: list[str], warnings: list[str]) -> LogRow:
+    return LogRow(LogKind.CONFIG_RELOADED, "nerve.yaml", {"changes": changes, "restarted_groups": restarted_groups,
+                                                          "warnings": warnings})
+
+
+def config_rejected(problems: list[str], warnings: list[str]) -> LogRow:
+    return LogRow(LogKind.CONFIG_REJECTED, "nerve.yaml", {"problems": problems, "warnings": warnings})
+
+
+def config_unchanged(warnings: list[str]) -> LogRow:
+    return LogRow(LogKind.CONFIG_UNCHANGED, "nerve.yaml", {"warnings": warnings})
+
+
+def sense_reloaded(group: str, senses: list[str]) -> LogRow:
+    return LogRow(LogKind.SENSE_RELOADED, group, {"senses": senses, "group": group})
+
+
+def workflow_reloaded(workflow: str) -> LogRow:
+    return LogRow(LogKind.WORKFLOW_RELOADED, workflow, {"workflow": workflow})
+
+
+# -- threads --------------------------------------------------------------------------------
+
+def thread_status(run_id: str, workflow: str, status: ThreadStatus, **detail: Any) -> LogRow:
+    """A thread took `status`. `detail` by status: queued (prompt, max_rounds, via, answer...),
+    started (max_rounds, or resumed and rounds), waiting (question, rounds), completed/failed/crashed
+    (reason, rounds, error), dropped (reason)."""
+    return LogRow(LogKind.of_status(status), run_id, {"workflow": workflow, **detail})
+
+
+def thread_message(run_id: str, workflow: str, message: dict[str, Any], seq: int, **extra: Any) -> LogRow:
+    """Message `seq` of a thread's chain (`extra`: its round, for a role's message)."""
+    return LogRow(LogKind.THREAD_MESSAGE, run_id, {"workflow": workflow, **message, "seq": seq, **extra})

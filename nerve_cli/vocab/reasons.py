@@ -1,0 +1,75 @@
+"""Why a compute runs: a kind, and for the kinds a source woke, that source.
+
+The reason travels as these two fields from the scheduler through the kernel and the wire to the
+compute's `trigger`; its one-line text (`on cpu-usage (debounced)`) is made for people and for
+the log, and is never read back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class TriggerKind(StrEnum):
+    """What made a compute start."""
+
+    INTERVAL = "interval"    # its interval reflex came round
+    CRON = "cron"            # its cron reflex fired
+    OVERDUE = "overdue"      # an interval or cron tick missed while no engine ran: once, at start-up
+    SIGNAL = "signal"        # a signal or event of `source` it listens to
+    DEBOUNCED = "debounced"  # a burst from `source` through a `debounce` reflex, once it went quiet
+    DEMAND = "demand"        # asked for: `nerve sense run`, the control socket, MCP
+    BACKLOG = "backlog"      # events wait for it (its worker started, or a batch left more)
+    RETRY = "retry"          # its compute failed while events wait for it
+
+
+_WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED})
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why one compute runs. `source` is the sense or channel that woke it (signal and debounced only)."""
+
+    kind: TriggerKind
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.source is not None) != (self.kind in _WITH_SOURCE):
+            raise ValueError(f"a {self.kind} reason {'needs' if self.source is None else 'has no'} source")
+
+    @classmethod
+    def signal(cls, source: str) -> Reason:
+        return cls(TriggerKind.SIGNAL, source)
+
+    @classmethod
+    def debounced(cls, source: str) -> Reason:
+        return cls(TriggerKind.DEBOUNCED, source)
+
+    @property
+    def text(self) -> str:
+        """The reason as logs.db and `nerve logs` have always shown it: `interval`, `on x`, `on x (debounced)`."""
+        if self.kind is TriggerKind.SIGNAL:
+            return f"on {self.source}"
+        if self.kind is TriggerKind.DEBOUNCED:
+            return f"on {self.source} (debounced)"
+        return self.kind.value
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"kind": self.kind.value, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, body: dict) -> Reason:
+        """From `to_dict`'s two fields (the wire); ValueError on an unknown kind or a missing source."""
+        return cls(TriggerKind(body["kind"]), body.get("source"))
+
+
+INTERVAL = Reason(TriggerKind.INTERVAL)
+CRON = Reason(TriggerKind.CRON)
+OVERDUE = Reason(TriggerKind.OVERDUE)
+DEMAND = Reason(TriggerKind.DEMAND)
+BACKLOG = Reason(TriggerKind.BACKLOG)
+RETRY = Reason(TriggerKind.RETRY)

@@ -1,0 +1,50 @@
+"""The states the engine reports: a worker group's, a sense's, a thread's."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class WorkerState(StrEnum):
+    """A worker's state: a sense group's (`nerve status` workers, `nerve top`) or a workflow's."""
+
+    STOPPED = "stopped"        # no worker, and none coming (engine stopping, group removed)
+    STARTING = "starting"      # spawned, not yet ready
+    READY = "ready"            # takes computes
+    BACKOFF = "backoff"        # died; respawns at `next_retry`
+    RELOADING = "reloading"    # its files changed: lets running computes finish, then respawns
+    RESTARTING = "restarting"  # its input pipe closed: being killed, then respawned
+    STOPPING = "stopping"      # a workflow's worker asked to stop (drained, removed, or reloaded)
+
+
+class SenseStatus(StrEnum):
+    """A sense's state in `nerve status` and `nerve top`."""
+
+    IDLE = "idle"                # nothing to do until its next trigger
+    PENDING = "pending"          # wants a compute (waiting for its worker, its throttle or a running compute)
+    RUNNING = "running"          # a compute is in flight
+    PENALISED = "penalised"      # backed off after failures: waits out `blocked_until`
+    QUARANTINED = "quarantined"  # not computed at all until `blocked_until` (it kept killing its worker)
+    LOAD_FAILED = "load-failed"  # its code did not load in its worker
+    STOPPED = "stopped"          # no engine runs (read from the files)
+    DISABLED = "disabled"        # `enabled: false` in nerve.yaml
+
+
+class ThreadStatus(StrEnum):
+    """A workflow thread's status (`workflow_runs.status`, the type of the log row that set it)."""
+
+    QUEUED = "queued"        # admitted, waiting for a slot
+    STARTED = "started"      # its worker runs it (also: resumed)
+    WAITING = "waiting"      # a role asked a person; it resumes on an answer
+    COMPLETED = "completed"  # its moderator ended it
+    FAILED = "failed"        # user code failed, a limit ran out, or it was cancelled or rejected
+    CRASHED = "crashed"      # its worker died and it could not be resumed
+    DROPPED = "dropped"      # never started: over capacity, queue full, workflow removed, cancelled
+
+    @property
+    def live(self) -> bool:
+        """Queued, started or waiting: it may still move (its rows are never archived)."""
+        return self in LIVE
+
+
+LIVE = frozenset({ThreadStatus.QUEUED, ThreadStatus.STARTED, ThreadStatus.WAITING})
