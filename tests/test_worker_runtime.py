@@ -322,3 +322,25 @@ def test_stdin_from_a_file_works(home, tmp_path) -> None:
             stdin=stdin, capture_output=True, timeout=30,
         )
     assert out.returncode == 0 and '"id":3' in out.stdout.decode()
+
+
+LOADED = """
+import sys
+
+{kw}def compute(db, peers):
+    return sorted(m for m in ("asyncio", "ssl", "concurrent.futures") if m in sys.modules)
+"""
+
+
+def test_a_worker_of_sync_senses_never_imports_asyncio(home) -> None:
+    """asyncio (and ssl, concurrent.futures with it) costs start-up time and memory a sync compute never uses."""
+    write_instance(home, {"plain": {"group": "sync", "code": LOADED.format(kw="")},
+                          "other": {"group": "sync", "code": SLEEPY.format(secs=0, name="other")},
+                          "aplain": {"group": "mixed", "code": LOADED.format(kw="")},
+                          "coro": {"group": "mixed", "code": ASYNC_SLEEPY.format(secs=0, name="coro")}})
+    with worker(home, "sync") as w:
+        assert w.compute("plain").payload == []
+        assert w.compute("other").payload == "other"
+    with worker(home, "mixed") as w:
+        assert "asyncio" in w.compute("aplain").payload
+        assert w.compute("coro").payload == "coro"

@@ -20,15 +20,14 @@ rolled back, and the worker answers `Error(TimeoutError)` once it has stopped).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -40,6 +39,9 @@ from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
+
+if TYPE_CHECKING:
+    import asyncio
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 PROGRESS_STEPS = 1000  # SQLite VM steps between checks of the cancel flag
@@ -57,7 +59,7 @@ class LoadedSense:
     compute: Callable[..., Any]
     is_async: bool
     nargs: int
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock | None = None  # an async sense's one-at-a-time, made on the loop (see run_async)
     events: EventReader | None = None  # set when the compute takes `trigger`
 
     @property
@@ -184,8 +186,19 @@ def run_sync(sense: LoadedSense, job: Job) -> Answer:
     return _finish(sense, job, result)
 
 
+def async_lock(sense: LoadedSense) -> asyncio.Lock:
+    """The lock that runs an async sense's computes one at a time (made on first use, on the loop)."""
+    import asyncio
+
+    if sense.lock is None:
+        sense.lock = asyncio.Lock()
+    return sense.lock
+
+
 async def run_async(sense: LoadedSense, job: Job) -> Answer:
     """An `async def` compute as its own task, so a cancel can reach it."""
+    import asyncio  # only a worker with an async sense pays for it
+
     if not _begin(sense, job):
         return ABANDONED
     try:

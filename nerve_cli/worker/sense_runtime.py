@@ -19,6 +19,11 @@ interrupted: no answer comes, and the kernel kills the worker at `grace_period`.
 error, let running ones finish up to `engine.shutdown_timeout`, close, exit 0.
 SIGINT is ignored: a terminal's Ctrl-C must not kill a worker mid-compute.
 
+Without an `async def` sense the worker runs no event loop at all (asyncio is
+never imported): its main thread waits for the stop, and cancels, shutdown and
+the end of the drain are handled in the thread that hears of them. With one,
+the loop runs the async computes, cancels and shutdown.
+
 Threads, leader/follower: the compute threads themselves read the kernel's
 messages (the protocol input fd; see `worker.stdio`). One of
 them (the leader) blocks in `read`; when a line arrives it hands the lead to
@@ -26,12 +31,12 @@ the next idle thread and, for a sync compute, runs it at once in the thread
 that read it — no hop through the event loop and no executor queue between
 the kernel's line and `BEGIN`. There is one thread per sync sense plus one,
 started as needed, so someone is always reading (a `Cancel` is never stuck
-behind a compute). Async computes, cancels and shutdown go to the event loop.
+behind a compute). Async computes, cancels and shutdown go to the event loop
+when there is one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import faulthandler
 import logging
@@ -40,7 +45,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready,
@@ -48,9 +53,12 @@ from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Erro
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.worker.compute import Answer, Job, LoadedSense, run_async, run_sync
+from nerve_cli.worker.compute import Answer, Job, LoadedSense, run_sync
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("nerve.worker")
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
@@ -71,8 +79,10 @@ class SenseRuntime:
         self.input_fd = input_fd  # the kernel's messages (never fd 0 in a real worker: see worker.stdio)
         self.jobs: dict[int, Job] = {}
         self.tasks: set[asyncio.Task[None]] = set()
-        self.stopping: asyncio.Event | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # only when a sense is async
+        self._call: Callable[..., None] = _call_here  # runs a callback where the runtime's state is kept
+        self._stop: Callable[[], None] = _nothing
+        self._set_idle: Callable[[], None] = _nothing
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # jobs, busy senses, thread counts, closed
         self._lead = threading.Lock()  # held by the one thread reading the kernel's messages
@@ -82,20 +92,44 @@ class SenseRuntime:
         self._threads = 0
         self._followers = 0  # threads waiting for (or holding) the lead
         self._closed = False
-        self._idle: asyncio.Event | None = None
 
-    async def serve(self) -> bool:
-        """Run until shutdown; True when every compute ended cleanly."""
-        self.stopping = asyncio.Event()
-        self._idle = asyncio.Event()
+    @property
+    def needs_loop(self) -> bool:
+        return any(sense.is_async for sense in self.senses.values())
+
+    def serve(self) -> bool:
+        """Run until shutdown without an event loop (no sense is async); True when every compute ended cleanly."""
+        stopping, idle = threading.Event(), threading.Event()
+        self._stop, self._set_idle = stopping.set, idle.set
+        signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+        self._start_reading()
+        stopping.wait()
+        if self._refuse_waiting():
+            idle.wait(self.shutdown_timeout)
+        return self._abandon_stuck()
+
+    async def serve_async(self) -> bool:
+        """Run until shutdown with an event loop for the async computes; True when every compute ended cleanly."""
+        import asyncio
+
+        stopping, idle = asyncio.Event(), asyncio.Event()
         self.loop = loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+        self._call, self._stop, self._set_idle = self._on_loop, stopping.set, idle.set
+        loop.add_signal_handler(signal.SIGTERM, stopping.set)
+        self._start_reading()
+        await stopping.wait()
+        if self._refuse_waiting():
+            try:
+                await asyncio.wait_for(idle.wait(), self.shutdown_timeout)
+            except asyncio.TimeoutError:
+                pass
+        return self._abandon_stuck()
+
+    def _start_reading(self) -> None:
         self._reader = LineReader(self.input_fd, MAX_LINE)
         with self._lock:
             self._threads += 1
         self._start_thread()
-        await self.stopping.wait()
-        return await self._drain()
 
     # the threads ---------------------------------------------------------------
     def _start_thread(self) -> None:
@@ -127,11 +161,7 @@ class SenseRuntime:
     def _close(self) -> None:
         with self._lock:
             self._closed = True
-        self._on_loop(self._stop)
-
-    def _stop(self) -> None:
-        assert self.stopping is not None
-        self.stopping.set()
+        self._call(self._stop)
 
     def _on_loop(self, fn: Any, *args: Any) -> None:
         assert self.loop is not None
@@ -144,7 +174,7 @@ class SenseRuntime:
         if isinstance(msg, Compute):
             self._start(msg)
         elif isinstance(msg, Cancel):
-            self._on_loop(self._cancel, msg.id)
+            self._call(self._cancel, msg.id)
         elif isinstance(msg, Shutdown):
             self._close()
         elif isinstance(msg, Malformed):
@@ -182,7 +212,7 @@ class SenseRuntime:
                 self._answer(job, Answer(Outcome.ERROR, error=self._not_loaded(job.sense)))
             self._done(job)
         elif sense.is_async:
-            self._on_loop(self._start_async, sense, job)
+            self._call(self._start_async, sense, job)
         else:
             if grow:  # nobody else would read the kernel's messages while this compute runs
                 self._start_thread()
@@ -211,19 +241,24 @@ class SenseRuntime:
         with self._lock:
             self.jobs.pop(job.id, None)
             idle = self._closed and not self.jobs
-        if idle and self._idle is not None:
-            self._on_loop(self._idle.set)
+        if idle:
+            self._call(self._set_idle)
 
     # the loop ------------------------------------------------------------------
     def _start_async(self, sense: LoadedSense, job: Job) -> None:
+        import asyncio
+
         task = asyncio.ensure_future(self._run_async(sense, job))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def _run_async(self, sense: LoadedSense, job: Job) -> None:
+        from nerve_cli.worker.compute import async_lock, run_async
+
+        lock = async_lock(sense)
         try:
-            job.waiting = sense.lock.locked()
-            async with sense.lock:  # one compute per sense at a time, in arrival order
+            job.waiting = lock.locked()
+            async with lock:  # one compute per sense at a time, in arrival order
                 job.waiting = False
                 with capturing(Capture(job.id, job.sense, self.out.send)):  # the compute's task inherits it
                     outcome = await run_async(sense, job)
@@ -276,8 +311,8 @@ class SenseRuntime:
         loaded = ", ".join(sorted(self.senses)) or "none"
         return ErrorInfo("SenseError", f"sense `{name}` is not loaded in worker group `{self.group}` (loaded: {loaded})")
 
-    async def _drain(self) -> bool:
-        assert self._idle is not None
+    def _refuse_waiting(self) -> bool:
+        """The start of the drain: refuse what has not started; True while computes still run."""
         with self._lock:
             self._closed = True  # no thread reads another line; a compute arriving now is refused
             waiting = [job for job in self.jobs.values() if job.waiting]
@@ -286,12 +321,10 @@ class SenseRuntime:
                 self._send(job, Error(job.id, job.sense, ErrorInfo(
                     "SenseError", "the worker is shutting down; this compute was not started"), 0.0))
         with self._lock:
-            busy = bool(self.jobs)
-        if busy:
-            try:
-                await asyncio.wait_for(self._idle.wait(), self.shutdown_timeout)
-            except asyncio.TimeoutError:
-                pass
+            return bool(self.jobs)
+
+    def _abandon_stuck(self) -> bool:
+        """The end of the drain: answer for computes still running; True when there were none."""
         with self._lock:
             stuck = [job for job in self.jobs.values() if job.state in ("running", "cancelled")]
         for job in stuck:
@@ -324,13 +357,26 @@ def main(args: Any) -> int:
     runtime.input_fd = fds.read
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed,
                    sorted(n for n, s in runtime.senses.items() if s.takes_trigger)))
-    clean = asyncio.run(runtime.serve())
+    if runtime.needs_loop:
+        import asyncio
+
+        clean = asyncio.run(runtime.serve_async())
+    else:
+        clean = runtime.serve()
     if not clean:
         out.close()
         os._exit(0)  # a compute thread is stuck in user code; its transaction dies with us
     runtime.close()
     out.close()
     return 0
+
+
+def _call_here(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _names(option: str | None) -> list[str]:

@@ -10,20 +10,18 @@ fd 0 at /dev/null and fd 1 at stderr, and sets `sys.stdout = sys.stderr`.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import stat
 import sys
 import threading
-from asyncio import unix_events
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nerve_cli.wire.protocol import MAX_LINE, Message
 
-# asyncio reads pipes 256 KiB at a time and pays an mmap/munmap per small read;
-# 64 KiB halves the round trip (LIBRARY-NOTES). The kernel's handle does the same.
-unix_events._UnixReadPipeTransport.max_size = 64 * 1024  # type: ignore[attr-defined]
+if TYPE_CHECKING:
+    import asyncio
 
 
 PROTOCOL_FD_MIN = 100  # far above the fds a sense opens (or closes by mistake) in normal use
@@ -88,6 +86,8 @@ class _ThreadLineReader:
     """Reads protocol lines in a thread: for an input epoll cannot watch (a regular file, /dev/null)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        import asyncio
+
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._loop = loop
         self._stream = os.fdopen(fd, "rb", closefd=False)
@@ -106,7 +106,16 @@ class _ThreadLineReader:
 
 
 async def protocol_reader(fd: int) -> asyncio.StreamReader | _ThreadLineReader:
-    """An asyncio line reader on the protocol's input fd whose line limit matches the protocol's."""
+    """An asyncio line reader on the protocol's input fd whose line limit matches the protocol's.
+
+    Only a worker that runs an event loop calls this, so only it imports asyncio.
+    """
+    import asyncio
+    from asyncio import unix_events
+
+    # asyncio reads pipes 256 KiB at a time and pays an mmap/munmap per small read;
+    # 64 KiB halves the round trip (LIBRARY-NOTES). The kernel's handle does the same.
+    unix_events._UnixReadPipeTransport.max_size = 64 * 1024  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
     mode = os.fstat(fd).st_mode
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
