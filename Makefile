@@ -30,8 +30,10 @@ run: $(STAMP)
 	$(BIN)/nerve config check --home $(DEMO_HOME)
 	$(BIN)/nerve run --home $(DEMO_HOME) -v
 
+# every script, then the goal rows they recorded (each beside its floor from the same script's run)
 bench: $(STAMP)
-	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@goals=$$(mktemp); for f in bench/*.py; do echo "== $$f"; NERVE_BENCH_GOALS=$$goals $(BIN)/python $$f || exit 1; done; \
+		$(BIN)/python bench/_kit.py goals $$goals; rm -f $$goals
 
 clean:
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache

@@ -305,6 +305,48 @@ class Report:
         sys.stdout.flush()
 
 
+# -- the goals: one row each, printed together at the end of `make bench` -------------------
+
+GOALS_ENV = "NERVE_BENCH_GOALS"  # a file each script appends its goal rows to (make bench sets it)
+GOALS = (  # the rows in the order the summary prints them
+    "sense worker spawn → ready",
+    "save → the new code's first signal",
+    "idle sense worker memory, PSS (RSS)",
+    "signal hop across groups, median / p99",
+    "workflow round overhead, median / p99",
+    "`nerve status` with 1,000 senses",
+    "`nerve config check`",
+    "archive 1,000,000 log rows",
+)
+
+
+def goal(figure: str, value: str, floor: str, target: str, met: bool) -> None:
+    """Record one goal row (figure and its floor from the same run) for the summary, when make bench asks."""
+    assert figure in GOALS, figure
+    if path := os.environ.get(GOALS_ENV):
+        with open(path, "a") as out:
+            out.write(json.dumps({"figure": figure, "value": value, "floor": floor, "target": target, "met": met,
+                                  "load": os.getloadavg()[0]}) + "\n")
+
+
+def print_goals(path: str) -> None:
+    rows = {}
+    for line in Path(path).read_text().splitlines():
+        row = json.loads(line)
+        rows[row["figure"]] = row
+    report = Report(f"the goals, each beside its floor from the same script's run ({machine()})")
+    for figure in GOALS:
+        row = rows.get(figure)
+        if row is None:
+            report.row(figure, "not measured", "", "", None)
+        else:
+            report.row(figure, row["value"], row["floor"], row["target"], row["met"])
+    loads = [row["load"] for row in rows.values()]
+    if loads:
+        report.note(f"load average while measured: {min(loads):.1f}–{max(loads):.1f}")
+    report.print()
+
+
 def us(value: float) -> str:
     return f"{value:,.0f} µs"
 
@@ -316,4 +358,7 @@ def machine() -> str:
 
 
 if __name__ == "__main__":
-    print("bench/_kit.py: shared helpers for the engine benchmarks (nothing to measure here)")
+    if sys.argv[1:2] == ["goals"]:
+        print_goals(sys.argv[2])
+    else:
+        print("bench/_kit.py: shared helpers for the engine benchmarks (nothing to measure here)")

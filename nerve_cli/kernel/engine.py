@@ -48,6 +48,7 @@ from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.supervision.launch import PLAIN, Launch, WarmLaunch, warm_wanted
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
@@ -144,7 +145,10 @@ class Engine:
         self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
-        self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report)
+        # workers fork from a warm template where the platform allows (plain starts otherwise)
+        self.launch: Launch = WarmLaunch(self.home, self.report) if warm_wanted() else PLAIN
+        self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report,
+                                                                 launch=self.launch)
         self.delivery = Delivery(self.layout.data, self.config, self._trigger)
         self.emits = EmitDesk(self.layout.events_db, self._route_events)
         self.log(logrows.engine_started(os.getpid(), sorted(self.config.enabled_senses()),
@@ -163,6 +167,8 @@ class Engine:
     async def _start_parts(self, loop: asyncio.AbstractEventLoop) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
+        if isinstance(self.launch, WarmLaunch):
+            self.launch.open()  # its imports overlap the control socket's start; the first workers wait for it
         self.control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
         await self.control.start()
         if self.workflows is not None:
@@ -177,7 +183,7 @@ class Engine:
             loop.call_later(self.run_for, self._stop.set)
 
     def start_group(self, group: str, senses: list[str]) -> None:
-        supervisor = GroupSupervisor(group, senses, self.home, self.config, self)
+        supervisor = GroupSupervisor(group, senses, self.home, self.config, self, launch=self.launch)
         self.groups[group] = supervisor
         supervisor.start()
 
@@ -242,6 +248,8 @@ class Engine:
         await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
         if self.workflows is not None:
             await self.workflows.stop(timeout)
+        if isinstance(self.launch, WarmLaunch):
+            await self.launch.close()
         self.ledger.catch_up_all([*self.config.senses, HEALTH_SENSE])
         self.log(logrows.engine_stopped(os.getpid(), round(time.time() - self.started_at, 3)))
         if self._health_write is not None:

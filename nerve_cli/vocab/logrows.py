@@ -195,7 +195,7 @@ def archived(result: dict[str, Any]) -> LogRow:
 # -- workers --------------------------------------------------------------------------------
 
 def worker_started(ref: str, pid: int | None, **detail: Any) -> LogRow:
-    """A worker is ready. A sense group's: senses, restarts, failed; a workflow's: workflow."""
+    """A worker is ready: start (WorkerStart). A sense group's: senses, restarts, failed; a workflow's: workflow."""
     return LogRow(LogKind.WORKER_STARTED, ref, {"pid": pid, **detail})
 
 

@@ -17,6 +17,13 @@ class WorkerState(StrEnum):
     STOPPING = "stopping"      # a workflow's worker asked to stop (drained, removed, or reloaded)
 
 
+class WorkerStart(StrEnum):
+    """How a worker process came to be (`worker_started`'s `start`)."""
+
+    WARM = "warm"  # forked from the engine's warm template
+    PLAIN = "plain"  # a fresh interpreter
+
+
 class SenseStatus(StrEnum):
     """A sense's state in `nerve status` and `nerve top`."""
 

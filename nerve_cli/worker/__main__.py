@@ -1,38 +1,13 @@
 """Worker entry point: `python -m nerve_cli.worker sense --group G --home H`,
 `python -m nerve_cli.worker workflow --name W --home H`, or
-`python -m nerve_cli.worker check --home H --senses a,b --workflows w` (import and report, for config check)."""
+`python -m nerve_cli.worker check --home H --senses a,b --workflows w` (import and report, for config check),
+`python -m nerve_cli.worker template --fd N` (the warm template the kernel forks workers from)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nerve_cli.worker")
-    sub = parser.add_subparsers(dest="kind", required=True)
-    sense = sub.add_parser("sense", help="run the senses of one group")
-    sense.add_argument("--group", required=True)
-    sense.add_argument("--home", required=True)
-    sense.add_argument("--senses", help="comma-separated senses (default: the group's enabled senses)")
-    sense.add_argument("--spec", help="the group's settings as JSON (from the kernel); default: read nerve.yaml")
-    wf = sub.add_parser("workflow", help="run the threads of one workflow")
-    wf.add_argument("--name", required=True)
-    wf.add_argument("--home", required=True)
-    chk = sub.add_parser("check", help="import senses and workflows and report what would fail to load")
-    chk.add_argument("--home", required=True)
-    chk.add_argument("--senses", default="")
-    chk.add_argument("--workflows", default="")
-    args = parser.parse_args(argv)
-    # a worker imports only its own runtime: a sense worker never loads the workflow automaton, nor the reverse
-    if args.kind == "check":
-        from nerve_cli.worker.check import main as run
-    elif args.kind == "sense":
-        from nerve_cli.worker.sense_runtime import main as run  # (likewise)
-    else:
-        from nerve_cli.worker.thread_host import main as run  # (likewise)
-    return run(args)
-
+from nerve_cli.worker.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

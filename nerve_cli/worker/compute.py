@@ -188,7 +188,7 @@ def run_sync(sense: LoadedSense, job: Job) -> Answer:
 
 def async_lock(sense: LoadedSense) -> asyncio.Lock:
     """The lock that runs an async sense's computes one at a time (made on first use, on the loop)."""
-    import asyncio
+    import asyncio  # only a worker with an async sense pays for it
 
     if sense.lock is None:
         sense.lock = asyncio.Lock()

@@ -53,7 +53,7 @@ from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Erro
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.worker.compute import Answer, Job, LoadedSense, run_sync
+from nerve_cli.worker.compute import Answer, Job, LoadedSense, async_lock, run_async, run_sync
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
 
@@ -253,8 +253,6 @@ class SenseRuntime:
         task.add_done_callback(self.tasks.discard)
 
     async def _run_async(self, sense: LoadedSense, job: Job) -> None:
-        from nerve_cli.worker.compute import async_lock, run_async
-
         lock = async_lock(sense)
         try:
             job.waiting = lock.locked()

@@ -86,7 +86,7 @@ class _ThreadLineReader:
     """Reads protocol lines in a thread: for an input epoll cannot watch (a regular file, /dev/null)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        import asyncio
+        import asyncio  # only a worker that runs a loop pays for it
 
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._loop = loop

@@ -17,6 +17,8 @@ import sys
 from asyncio import unix_events
 from typing import Callable, Sequence
 
+from nerve_cli.kernel.supervision.launch import PLAIN, ForkedTransport, Launch
+from nerve_cli.vocab.states import WorkerStart
 from nerve_cli.wire import protocol
 from nerve_cli.wire.process_group import kill_group
 
@@ -79,8 +81,10 @@ class WorkerProcess:
         on_stderr: Callable[["WorkerProcess", str], None] | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        launch: Launch = PLAIN,
     ) -> None:
         self.label = label
+        self.launch = launch
         self.argv = list(argv)
         self.on_message = on_message
         self.on_stderr = on_stderr
@@ -89,24 +93,17 @@ class WorkerProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.ready: protocol.Ready | None = None
         self.pid: int | None = None
+        self.warm = False  # forked from the warm template rather than started as a fresh interpreter
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._exit = asyncio.get_running_loop().create_future()
         self._ready = asyncio.get_running_loop().create_future()
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.subprocess_exec(
-            lambda: _Protocol(self),
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            cwd=self.cwd,
-            start_new_session=True,  # a terminal's Ctrl-C reaches the kernel only
-        )
+        """Start the child (a fresh interpreter or a fork of the warm template: see `launch`)."""
+        transport = await self.launch.start(lambda: _Protocol(self), self.argv, self.env, self.cwd)
         self._transport = transport
+        self.warm = isinstance(transport, ForkedTransport)
         self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
         self.pid = transport.get_pid()
 
@@ -126,6 +123,10 @@ class WorkerProcess:
     @property
     def returncode(self) -> int | None:
         return self._exit.result() if self._exit.done() else None
+
+    @property
+    def start_kind(self) -> WorkerStart:
+        return WorkerStart.WARM if self.warm else WorkerStart.PLAIN
 
     def describe_exit(self) -> str:
         code = self.returncode

@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.supervision.crash_site import crash_site
 from nerve_cli.kernel.supervision.penalty import Blame
+from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
@@ -65,8 +66,9 @@ class GroupSupervisor:
     """One group: its worker, its in-flight computes, its restart policy."""
 
     def __init__(self, group: str, senses: list[str], home: Path, config: NerveConfig, hooks: GroupHooks,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, launch: Launch = PLAIN) -> None:
         self.group = group
+        self.launch = launch
         self.senses = list(senses)
         self.home = home
         self.config = config
@@ -131,7 +133,8 @@ class GroupSupervisor:
         spec = GroupSpec.from_config(self.config, self.group, self.senses).to_json()
         argv = worker_argv("sense", "--group", self.group, "--home", str(self.home),
                            "--senses", ",".join(self.senses), "--spec", spec)
-        worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home))
+        worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home),
+                               launch=self.launch)
         self.worker = worker
         try:
             await worker.start()
@@ -150,7 +153,7 @@ class GroupSupervisor:
         self.takers = set(ready.takes_trigger)
         self.state = WorkerState.READY
         self.hooks.group_event(self.group, logrows.worker_started(
-            self.group, worker.pid, senses=sorted(self.loaded), restarts=self.restarts,
+            self.group, worker.pid, senses=sorted(self.loaded), restarts=self.restarts, start=worker.start_kind,
             failed={k: v.summary() for k, v in self.failed.items()}))
         for sense, info in self.failed.items():
             self.hooks.sense_load_failed(self.group, sense, info)

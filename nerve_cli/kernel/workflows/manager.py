@@ -32,6 +32,7 @@ from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
+from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.workflows import admission
 from nerve_cli.kernel.workflows import gates
 from nerve_cli.kernel.workflows import recovery
@@ -65,6 +66,7 @@ class WorkflowManager:
         backoff: tuple[float, float] = (0.2, 5.0),
         max_crashes: int = 5,
         start_tries: int = 3,
+        launch: Launch = PLAIN,
     ) -> None:
         self.home = Path(home)
         self.config = config
@@ -74,7 +76,7 @@ class WorkflowManager:
         self.kinds: dict[str, Kind] = {}
         self.journal = Journal(logs, report)
         self.spawner = Spawner(self.home, self.journal, ready_timeout=ready_timeout, backoff=backoff,
-                               max_crashes=max_crashes, start_tries=start_tries)
+                               max_crashes=max_crashes, start_tries=start_tries, launch=launch)
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()  # background tasks, referenced until done
 

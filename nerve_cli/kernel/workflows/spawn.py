@@ -17,6 +17,7 @@ from typing import Any
 from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.kernel.workflows import gates
 from nerve_cli.kernel.workflows import recovery
+from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
@@ -38,8 +39,9 @@ def backoff_delay(backoff: tuple[float, float], crashes: int) -> float:
 
 class Spawner:
     def __init__(self, home: Path, journal: Journal, *, ready_timeout: float, backoff: tuple[float, float],
-                 max_crashes: int, start_tries: int) -> None:
+                 max_crashes: int, start_tries: int, launch: Launch = PLAIN) -> None:
         self.home = home
+        self.launch = launch
         self.journal = journal
         self.ready_timeout = ready_timeout
         self.backoff = backoff
@@ -61,6 +63,7 @@ class Spawner:
             on_message=lambda w, m: on_message(kind, w, m),
             on_stderr=lambda w, line: self.journal.report("info", f"workflow {kind.name} pid {w.pid}: {line}"),
             cwd=str(self.home),
+            launch=self.launch,
         )
         kind.worker = worker
         try:
@@ -73,7 +76,7 @@ class Spawner:
             await self._load_failed(kind, worker, ready, stat)
             return None
         kind.state = WorkerState.READY
-        self.journal.system(logrows.worker_started(kind.name, worker.pid, workflow=kind.name))
+        self.journal.system(logrows.worker_started(kind.name, worker.pid, workflow=kind.name, start=worker.start_kind))
         return worker
 
     async def _start_failed(self, kind: Kind, worker: WorkerProcess, exc: BaseException) -> None:

@@ -1,0 +1,39 @@
+"""The worker's command line, shared by `python -m nerve_cli.worker` and the warm template's forks."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nerve_cli.worker")
+    sub = parser.add_subparsers(dest="kind", required=True)
+    sense = sub.add_parser("sense", help="run the senses of one group")
+    sense.add_argument("--group", required=True)
+    sense.add_argument("--home", required=True)
+    sense.add_argument("--senses", help="comma-separated senses (default: the group's enabled senses)")
+    sense.add_argument("--spec", help="the group's settings as JSON (from the kernel); default: read nerve.yaml")
+    wf = sub.add_parser("workflow", help="run the threads of one workflow")
+    wf.add_argument("--name", required=True)
+    wf.add_argument("--home", required=True)
+    chk = sub.add_parser("check", help="import senses and workflows and report what would fail to load")
+    chk.add_argument("--home", required=True)
+    chk.add_argument("--senses", default="")
+    chk.add_argument("--workflows", default="")
+    tpl = sub.add_parser("template", help="import the sense runtime, then fork workers on the kernel's request")
+    tpl.add_argument("--fd", type=int, required=True, help="the kernel's SOCK_SEQPACKET socket")
+    args = parser.parse_args(argv)
+    # a worker imports only its own runtime: a sense worker never loads the workflow automaton, nor the reverse
+    if args.kind == "template":
+        from nerve_cli.worker.template import main as serve  # (likewise)
+
+        return serve(args, main)  # each fork runs this same entry point with its own argv
+    if args.kind == "check":
+        from nerve_cli.worker.check import main as run  # (likewise)
+    elif args.kind == "sense":
+        from nerve_cli.worker.sense_runtime import main as run  # (likewise)
+    else:
+        from nerve_cli.worker.thread_host import main as run  # (likewise)
+    return run(args)
+
+
