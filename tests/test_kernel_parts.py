@@ -217,3 +217,16 @@ def test_recovery_crashes_or_resumes_threads_of_a_lost_worker(tmp_path: Path) ->
     assert json.dumps(rows[-1]["payload"]).count("signal 9") == 1
     assert [level for level, _ in lines] == ["warn", "error"]
     logs.close()
+
+
+def test_a_thread_counts_its_rounds_once_per_message_and_again_for_a_new_chain() -> None:
+    from nerve_cli.kernel.workflows.kind import Thread
+
+    thread = Thread("run-1", "w", "go", 10, {})
+    thread.messages.append({"role": "__start__"})
+    assert thread.rounds == 0
+    for role in ("ping", "pong", "__person__", "ping"):  # a person's answer is not a round
+        thread.messages.append({"role": role})
+    assert thread.rounds == 3
+    thread.messages = [{"role": "__start__"}, {"role": "ping"}]  # a resume replaces the chain whole
+    assert thread.rounds == 1

@@ -28,7 +28,7 @@ from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went
 from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.automaton.model import (
     ASKS_PERSON, END, START, AskPerson, RoleResult, RoleSetupError, WorkflowDefinition, WorkflowMessage,
-    pending_question, rounds_used,
+    is_round, pending_question, rounds_used,
 )
 
 COMPLETED, FAILED, WAITING = ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING
@@ -173,6 +173,7 @@ async def run_thread(
     if not chain or chain[0].role != START:
         return Outcome(FAILED, "the chain does not begin with a start message", tuple(chain))
     limit = max_rounds_of(chain)
+    rounds = rounds_used(chain)  # counted once, then kept: a step costs the same at round 2,000 as at round 2
     question = pending_question(chain)
     if question is not None:
         return Outcome(WAITING, question, tuple(chain))
@@ -187,7 +188,7 @@ async def run_thread(
             return Outcome(FAILED, problem, tuple(chain))
         if choice == END:
             return Outcome(COMPLETED, REASON_END, tuple(chain))
-        if rounds_used(chain) >= limit:
+        if rounds >= limit:
             return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
         result, reason, failure = await call_role(definition.roles[choice], choice, tuple(chain), ctx)
         if reason is not None:
@@ -197,6 +198,7 @@ async def run_thread(
             return Outcome(FAILED, message, tuple(chain))
         await persist(len(chain), message)
         chain.append(message)
+        rounds += is_round(message.role)
         if isinstance(result, AskPerson):
             return Outcome(WAITING, message.content, tuple(chain))
 

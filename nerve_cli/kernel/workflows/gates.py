@@ -23,7 +23,7 @@ from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs, workflow_runs
 from nerve_cli.store.runs import persisted_chain, queued_request
-from nerve_cli.automaton.model import pending_question, person_answer, rounds_used
+from nerve_cli.automaton.model import pending_question, person_answer
 from nerve_cli.vocab.states import ThreadStatus
 
 WAITING = ThreadStatus.WAITING
@@ -37,7 +37,7 @@ def wait(journal: Journal, kind: Kind, thread: Thread, question: str) -> None:
         thread.run_timer = None
     thread.waiting_since = now_ms()
     kind.waiting[thread.run_id] = thread
-    journal.status(thread, ThreadStatus.WAITING, question=question, rounds=rounds_used(thread.messages))
+    journal.status(thread, ThreadStatus.WAITING, question=question, rounds=thread.rounds)
     journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for a person: {question[:200]} "
                            f"(answer with `nerve thread approve|reject {thread.run_id}`)")
 
@@ -60,7 +60,7 @@ def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
     if thread.timer is not None:
         thread.timer.cancel()
         thread.timer = None
-    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=rounds_used(thread.messages))
+    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=thread.rounds)
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
     return True
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.workflows.kind import Thread
 from nerve_cli.store.logs import LogStore
-from nerve_cli.automaton.model import WorkflowMessage, is_round, rounds_used
+from nerve_cli.automaton.model import WorkflowMessage, is_round
 from typing import Any
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
@@ -48,7 +48,7 @@ class Journal:
         WorkflowMessage.from_dict(message)  # only valid messages reach the log
         thread.messages.append(message)
         # the start message and a person's answer are not rounds
-        extra = {"round": rounds_used(thread.messages)} if is_round(message["role"]) else {}
+        extra = {"round": thread.rounds} if is_round(message["role"]) else {}
         self._write(thread, logrows.thread_message(thread.run_id, thread.workflow, message, seq, **extra))
 
     def system(self, row: LogRow) -> None:

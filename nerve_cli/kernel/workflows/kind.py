@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.model import is_round
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.wire import protocol
@@ -28,6 +29,19 @@ class Thread:
     waiting_since: int | None = None  # a role asked a person at this time (unix ms); approval_timeout counts from it
     timer: asyncio.TimerHandle | None = None  # its approval_timeout
     run_timer: asyncio.TimerHandle | None = None  # its thread_timeout, while it runs
+    _counted: tuple[list[dict[str, Any]] | None, int, int] = (None, 0, 0)  # (that list, messages seen, rounds)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds in the chain (the roles' messages): each message is counted once, not once per round,
+        so a round costs the same at round 2,000 as at round 2. A chain replaced whole is counted again."""
+        chain, seen, rounds = self._counted
+        if chain is not self.messages:
+            chain, seen, rounds = self.messages, 0, 0
+        for message in chain[seen:] if seen < len(chain) else ():
+            rounds += is_round(message.get("role"))
+        self._counted = (chain, len(chain), rounds)
+        return rounds
 
 
 @dataclass

@@ -45,7 +45,7 @@ from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts
 from nerve_cli.wire import protocol
 from nerve_cli.automaton.directive import parse_directive
-from nerve_cli.automaton.model import rounds_used, start_message
+from nerve_cli.automaton.model import start_message
 from nerve_cli.vocab.states import WorkerState
 from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.vocab import logrows
@@ -223,7 +223,7 @@ class WorkflowManager:
         if row["workflow"] not in self.config.workflows:
             self.journal.status(thread, ThreadStatus.FAILED,
                                 reason=f"workflow {row['workflow']} is no longer in nerve.yaml",
-                                rounds=rounds_used(thread.messages))
+                                rounds=thread.rounds)
             return
         kind = self._kind(thread.workflow)
         kind.waiting[thread.run_id] = thread
@@ -284,7 +284,7 @@ class WorkflowManager:
             self.journal.status(thread, ThreadStatus.STARTED, max_rounds=thread.max_rounds, **detail)
             self.journal.message(thread, 0, first)
         else:
-            self.journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=rounds_used(thread.messages),
+            self.journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=thread.rounds,
                                 **detail)
         thread.dispatched = False
         kind.running[thread.run_id] = thread

@@ -20,7 +20,6 @@ from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs
 from nerve_cli.store.runs import persisted_chain, queued_request
 from nerve_cli.wire import protocol
-from nerve_cli.automaton.model import rounds_used
 from nerve_cli.vocab.states import ThreadStatus
 
 
@@ -40,7 +39,7 @@ def time_out(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
         kind.worker.send(protocol.ThreadCancel(thread.run_id, reason))  # ends `failed`, "cancelled: ..."
         return False
     del kind.running[thread.run_id]
-    journal.status(thread, ThreadStatus.FAILED, reason=f"cancelled: {reason}", rounds=rounds_used(thread.messages))
+    journal.status(thread, ThreadStatus.FAILED, reason=f"cancelled: {reason}", rounds=thread.rounds)
     return True
 
 
@@ -53,7 +52,7 @@ def fail_unsendable(journal: Journal, kind: Kind, thread: Thread, size: int) -> 
     reason = (f"its chain is {size / 2**20:.1f} MiB, and a thread is handed to its worker (at a start or a resume) "
               f"in one message of at most {protocol.MAX_LINE // 2**20} MiB; keep large data out of the messages "
               "(a file or a sense's table, with its path in the message)")
-    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=rounds_used(thread.messages))
+    journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=thread.rounds)
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
 
 
@@ -63,10 +62,10 @@ def lose_threads(journal: Journal, kind: Kind, reason: str, *, resume: bool) -> 
         thread.dispatched = False
         if not resume:
             del kind.running[thread.run_id]
-            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=rounds_used(thread.messages))
+            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=thread.rounds)
             journal.report("error", f"workflow {kind.name}: {thread.run_id} crashed: {reason}")
         else:
-            journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=rounds_used(thread.messages), reason=reason)
+            journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=thread.rounds, reason=reason)
             journal.report("warn", f"workflow {kind.name}: {thread.run_id} resumes after: {reason}")
 
 
@@ -76,7 +75,7 @@ def abandon(journal: Journal, kind: Kind, cfg: WorkflowConfig | None, reason: st
         if cfg is not None and cfg.idempotent:
             journal.report("info", f"workflow {kind.name}: {thread.run_id} will resume at the next start")
         else:
-            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=rounds_used(thread.messages))
+            journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=thread.rounds)
     kind.running.clear()
 
 
@@ -92,7 +91,7 @@ def fail_if_broken(journal: Journal, kind: Kind, home: Path) -> bool:
 def fail_all(journal: Journal, kind: Kind, reason: str, error: protocol.ErrorInfo | None = None) -> None:
     for thread in list(kind.running.values()):
         del kind.running[thread.run_id]
-        payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
+        payload: dict[str, Any] = {"reason": reason, "rounds": thread.rounds}
         if error is not None:
             payload["error"] = error.__dict__
         journal.status(thread, ThreadStatus.FAILED, **payload)

@@ -22,7 +22,6 @@ from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.wire import protocol
-from nerve_cli.automaton.model import rounds_used
 from nerve_cli.words import plural
 from nerve_cli.vocab.states import WorkerState
 from nerve_cli.vocab.states import ThreadStatus
@@ -189,7 +188,7 @@ class Spawner:
         if status is ThreadStatus.WAITING:
             gates.wait(self.journal, kind, thread, reason)
             return True
-        payload: dict[str, Any] = {"reason": reason, "rounds": rounds_used(thread.messages)}
+        payload: dict[str, Any] = {"reason": reason, "rounds": thread.rounds}
         if msg.error:
             payload["error"] = msg.error
         self.journal.status(thread, status, **payload)
