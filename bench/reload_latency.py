@@ -2,10 +2,16 @@
 
 A sense on a 100 ms interval returns a version number; each round writes a new
 version of sense.py and waits until a signal with that version is stored.
+
+Floor, same run: the file watcher alone (the engine's own watch() on a tmp
+folder: a save to its batch, after its quiet period) plus one 100 ms interval.
+Goal: median ≤ 150 ms on an idle machine, ≤ 250 ms at load 2.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -13,7 +19,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kit import goal  # noqa: E402
 from enginekit import RunningEngine, last_signal, wait_for, write_instance, write_sense  # noqa: E402
+
+from nerve_cli.kernel.reload.watch import watch  # noqa: E402
+
+INTERVAL_MS = 100
 
 ROUNDS = 15
 
@@ -22,7 +34,34 @@ def code(version: int) -> str:
     return f"def compute(db, peers):\n    return {version}\n"
 
 
+async def watcher_ms(rounds: int) -> list[float]:
+    """Save → the watcher's batch, for the engine's own watch() on a folder shaped like an instance."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        (home / "senses" / "x").mkdir(parents=True)
+        sense = home / "senses" / "x" / "sense.py"
+        sense.write_text(code(0))
+        heard: asyncio.Queue[float] = asyncio.Queue()
+        stop = asyncio.Event()
+
+        async def on_change(changes: object) -> None:
+            heard.put_nowait(time.perf_counter())
+
+        task = asyncio.create_task(watch(home, on_change, stop))
+        await asyncio.sleep(0.5)
+        out = []
+        for version in range(1, rounds + 1):
+            saved = time.perf_counter()
+            sense.write_text(code(version))
+            out.append((await asyncio.wait_for(heard.get(), 10) - saved) * 1000)
+            await asyncio.sleep(0.15)
+        stop.set()
+        await task
+        return out
+
+
 def main() -> None:
+    watcher = statistics.median(asyncio.run(watcher_ms(ROUNDS)))
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         write_instance(home, """
@@ -44,10 +83,18 @@ def main() -> None:
                 times.append((time.perf_counter() - saved) * 1000)
             engine.stop()
     times.sort()
-    print(f"save → new code's first signal over {ROUNDS} edits: median {statistics.median(times):.0f} ms, "
-          f"p90 {times[int(len(times) * 0.9) - 1]:.0f} ms, min {times[0]:.0f} ms, max {times[-1]:.0f} ms")
-    print("  (includes the watcher's batching (100 ms of quiet), the old worker's shutdown, the new worker's start-up "
-          "and the 100 ms interval)")
+    med, p90 = statistics.median(times), times[int(len(times) * 0.9) - 1]
+    load = os.getloadavg()[0]
+    target = 150 if load < 1 else 250
+    floor = watcher + INTERVAL_MS
+    print(f"save → new code's first signal over {ROUNDS} edits: median {med:.0f} ms, "
+          f"p90 {p90:.0f} ms, min {times[0]:.0f} ms, max {times[-1]:.0f} ms (load {load:.1f})")
+    print(f"  floor: the watcher alone {watcher:.0f} ms (its quiet period) + one interval {INTERVAL_MS} ms = {floor:.0f} ms")
+    print("  (includes the watcher's batching, the new worker's start-up (the old one shuts down meanwhile) "
+          "and the wait for the sense's next interval)")
+    goal("save → the new code's first signal", f"median {med:.0f} ms, p90 {p90:.0f} ms",
+         f"watcher {watcher:.0f} ms + one interval {INTERVAL_MS} ms = {floor:.0f} ms",
+         f"≤ {target} ms ({'idle' if target == 150 else 'at load 2'})", med <= target)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ class GroupSupervisor:
         # ends in time costs no timer at all, and a late timer just finds nothing due and re-arms
         self._deadlines: asyncio.TimerHandle | None = None
         self._deadlines_at = float("inf")
+        self._retiring: set[asyncio.Task[int | None]] = set()  # old workers shutting down after a reload
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
 
     @property
@@ -203,6 +204,19 @@ class GroupSupervisor:
 
     async def stop(self, timeout: float) -> None:
         """Let in-flight computes finish up to `timeout`, then shut the worker down."""
+        deadline = await self._quiesce(timeout)
+        worker = self.worker
+        if worker is not None:
+            await worker.stop(timeout=max(0.5, deadline - time.monotonic()))
+            self._died(worker, f"stopped ({worker.describe_exit()})")
+        if self._retiring:  # a predecessor still shutting down after a reload
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+        if self._spawning and not self._spawning.done():
+            self._spawning.cancel()
+        self.state = WorkerState.STOPPED
+
+    async def _quiesce(self, timeout: float) -> float:
+        """Take no new computes and wait up to `timeout` for the running ones; returns the deadline."""
         self._stopping = True
         self._publish()
         if self._respawn:
@@ -210,25 +224,27 @@ class GroupSupervisor:
         deadline = time.monotonic() + timeout
         while self.inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        worker = self.worker
-        if worker is not None:
-            await worker.stop(timeout=max(0.5, deadline - time.monotonic()))
-            self._died(worker, f"stopped ({worker.describe_exit()})")
-        if self._spawning and not self._spawning.done():
-            self._spawning.cancel()
-        self.state = WorkerState.STOPPED
+        return deadline
 
     async def restart(self, senses: list[str] | None = None, config: NerveConfig | None = None) -> None:
         """Reload: take no new computes, let running ones finish (bounded by their grace), respawn.
 
         Waiting keeps a compute that was running when its file changed whole:
-        its result is recorded before the old worker goes.
+        its result is recorded before the old worker goes. The old worker then
+        shuts down while its successor starts: with nothing left to compute,
+        the new code need not wait for the old process to exit.
         """
         self.state = WorkerState.RELOADING
-        if self._respawn:
-            self._respawn.cancel()
         limit = max((self._deadline(i.sense) for i in self.inflight.values()), default=0.0)
-        await self.stop(limit)
+        deadline = await self._quiesce(limit)
+        worker = self.worker
+        if worker is not None:
+            self._died(worker, "stopped for a reload")  # a compute still running past its grace is lost here
+            retiring = asyncio.get_running_loop().create_task(worker.stop(timeout=max(0.5, deadline - time.monotonic())))
+            self._retiring.add(retiring)
+            retiring.add_done_callback(self._retiring.discard)
+        if self._spawning and not self._spawning.done():
+            self._spawning.cancel()
         if senses is not None:
             self.senses = list(senses)
         if config is not None:
