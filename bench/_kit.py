@@ -204,10 +204,17 @@ def cpu_ns(pid: int) -> int:
 
 
 def family(pid: int) -> list[int]:
-    """The kernel's pid and its workers' pids."""
+    """The kernel's pid and its workers' pids (not the warm template's: it only forks them)."""
     import psutil
 
-    return [pid] + [child.pid for child in psutil.Process(pid).children()]
+    pids = [pid]
+    for child in psutil.Process(pid).children():
+        try:
+            if "template" not in child.cmdline():
+                pids.append(child.pid)
+        except psutil.Error:
+            continue
+    return pids
 
 
 # -- floors ----------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """Archive throughput and memory: 1,000,000 log rows over 30 days → JSONL, in a child process.
 
-Prints rows/second of `archive()` and the peak RSS of the archiving process
+Prints rows/second of `archive()` beside its floor from the same run: the same
+rows written as JSONL by a bare loop (one cursor over logs.db in id order, one
+orjson line per row into one file; goal: the archive ≥ 50% of that loop's
+rows/s), and the peak RSS of the archiving process
 beside the peak RSS of a bare python importing the same modules (the floor):
 the archiver streams rows from a cursor into the file, so its peak stays
 close to the floor instead of growing with the size of a day.
@@ -20,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kit import goal  # noqa: E402
+
 DAY = 86_400_000
 FIRST_DAY = 20_000  # 2024-10-04
 
@@ -36,6 +42,17 @@ ARCHIVER = (
     "v = time.perf_counter() - t; c.close(); "
     "print(json.dumps({'rows': r.rows, 'seconds': d, 'vacuum_s': v, 'ok': r.ok, "
     "'maxrss_kib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))"
+)
+
+
+BARE_LOOP = (
+    "import json, orjson, sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); t = time.perf_counter(); n = 0\n"
+    "with open(sys.argv[2], 'wb') as out:\n"
+    "    for i, source, type_, ref, payload, ts in c.execute("
+    "'SELECT id, source, type, ref_id, payload, ts FROM logs ORDER BY id'):\n"
+    "        out.write(orjson.dumps({'id': i, 'source': source, 'type': type_, 'ref_id': ref, 'ts': ts, "
+    "'payload': orjson.Fragment(payload) if payload else None}) + b'\\n'); n += 1\n"
+    "print(json.dumps({'rows': n, 'seconds': time.perf_counter() - t}))"
 )
 
 
@@ -87,6 +104,7 @@ def main() -> None:
         generate(db, args.rows, args.days)
         print(f"generated {args.rows:,} log rows over {args.days} days in {time.perf_counter() - t:.1f}s "
               f"({db.stat().st_size / 2**20:.0f} MiB logs.db)")
+        loop = child(BARE_LOOP, str(db), str(Path(tmp) / "bare.jsonl"))
         floor = child(FLOOR)
         floor_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         now = (FIRST_DAY + args.days + 1) * DAY + 1
@@ -98,6 +116,11 @@ def main() -> None:
         print(f"archived {result['rows']:,} rows into {len(files)} day files ({size / 2**20:.0f} MiB JSONL) "
               f"in {result['seconds']:.1f}s: {result['rows'] / result['seconds']:,.0f} rows/s; "
               f"then VACUUM {result['vacuum_s']:.2f}s → logs.db {db.stat().st_size / 1024:.0f} KiB")
+        rate, bare = result["rows"] / result["seconds"], loop["rows"] / loop["seconds"]
+        print(f"the same rows as JSONL by a bare loop (floor): {bare:,.0f} rows/s; the archive does "
+              f"{rate / bare:.0%} of that (goal ≥ 50%)")
+        goal("archive 1,000,000 log rows", f"{rate:,.0f} rows/s = {rate / bare:.0%} of the loop",
+             f"bare JSONL loop {bare:,.0f} rows/s", "≥ 50% of the loop", rate >= 0.5 * bare)
         print(f"peak RSS  archiving process: {result['maxrss_kib'] / 1024:.1f} MiB "
               f"(getrusage RUSAGE_CHILDREN after it: {peak_children / 1024:.1f} MiB)")
         print(f"peak RSS  bare python + same imports (floor): {floor['maxrss_kib'] / 1024:.1f} MiB "

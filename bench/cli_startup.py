@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kit import goal  # noqa: E402
+
 HEAVY = ("sqlite_utils", "git", "watchfiles", "nerve_cli.kernel", "nerve_cli.store", "asyncio")
 
 # typer 0.29 builds a pydantic TypeAdapter for every parameter of the command it
@@ -28,6 +31,9 @@ HEAVY = ("sqlite_utils", "git", "watchfiles", "nerve_cli.kernel", "nerve_cli.sto
 # command with the same options as `config check` shows that share.
 NOOP_COMMAND = """
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kit import goal  # noqa: E402
 from typing import Annotated, Optional
 import typer
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -99,6 +105,9 @@ def main() -> None:
             print(f"  {name:<28} {median:7.1f} ms   {median / floor:4.2f}× floor")
         heavy = heavy_imports(["config", "check", "--home", str(home)], env)
         print(f"  heavy modules imported by `config check`: {', '.join(heavy) or 'none'}")
+        check = statistics.median(times["nerve config check"])
+        goal("`nerve config check`", f"{check:.0f} ms = {check / floor:.2f}× the floor",
+             f"`import typer, rich` {floor:.0f} ms", "≤ 3×", check <= 3 * floor)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from nerve_cli.durations import parse_duration
@@ -27,9 +28,17 @@ ACCEPTED = ("a duration ago like 90s, 10m, 1h30m, 2d or 1w; a date 2026-08-01; a
 
 
 def iso(ms: int) -> str:
-    """Unix ms → `2026-08-01T12:00:00.123Z`."""
-    seconds, millis = divmod(int(ms), 1000)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    """Unix ms → `2026-08-01T12:00:00.123Z` (hot: a status of 1,000 senses, the archiver's rows)."""
+    day, rest = divmod(int(ms), 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return f"{_date(day)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
+
+
+@lru_cache(maxsize=1024)
+def _date(day: int) -> str:
+    return datetime.fromtimestamp(day * 86400, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
 def stamp(name: str, ms: int | float | None) -> dict[str, Any]:

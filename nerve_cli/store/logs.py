@@ -12,13 +12,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
 
+from nerve_cli.contract.times import iso
 from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
 from nerve_cli.vocab.logrows import LogRow
@@ -64,18 +63,9 @@ def dumps(payload: Any) -> str | None:
     return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-@lru_cache(maxsize=1024)
-def _date(day: int) -> str:
-    return datetime.fromtimestamp(day * 86400, tz=timezone.utc).strftime("%Y-%m-%d")
-
-
 def iso_ms(ts: int) -> str:
     """Unix ms → ISO-8601 UTC with milliseconds, e.g. 2026-09-01T12:00:00.123Z (hot in the archiver)."""
-    day, rest = divmod(int(ts), 86_400_000)
-    hours, rest = divmod(rest, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    seconds, ms = divmod(rest, 1000)
-    return f"{_date(day)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{ms:03d}Z"
+    return iso(ts)
 
 
 def open_db(path: Path) -> sqlite3.Connection:
