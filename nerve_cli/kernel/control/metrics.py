@@ -30,6 +30,26 @@ from nerve_cli.vocab.states import WorkerState
 MAX_REQUEST = 8192
 
 
+def _run_seconds(pid: int) -> float:
+    """CPU time of a process's live threads at ns precision (Linux schedstat; 0.0 elsewhere).
+
+    /proc/PID/stat counts in 10 ms ticks: a worker forked warm that has run a
+    few short computes has used less than one tick and would show 0.
+    """
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as stat:
+                total += int(stat.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+    return total / 1e9
+
+
 class Observed(Protocol):
     """The running engine, as a scrape reads it (never changes it)."""
 
@@ -125,7 +145,7 @@ class EngineCollector:
                     with proc.oneshot():
                         rss.add_metric([group], proc.memory_info().rss)
                         times = proc.cpu_times()
-                        cpu.add_metric([group], times.user + times.system)
+                        cpu.add_metric([group], max(times.user + times.system, _run_seconds(pid)))
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     pass
         yield from (up, rss, cpu, restarts, inflight)
