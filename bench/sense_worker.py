@@ -146,7 +146,9 @@ def main() -> None:
         echo = echo_round_trips(N_SERIAL)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"sense worker: spawn to ready {spawn_ms:.0f} ms; trivial sense = 1-row insert + signal row, 1 txn per compute")
+    print(f"sense worker: spawn to ready {spawn_ms:.0f} ms (a plain start that reads nerve.yaml itself, as "
+          "`nerve sense compute` does; the engine's warm start: bench/worker_start.py); "
+          "trivial sense = 1-row insert + signal row, 1 txn per compute")
     print(f"{'compute':8} {'one-at-a-time/s':>16} {'rtt p50 µs':>11} {'rtt p99 µs':>11} {'pipelined/s':>12}")
     for label, rate, p50, p99, piped in rows:
         print(f"{label:8} {rate:16.0f} {p50:11.0f} {p99:11.0f} {piped:12.0f}")
