@@ -31,9 +31,6 @@ HEAVY = ("sqlite_utils", "git", "watchfiles", "nerve_cli.kernel", "nerve_cli.sto
 # command with the same options as `config check` shows that share.
 NOOP_COMMAND = """
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import goal  # noqa: E402
 from typing import Annotated, Optional
 import typer
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)

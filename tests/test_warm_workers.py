@@ -159,3 +159,36 @@ def test_a_template_that_dies_is_survived_and_started_again(home: Path) -> None:
     assert code == 0
     assert "warm worker template" in out and "workers start plainly" in out
     assert not psutil.pid_exists(second.pid) or second.status() == "zombie"  # stopped with the engine
+
+
+def test_a_worker_whose_start_up_variables_differ_from_the_template_starts_plainly(home: Path) -> None:
+    """PYTHONPATH, LD_PRELOAD and the like are read when a process starts: a fork would ignore new values."""
+    import asyncio
+    import json
+    import os
+
+    from nerve_cli.kernel.supervision.launch import WarmLaunch
+    from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+
+    write_instance(home, "senses:\n  s: {group: g}\n", {"s": FAST})
+    spec = json.dumps({"senses": {"s": []}, "shutdown_timeout": 5.0})
+    argv = worker_argv("sense", "--group", "g", "--home", str(home), "--senses", "s", "--spec", spec)
+
+    async def start(launch: WarmLaunch, env: dict[str, str] | None) -> bool:
+        worker = WorkerProcess("g", argv, lambda w, m: None, env=env, cwd=str(home), launch=launch)
+        await worker.start()
+        await worker.wait_ready(30)
+        await worker.stop()
+        return worker.warm
+
+    async def run() -> tuple[bool, bool]:
+        launch = WarmLaunch(home, lambda level, text: None)
+        launch.open()
+        try:
+            same = await start(launch, None)
+            moved = await start(launch, {**os.environ, "PYTHONPATH": str(home / "elsewhere")})
+        finally:
+            await launch.close()
+        return same, moved
+
+    assert asyncio.run(run()) == (True, False)

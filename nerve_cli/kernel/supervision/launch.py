@@ -11,7 +11,8 @@ after that (lines, exit, stop) is the same whichever launch made it.
   CLONE_PARENT) on three pipes the kernel made. Its exit is read through a
   pidfd and waitpid(pid), never a waitpid(-1). A worker the template cannot
   fork (template dead or not yet up, no pidfd, a working directory other than
-  the template's) starts plainly, so a warm launch never fails where a plain
+  the template's, an environment whose start-up variables differ from the
+  template's) starts plainly, so a warm launch never fails where a plain
   one would work. A template that dies is started again after a back-off;
   workers already forked from it are not affected (they are not its children).
 """
@@ -27,7 +28,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from nerve_cli.wire import warm
 
@@ -37,6 +38,8 @@ WORKER_MODULE = "nerve_cli.worker"
 TEMPLATE_READY_TIMEOUT = 30.0
 RESTART_BACKOFF = (1.0, 60.0)  # seconds before a dead template is started again: first, most
 ENV_SWITCH = "NERVE_WARM_WORKERS"  # "0": every worker starts plainly
+# read once when a process starts (by the interpreter, the loader, the allocator): a fork keeps the template's
+STARTUP_VARIABLES = ("PYTHON", "LD_", "MALLOC_", "GLIBC_TUNABLES")
 
 ProtocolFactory = Callable[[], asyncio.SubprocessProtocol]
 
@@ -83,6 +86,7 @@ class WarmLaunch:
         self._deaths = 0
         self._restart: asyncio.TimerHandle | None = None
         self._closed = False
+        self._startup_env: dict[str, str] = {}  # the template's start-up variables
 
     # the template ---------------------------------------------------------------
     def open(self) -> None:
@@ -91,6 +95,7 @@ class WarmLaunch:
             return
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._startup_env = startup_variables(os.environ)
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", WORKER_MODULE, "template", "--fd", str(theirs.fileno())],
@@ -195,9 +200,11 @@ class WarmLaunch:
     async def start(self, factory: ProtocolFactory, argv: Sequence[str], env: dict[str, str] | None,
                     cwd: str | None) -> asyncio.SubprocessTransport:
         args = worker_args(argv)
-        if args is None or cwd != self.cwd or not await self._usable():
+        environment = dict(os.environ if env is None else env)
+        if args is None or cwd != self.cwd or not await self._usable() \
+                or startup_variables(environment) != self._startup_env:
             return await PLAIN.start(factory, argv, env, cwd)
-        request = warm.StartRequest(tuple(args), dict(os.environ if env is None else env))
+        request = warm.StartRequest(tuple(args), environment)
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -261,6 +268,11 @@ def _discard(exchange: asyncio.Task[int]) -> None:
     except ProcessLookupError:
         pass
     reap_pid(pid)
+
+
+def startup_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a process reads only when it starts: a fork cannot take new values of these."""
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_VARIABLES)}
 
 
 def worker_args(argv: Sequence[str]) -> list[str] | None:
