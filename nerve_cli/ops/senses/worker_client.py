@@ -57,7 +57,8 @@ class SenseWorkerClient:
         self.outputs: dict[int, list[Output]] = {}  # what each compute printed, in order
 
     def __enter__(self) -> SenseWorkerClient:
-        self.start()
+        if self.proc is None:  # `with worker(...)` over a client already started must not start a second one
+            self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
