@@ -1,8 +1,18 @@
-"""Shared fixtures: every test gets its own NERVE_HOME, never the real one."""
+"""Shared fixtures: every test gets its own NERVE_HOME, never the real one.
+
+The suite runs as it would on a fresh machine, whatever machine runs it: HOME is
+an empty folder and git has no identity (no global or system config, no
+GIT_AUTHOR_*/GIT_COMMITTER_* variables), so a test that needs one must bring its
+own and a product path that needs one fails here first. Set at import time, so
+every test process and every child they start inherits it.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +20,14 @@ import pytest
 os.environ.setdefault("TERMINAL_WIDTH", "200")
 os.environ.setdefault("COLUMNS", "200")
 os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
+
+GIT_IDENTITY_VARIABLES = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL")
+os.environ["HOME"] = tempfile.mkdtemp(prefix="home-")
+atexit.register(shutil.rmtree, os.environ["HOME"], True)
+os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+for _variable in GIT_IDENTITY_VARIABLES:
+    os.environ.pop(_variable, None)
 
 
 @pytest.fixture(autouse=True)

@@ -50,13 +50,18 @@ def git(home: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(home), *args], capture_output=True, text=True, check=True).stdout
 
 
+def first_commit(home: Path) -> None:
+    """The user's own first commit, made with an identity of its own: the suite runs with none configured."""
+    git(home, "init", "-q")
+    git(home, "add", "-A")
+    git(home, "-c", "user.name=Test", "-c", "user.email=test@example.com", "commit", "-qm", "first")
+
+
 def instance(home: Path) -> Path:
     write_instance(home, CONFIG, {"a": A, "b": B, "c": C}, {"a": SCHEMA})
     (home / "senses/a/migrations/0001_init.sql").write_text(TICK_SQL)
     (home / ".gitignore").write_text("data/\n__pycache__/\n")
-    git(home, "init", "-q")
-    git(home, "add", "-A")
-    git(home, "commit", "-qm", "first")
+    first_commit(home)
     return home
 
 
@@ -141,9 +146,7 @@ def test_rename_refuses_a_taken_name_and_changes_nothing(home: Path) -> None:
 def test_workflow_delete_moves_the_file_to_the_attic_and_disables_it(home: Path) -> None:
     write_instance(home, "senses: {}\n", {})
     (home / ".gitignore").write_text("data/\n")
-    git(home, "init", "-q")
-    git(home, "add", "-A")
-    git(home, "commit", "-qm", "first")
+    first_commit(home)
     assert nerve("workflow", "new", "triage", home=home).returncode == 0
     result = nerve("workflow", "delete", "triage", home=home)
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,36 @@
+"""The suite runs as on a fresh machine: an empty HOME and no git identity, whoever runs it.
+
+conftest.py sets this up for every test process; these tests fail the moment a
+machine's own git identity or home folder could leak into a test again, and
+show that the commands that commit work without an identity.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from enginekit import nerve
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def test_no_git_identity_reaches_the_tests(tmp_path: Path) -> None:
+    assert git(tmp_path, "init", "-q").returncode == 0
+    for key in ("user.name", "user.email"):
+        found = git(tmp_path, "config", "--get", key)
+        assert found.returncode == 1, f"git has {key} = {found.stdout.strip()!r}: the suite must run without one"
+    assert not {v for v in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME", "EMAIL") if v in os.environ}
+    assert not any(Path(os.environ["HOME"]).iterdir()), "HOME must be an empty folder, never the user's own"
+
+
+def test_commands_that_commit_work_without_an_identity(home: Path) -> None:
+    assert nerve("init", home=home).returncode == 0
+    result = nerve("sense", "new", "disk-free", home=home)
+    assert result.returncode == 0, result.stderr
+    assert git(home, "log", "-1", "--format=%an <%ae> %s").stdout.strip() == \
+        "Nerve <nerve@localhost> nerve: sense new disk-free"
+    assert git(home, "status", "--porcelain").stdout == ""
