@@ -21,10 +21,17 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance"
 runner = CliRunner()
 
 
-def alias_bomb(levels: int = 9, fan: int = 9) -> str:
-    """The 1.4 KB file of the report: each level lists the previous one `fan` times."""
+def alias_bomb(levels: int = 9, fan: int = 9, duplicate: bool = False) -> str:
+    """The 1.4 KB file of the report: each level lists the previous one `fan` times.
+
+    duplicate: the top alias is the value of a key given twice under `engine:`,
+    where ruamel's duplicate-key message would print the whole expansion.
+    """
     lines = [f"a0: &a0 [{', '.join(['lol'] * fan)}]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fan)}]" for i in range(1, levels)]
+    if duplicate:
+        top = f"*a{levels - 1}"
+        return "\n".join(lines) + f"\nengine:\n  max_rounds: {top}\n  max_rounds: {top}\nsenses: {{}}\n"
     return "\n".join(lines) + f"\nsenses: *a{levels - 1}\n"
 
 
@@ -40,8 +47,9 @@ def check_process(home: Path, timeout: float = 20.0) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_alias_bomb_is_refused_by_config_check_at_once(instance: Path) -> None:
-    (instance / "nerve.yaml").write_text(alias_bomb())
+@pytest.mark.parametrize("duplicate", [False, True], ids=["plain", "under-a-duplicate-key"])
+def test_alias_bomb_is_refused_by_config_check_at_once(instance: Path, duplicate: bool) -> None:
+    (instance / "nerve.yaml").write_text(alias_bomb(levels=10, fan=10, duplicate=duplicate))
     started = time.monotonic()
     result = check_process(instance)
     assert time.monotonic() - started < 10
@@ -55,10 +63,12 @@ def test_alias_bomb_saved_while_the_engine_runs_is_rejected_and_the_engine_keeps
     write_instance(home, config, {"tick": "def compute(db, peers):\n    return 1\n"})
     with RunningEngine(home) as engine:
         engine.wait_ready()
-        (home / "nerve.yaml").write_text(alias_bomb())
+        (home / "nerve.yaml").write_text(alias_bomb(levels=10, fan=10, duplicate=True))
         rejected = wait_for(lambda: read_logs(home, "system", "config_rejected"), 15, what="the rejection")
         assert "aliases" in " ".join(rejected[0]["payload"]["problems"])
         assert engine.status()["senses"]["tick"]["group"] == "default"  # the old config still runs
+        (home / "nerve.yaml").write_text(config.replace("200ms", "300ms"))  # the next valid edit is applied
+        wait_for(lambda: read_logs(home, "system", "config_reloaded"), 15, what="the next good save")
         code, output = engine.stop()
     assert code == 0, output
 

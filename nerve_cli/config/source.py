@@ -111,7 +111,7 @@ def parse(text: str, file: str = "nerve.yaml") -> tuple[Any, list[Problem]]:
     if deep is not None:
         return None, [deep]
     try:
-        return make_yaml(text).load(text), []
+        return _load_bounded(make_yaml(text), text, file)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -120,6 +120,68 @@ def parse(text: str, file: str = "nerve.yaml") -> tuple[Any, list[Problem]]:
         return None, [Problem("", message, line=line, column=column, file=file)]
     except YAMLError as exc:
         return None, [Problem("", f"not valid YAML: {exc}", file=file)]
+
+
+def _load_bounded(yaml: Any, text: str, file: str) -> tuple[Any, list[Problem]]:
+    """ruamel's `load`, with the composed document's expanded size bounded before anything is built from it.
+
+    Composing keeps an alias as a reference to its anchor's node, so a bomb is
+    still small here; building expands it, and ruamel's own duplicate-key message
+    prints the whole expanded value before `to_plain` could count it.
+    """
+    constructor, parser = yaml.get_constructor_parser(text)
+    try:
+        node = constructor.composer.get_single_node()
+        if node is None:
+            return None, []
+        passed = _past_the_bound(node)
+        if passed is not None:
+            return None, [Problem("", _too_many_values(), line=passed.start_mark.line + 1, file=file)]
+        return constructor.construct_document(node), []
+    finally:
+        parser.dispose()
+        for part in ("reader", "scanner"):
+            getattr(getattr(yaml, f"_{part}", None), f"reset_{part}", lambda: None)()
+
+
+def _past_the_bound(root: Any) -> Any:
+    """The first collection node that expands to more than `MAX_VALUES` values, or None.
+
+    Each node is counted once (by identity), children before parents, so the
+    walk is linear in the text however far aliases multiply it, and iterative:
+    aliases of aliases nest far deeper than the text (and than Python's stack).
+    An alias back into the collection that holds it adds nothing more.
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # collections whose children are still being counted
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        children = _children(node)
+        if not children_done:
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes and id(child) not in open_)
+            continue
+        open_.discard(key)
+        sizes[key] = 1 + sum(sizes.get(id(child), 0) for child in children)
+        if sizes[key] > MAX_VALUES:
+            return node
+    return None
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if not isinstance(value, list):
+        return []
+    return [child for item in value for child in (item if isinstance(item, tuple) else (item,))]
+
+
+def _too_many_values() -> str:
+    return f"more than {MAX_VALUES:,} values once YAML aliases (*name) are expanded; use fewer aliases, or none"
 
 
 def _too_deep() -> str:
@@ -168,8 +230,7 @@ def to_plain(node: Any) -> Any:
 def _plain(node: Any, budget: list[int], depth: int) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
-        raise TooLarge(f"more than {MAX_VALUES:,} values once YAML aliases (*name) are expanded; "
-                       "use fewer aliases, or none")
+        raise TooLarge(_too_many_values())
     if depth > MAX_DEPTH:
         raise TooLarge(f"nested more than {MAX_DEPTH} levels deep once YAML aliases (*name) are expanded")
     if isinstance(node, dict):
