@@ -144,6 +144,17 @@ def test_data_folder_is_0700_and_its_files_0600(home: Path) -> None:
     assert not loose, loose
 
 
+def test_events_db_made_by_an_offline_emit_is_private_and_a_loose_one_is_tightened(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    assert nerve("emit", "door", '{"open": true}', home=home).returncode == 0  # no engine: the CLI creates it
+    found = modes(home / "data")
+    assert found["."] == 0o700 and found["events.db"] == 0o600, found
+    assert not {k: oct(m) for k, m in found.items() if k.startswith("events.db") and m != 0o600}, found
+    os.chmod(home / "data" / "events.db", 0o644)  # as an older version left it
+    assert nerve("emit", "door", '{"open": false}', home=home).returncode == 0
+    assert modes(home / "data")["events.db"] == 0o600
+
+
 def test_data_folder_of_an_older_instance_is_made_private_at_start(home: Path) -> None:
     config = "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 100ms}\n"
     write_instance(home, config, {"tick": RETURNS_1})

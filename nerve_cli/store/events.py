@@ -40,6 +40,7 @@ from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.logview import LogReader
 from nerve_cli.vocab.reasons import TriggerKind
+from nerve_cli.store.sqlitefile import open_writer
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 
@@ -185,13 +186,9 @@ def parse_payload_text(text: str, what: str = "the payload") -> Any:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """The writer connection of events.db (created with its schema if missing)."""
+    """The writer connection of events.db (created private, with its schema, if missing), by whoever writes first."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn = open_writer(path, fix=damage_fix(path))
     conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in SCHEMA:
@@ -204,6 +201,12 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def damage_fix(path: Path) -> str:
+    """What to do about a damaged events.db."""
+    return (f"restore it from a backup, or move it aside (`mv {path} {path}.damaged`) to start a new, empty one "
+            "(events not yet consumed by their listeners are then not delivered)")
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
