@@ -60,8 +60,12 @@ class Emitter:
         return self.sock
 
     def request(self, body: dict) -> dict:
+        return self.send_line(json.dumps(body).encode() + b"\n")
+
+    def send_line(self, line: bytes) -> dict:
+        """One request exactly as given (already encoded, ending in a newline); the engine's answer."""
         sock = self._connect()
-        sock.sendall(json.dumps(body).encode() + b"\n")
+        sock.sendall(line)
         while b"\n" not in self.buf:
             chunk = sock.recv(65536)
             if not chunk:

@@ -246,6 +246,60 @@ def test_an_oversized_or_non_json_payload_is_refused_and_nothing_is_stored(home:
     assert read_logs(home, "signal", "emit") == []
 
 
+@pytest.mark.parametrize("running", [True, False], ids=["engine", "no-engine"])
+def test_payload_size_is_counted_once_as_stored_json_on_both_sides(home: Path, running: bool) -> None:
+    """A 6 MiB non-ASCII payload is 18 MB once escaped as \\uXXXX: it must still be sent, stored and answered."""
+    store_instance(home)
+    fits = {"text": "\U0001F600" * (6 * 2**20 // 4)}
+    over = {"text": "\u00e9" * ((MAX_PAYLOAD - 12) // 2) + "ab"}  # one byte past the limit as compact UTF-8 JSON
+    assert len(json.dumps(over, ensure_ascii=False, separators=(",", ":")).encode()) == MAX_PAYLOAD + 1
+    engine = RunningEngine(home) if running else None
+    try:
+        if engine:
+            engine.wait_ready()
+        sent = nerve("emit", "burst", "-", "--json", home=home, stdin=json.dumps(fits, indent=2), timeout=60)
+        assert sent.returncode == 0, sent.stdout[-500:] + sent.stderr[-500:]
+        assert json.loads(sent.stdout)["event_id"] == 1
+        refused = nerve("emit", "burst", "-", "--json", home=home, stdin=json.dumps(over), timeout=60)
+        error = json.loads(refused.stdout)["error"]
+        assert refused.returncode == 2 and f"({MAX_PAYLOAD + 1:,} bytes)" in error["message"], refused.stdout[-500:]
+        if engine:  # the socket counts the same bytes for a client that skips the CLI
+            line = json.dumps({"op": "emit", "channel": "burst", "payload": over}, ensure_ascii=False)
+            answer = Emitter(home).send_line(line.encode() + b"\n")
+            assert not answer["ok"] and f"({MAX_PAYLOAD + 1:,} bytes)" in answer["error"], str(answer)[:300]
+            wait_for(lambda: payloads(home), 30, what="the listener to store the event")
+            assert payloads(home) == [fits]
+    finally:
+        if engine:
+            engine.stop()
+    assert [(i, json.loads(p)) for i, _, p, _ in events_db(home)] == [(1, fits)]
+
+
+def test_a_request_of_megabytes_is_decoded_off_the_loop_while_intervals_keep_their_time(home: Path) -> None:
+    """An emit near the payload limit, of small objects: decoding it and checking its depth takes a while,
+    and an interval sense keeps starting meanwhile, where it stopped for seconds when the loop did that work."""
+    write_instance(home, "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 50ms}\n",
+                   {"tick": "def compute(db, peers):\n    return 1\n"})
+    payload = [{"a": i, "b": "yy"} for i in range(MAX_PAYLOAD // 30)]
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(completes(home, "tick")) >= 3, 20, what="the ticks")
+        assert Emitter(home).emit("big", {"small": 1})["ok"]  # events.db is open: the engine's fast path is ready
+        line = json.dumps({"op": "emit", "channel": "big", "payload": payload}, separators=(",", ":")).encode()
+        sock = Emitter(home)._connect()
+        sock.settimeout(None)
+        sock.sendall(line[:-4096])
+        sent = time.time() * 1000  # from here the engine holds all but the last few KiB of the request
+        sock.sendall(line[-4096:] + b"\n")
+        answer = sock.makefile("rb").readline()
+        answered = time.time() * 1000
+        sock.close()
+        assert json.loads(answer)["ok"]
+        engine.stop()
+    during = [r for r in read_logs(home, "reflex", "run_start", "tick") if sent < r["ts"] < answered]
+    assert len(during) >= 3, f"{len(during)} ticks in the {answered - sent:.0f} ms the request was handled"
+
+
 def test_a_debounced_burst_of_50_is_one_compute_that_receives_50_events(home: Path) -> None:
     store_instance(home, reflex=", debounce: 300ms")
     with RunningEngine(home) as engine:

@@ -8,14 +8,13 @@ Synchronous on purpose: the CLI is.
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 from typing import Any
 
 from nerve_cli.errors import ConfigError, EngineNotRunning, MigrationError, NerveError, SenseError, WorkflowError
 from nerve_cli.home import Layout
-from nerve_cli.wire.control import COMPUTE_WAIT_MAX
+from nerve_cli.wire.control import COMPUTE_WAIT_MAX, MAX_REQUEST, dumps, loads
 
 MAX_RESPONSE = 64 * 1024 * 1024
 ERRORS = {cls.__name__: cls for cls in (NerveError, ConfigError, SenseError, MigrationError, WorkflowError)}
@@ -39,6 +38,10 @@ def compute(home: Path, sense: str) -> dict[str, Any]:
 def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
     """Send one request and return the engine's answer; NerveError when it says no."""
     path = Layout(Path(home)).socket
+    line = dumps({"op": op, **args})
+    if len(line) > MAX_REQUEST:
+        raise NerveError(f"the `{op}` request is {len(line):,} bytes, more than the engine takes "
+                         f"({MAX_REQUEST:,}); nothing was sent")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -48,7 +51,9 @@ def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[
             raise EngineNotRunning(
                 f"no engine is running for {home} (nothing answers on {path}); start one with `nerve run`"
             ) from exc
-        sock.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+        except OSError as exc:
+            raise NerveError(f"cannot connect to the engine's socket {path}: {exc.strerror or exc}") from None
+        sock.sendall(line)
         data = bytearray()
         while not data.endswith(b"\n"):
             chunk = sock.recv(65536)
@@ -59,11 +64,17 @@ def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[
                 raise NerveError("the engine's answer was too large")
     except socket.timeout as exc:
         raise NerveError(f"the engine did not answer `{op}` within {timeout:.0f}s") from exc
+    except OSError as exc:  # reset, or the socket is unusable: the engine died mid-request or is out of fds
+        raise NerveError(f"the connection to the engine broke during `{op}` ({exc.strerror or exc}); "
+                         "it may have stopped or be overloaded: check `nerve status`, then try again") from None
     finally:
         sock.close()
     if not data:
         raise NerveError(f"the engine closed the connection without answering `{op}`")
-    answer = json.loads(data)
+    try:
+        answer = loads(bytes(data))
+    except (ValueError, RecursionError):
+        raise NerveError(f"the engine's answer to `{op}` was cut off or not JSON; try again") from None
     if not answer.get("ok"):
         kind = ERRORS.get(answer.get("error_type"), NerveError)
         raise kind(answer.get("error", f"the engine refused `{op}`"))

@@ -162,7 +162,11 @@ def check_key(key: Any) -> str | None:
 
 
 def encode_payload(value: Any, what: str = "the event payload") -> str | None:
-    """A payload as stored JSON text (None stays NULL), refused past MAX_PAYLOAD bytes."""
+    """A payload as stored JSON text (None stays NULL), refused past MAX_PAYLOAD bytes.
+
+    The one size rule, for signals and events, CLI and engine alike: the bytes of
+    the payload's compact UTF-8 JSON (orjson's, which writes no \\u escapes).
+    """
     if value is None:
         return None
     try:
@@ -175,14 +179,20 @@ def encode_payload(value: Any, what: str = "the event payload") -> str | None:
 
 
 def parse_payload_text(text: str, what: str = "the payload") -> Any:
-    """JSON text from a user (command line or stdin) → value, refused past MAX_PAYLOAD bytes or when not JSON."""
+    """JSON text from a user (command line or stdin) → value, refused when not JSON or too large.
+
+    Its size is counted as everywhere else (`encode_payload`): the bytes of its
+    compact UTF-8 JSON, as stored, whatever spaces or escapes the text has.
+    """
     size = len(text.encode())
-    if size > MAX_PAYLOAD:
+    if size > 4 * MAX_PAYLOAD:  # no spacing makes this much text fit: refused unparsed
         raise EventError(payload_too_large(size, f"{what} is"))
     try:
-        return orjson.loads(text)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise EventError(f"{what} is not valid JSON ({exc}); quote it for the shell, e.g. '{{\"id\": 7}}'") from None
+    encode_payload(value, what)
+    return value
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -23,12 +23,12 @@ import struct
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from nerve_cli.wire.protocol import MAX_PAYLOAD
+from nerve_cli.wire.control import MAX_REQUEST, dumps, loads
 
-MAX_REQUEST = MAX_PAYLOAD + 64 * 1024  # an emit at the payload limit, with room for its envelope
 MAX_CONNECTIONS = 64  # the CLI opens one per request; `nerve top` one at a time
 IDLE_TIMEOUT = 60.0  # seconds a connection may wait before sending its next request
 MAX_DEPTH = 32  # nesting of a request's JSON (an emit payload included)
+INLINE_PARSE = 256 * 1024  # a request line longer than this is decoded off the loop
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 OnEvent = Callable[[str, dict[str, Any]], None]
@@ -105,32 +105,59 @@ class ControlServer:
                                            "idle_timeout_s": IDLE_TIMEOUT})
 
     async def _handle(self, line: bytes) -> dict[str, Any]:
-        try:
-            request = json.loads(line)
-        except ValueError as exc:
-            return {"ok": False, "error": f"malformed request (not JSON): {exc}"}
-        except RecursionError:  # json's own depth limit, far past ours
-            return {"ok": False, "error": f"malformed request: nested deeper than {MAX_DEPTH} levels"}
-        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
-            return {"ok": False, "error": 'malformed request: expected {"op": "...", ...}'}
-        if _depth(request) > MAX_DEPTH:
-            return {"ok": False, "error": f"malformed request: nested deeper than {MAX_DEPTH} levels"}
+        if len(line) > INLINE_PARSE:  # megabytes of JSON: decoded in a thread while the loop keeps its timers
+            request = await asyncio.get_running_loop().run_in_executor(None, parse_request, line)
+        else:
+            request = parse_request(line)
+        if "op" not in request:
+            return request
         try:
             return await self.handler(request)
         except Exception as exc:  # an engine bug must not kill the socket
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in `value` (iterative: never a recursion of its own)."""
-    deepest, stack = 0, [(value, 1)]
+def parse_request(line: bytes) -> dict[str, Any]:
+    """One request line → the request, or the error answer for a malformed one (never raises).
+
+    Decoded as `wire.control.loads` says: exactly, an integer past 64 bits included.
+    """
+    try:
+        request = loads(line)
+    except RecursionError:
+        return _too_deep()
+    except ValueError as exc:  # orjson.JSONDecodeError and json's are both ValueErrors
+        if "depth limit" in str(exc):  # orjson's own depth limit, far past ours
+            return _too_deep()
+        return {"ok": False, "error": f"malformed request (not JSON): {exc}"}
+    if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+        return {"ok": False, "error": 'malformed request: expected {"op": "...", ...}'}
+    if too_deep(line, request):
+        return _too_deep()
+    return request
+
+
+def _too_deep() -> dict[str, Any]:
+    return {"ok": False, "error": f"malformed request: nested deeper than {MAX_DEPTH} levels"}
+
+
+def too_deep(line: bytes, request: Any) -> bool:
+    """Whether the arrays and objects of `request` (decoded from `line`) nest deeper than `MAX_DEPTH`.
+
+    A walk in Python: in the thread that decodes a large request it gives the
+    loop its turn every few milliseconds, where one long C call (a regex over
+    megabytes) would hold it. A line with few brackets is not walked at all.
+    """
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return False
+    stack = [(request, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            if depth <= MAX_DEPTH:
-                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return False
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:
@@ -143,5 +170,5 @@ def _same_user(writer: asyncio.StreamWriter) -> bool:
 
 
 async def _answer(writer: asyncio.StreamWriter, body: dict[str, Any]) -> None:
-    writer.write(json.dumps(body, default=str).encode() + b"\n")
+    writer.write(dumps(body))
     await writer.drain()

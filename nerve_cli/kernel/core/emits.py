@@ -7,7 +7,7 @@ commits it, and only then are the events logged, their listeners triggered
 readable.
 
 Where the commit runs: on the loop itself, when it can take the write lock at
-once (a one-row WAL commit costs tens of µs; a hop through a thread costs
+once and the batch is small (a large payload always goes to the thread) (a one-row WAL commit costs tens of µs; a hop through a thread costs
 more and, on a busy machine, much more at the tail). When it cannot — another
 writer (`nerve archive`, an offline `nerve emit`) holds the lock, or a write
 is already waiting — the batch goes to the one writer thread, which waits for
@@ -28,11 +28,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+import orjson
+
 from nerve_cli.store.events import (EventError, EventStore, StoredEvent, check_channel, check_key, checkpoint,
                                      encode_payload)
 
-# Gets each stored event with its decoded payload, in order; returns the senses each one woke.
+# Gets each stored event with its payload (the stored JSON, as an orjson.Fragment), in order; returns the
+# senses each one woke.
 OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
+INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on the loop itself
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
 Item = tuple[str, "str | None", "str | None", Any, asyncio.Future]
@@ -67,7 +71,8 @@ class EmitDesk:
     def _write(self) -> None:
         batch, self._queue = self._queue, []
         items = [b[:3] for b in batch]
-        if self.store is not None:
+        large = sum(len(b[1] or "") for b in batch) > INLINE_BYTES  # megabytes to copy and write: not on the loop
+        if self.store is not None and not large:
             try:
                 stored = self.store.append(items)
             except sqlite3.OperationalError as exc:
@@ -101,7 +106,9 @@ class EmitDesk:
             self._write()
 
     def _stored(self, batch: list[Item], stored: list[StoredEvent]) -> None:
-        fresh = [(event, item[3]) for event, item in zip(stored, batch) if not event.duplicate]
+        # the payload as the JSON text just stored: logging it copies bytes instead of encoding megabytes again
+        fresh = [(event, None if item[1] is None else orjson.Fragment(item[1]))
+                 for event, item in zip(stored, batch) if not event.duplicate]
         woken = iter(self.on_stored(fresh))
         for event, (*_, future) in zip(stored, batch):
             targets = [] if event.duplicate else next(woken)
