@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -274,3 +275,74 @@ def test_show_sense_checks_the_code_again_only_when_the_sense_changed(home: Path
 
     _mcp(home, body)
 
+
+
+class RawClient:
+    """`nerve mcp` spoken to line by line, for what the SDK's client cannot send: malformed messages."""
+
+    def __init__(self, home: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "nerve_cli", "mcp", "--home", str(home)], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        assert self.answer()["id"] == 0
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(message if isinstance(message, bytes) else json.dumps(message).encode())
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        """The next message from the server (the test's per-test timeout bounds the wait)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read().decode()[-2000:] if self.proc.stderr else "server exited"
+        return json.loads(line)
+
+    def call(self, request_id: int, tool: str, **args: Any) -> dict[str, Any]:
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+        found = self.answer()
+        assert found["id"] == request_id, found
+        return found["result"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def test_malformed_requests_are_answered_and_query_sense_bounds_value_size_and_result_bytes(home: Path) -> None:
+    _instance(home)
+    (home / "data" / "senses").mkdir(parents=True)
+    sqlite3.connect(home / "data" / "senses" / "counter.db").close()
+    client = RawClient(home)
+    try:
+        malformed = {
+            1: json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "list_senses"}).encode(),
+            2: b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "emit", '
+               b'"arguments": {"channel": "poke", "payload": "\\ud800"}}}',
+            3: b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "emit", "arguments": '
+               b'{"channel": "poke", "payload": ' + b"[" * 5000 + b"]" * 5000 + b"}}}",
+        }
+        for request_id, line in malformed.items():
+            client.send(line)
+            answer = client.answer()
+            assert answer["id"] == request_id and answer["error"]["code"] in (-32700, -32600), answer
+        client.send(b'{"jsonrpc": "2.0", "id": ')  # no id can be read from it: answered with id null
+        assert client.answer()["id"] is None
+        client.send(b'{"jsonrpc": "2.0", "method": "notifications/nonsense", "params": "x"}')  # a notification
+
+        rows = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {n}) "
+        bomb = client.call(4, "query_sense", sense="counter", timeout_s=10,
+                           sql=rows.format(n=20) + "SELECT hex(zeroblob(400000000)) FROM r")
+        assert bomb["isError"] and "larger than 16 MiB" in bomb["content"][0]["text"], bomb
+        big = client.call(5, "query_sense", sense="counter", sql=rows.format(n=6) + "SELECT hex(zeroblob(2000000)) FROM r")
+        document = big["structuredContent"]
+        assert (document["row_count"], document["truncated"], document["truncated_by"]) == (4, True, "bytes")
+        CHECKED.doc("sense-query", document, "query_sense (bytes)")
+        assert client.call(6, "list_senses")["structuredContent"]["senses"]  # still serving
+    finally:
+        client.close()

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
 from nerve_cli.mcp.tools import Tools, error_document
+from nerve_cli.mcp.transport import stdio_transport
 
 INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
 database) observe the world on schedules or on signals, and workflows run multi-role threads. Start with
@@ -62,7 +63,14 @@ ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=F
 
 class NerveServer(MCPServer):
     """MCPServer whose refusal of a tool's arguments (a wrong type, a value not among the choices) is the
-    `usage` error document, exit code 2, as the CLI's refusal of a bad option is, not the SDK's own text."""
+    `usage` error document, exit code 2, as the CLI's refusal of a bad option is, not the SDK's own text;
+    served over stdio by `transport`, which answers the malformed requests the SDK would drop."""
+
+    async def run_stdio_async(self) -> None:
+        async with stdio_transport() as (read_stream, write_stream):
+            # as MCPServer.run_stdio_async, with this transport
+            lowlevel = self._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -105,8 +113,9 @@ def build(home: Path) -> MCPServer:
     def query_sense(sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
                     timeout_s: float = 2.0) -> document("sense-query"):
         """One read-only SQL statement (SELECT, WITH, read-only PRAGMA table_info...) on a sense's SQLite
-        database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000;
-        `truncated` says when more matched) and timeout_s seconds (≤ 10). Signals are in `_signals`
+        database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000) and
+        16 MiB of values (`truncated_by` says which bound stopped it), no single value over 16 MiB, and
+        timeout_s seconds (≤ 10). Signals are in `_signals`
         (id, ts unix ms, payload JSON); `signals_view` adds ISO time."""
         return call(tools.query_sense, sense, sql, params, max_rows, timeout_s)
 

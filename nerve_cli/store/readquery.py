@@ -6,8 +6,14 @@ authorizer allows only reading actions (SELECT, reading columns, functions,
 recursive CTEs, a few introspection pragmas) — anything else (INSERT, UPDATE,
 DELETE, CREATE, DROP, ATTACH, a pragma that sets something, a transaction) is
 refused when the statement is prepared, before it can run. One statement per
-call. Limits: at most `max_rows` rows come back (`truncated` says when there
-were more), and a progress handler interrupts a query running past `timeout`.
+call. Limits, each enforced by SQLite or between its steps, never by hoping:
+- time: a progress handler interrupts the query past `timeout`, and rows stop
+  being read past it. Every step is short, because
+- no value may be larger than `MAX_VALUE_BYTES` (SQLite's own length limit on
+  the connection): `hex(zeroblob(400000000))` fails at once instead of
+  building 800 MB;
+- at most `max_rows` rows and `MAX_RESULT_BYTES` of values come back
+  (`truncated` says when there were more, `truncated_by` which bound stopped it).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from nerve_cli.errors import NerveError
 from nerve_cli.store.sqlitefile import open_reader
 
 MAX_ROWS, MAX_TIMEOUT = 1000, 10.0
+MAX_VALUE_BYTES = 16 * 1024 * 1024  # a stored signal payload (at most 16 MiB - 64 KiB) still reads whole
+MAX_RESULT_BYTES = 16 * 1024 * 1024
 READING = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
                 "table_list", "database_list", "collation_list", "function_list"}
@@ -45,12 +53,16 @@ class QueryRefused(NerveError):
 class QueryResult:
     columns: list[str]
     rows: list[list[Any]]
-    truncated: bool  # more rows matched than max_rows
+    truncated_by: str | None  # "rows" (more matched than max_rows) or "bytes" (past MAX_RESULT_BYTES), or None
     elapsed_s: float
+
+    @property
+    def truncated(self) -> bool:
+        return self.truncated_by is not None
 
     def to_json(self) -> dict[str, Any]:
         return {"columns": self.columns, "rows": self.rows, "row_count": len(self.rows),
-                "truncated": self.truncated, "elapsed_s": self.elapsed_s}
+                "truncated": self.truncated, "truncated_by": self.truncated_by, "elapsed_s": self.elapsed_s}
 
 
 def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
@@ -61,15 +73,29 @@ def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None =
     if not Path(path).is_file():
         raise NerveError(f"{path} does not exist yet (the sense has not computed)")
     conn = open_reader(Path(path))
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     denied: list[str] = []
     conn.set_authorizer(lambda action, arg1, arg2, db, trigger: _authorize(action, arg1, arg2, denied))
     deadline = time.monotonic() + timeout
     conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
     started = time.perf_counter()
+    rows: list[list[Any]] = []
+    truncated_by = None
     try:
         cursor = conn.execute(sql, params or ())
-        rows = cursor.fetchmany(max_rows + 1)
         columns = [d[0] for d in cursor.description or ()]
+        room = MAX_RESULT_BYTES
+        for row in cursor:
+            if len(rows) == max_rows:
+                truncated_by = "rows"
+                break
+            room -= sum(_size(v) for v in row)
+            if room < 0:
+                truncated_by = "bytes"
+                break
+            rows.append([_jsonable(v) for v in row])
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError("interrupted")
     except sqlite3.ProgrammingError as exc:  # "You can only execute one statement at a time."
         raise QueryRefused(f"query refused: {exc}") from None
     except sqlite3.DatabaseError as exc:
@@ -78,8 +104,7 @@ def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None =
         raise QueryRefused(f"query refused: {exc}") from None
     finally:
         conn.close()
-    return QueryResult(columns, [list(_jsonable(v) for v in r) for r in rows[:max_rows]], len(rows) > max_rows,
-                       round(time.perf_counter() - started, 6))
+    return QueryResult(columns, rows, truncated_by, round(time.perf_counter() - started, 6))
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, denied: list[str]) -> int:
@@ -100,9 +125,19 @@ def _failure(exc: sqlite3.DatabaseError, denied: list[str], timeout: float) -> N
                             "(read with SELECT; nothing ran)")
     if "interrupted" in text:
         return NerveError(f"query stopped after {timeout:g}s (the time limit): narrow it with WHERE or LIMIT")
+    if "too big" in text:
+        return NerveError(f"query stopped: it makes a value larger than {MAX_VALUE_BYTES // 2**20} MiB, the limit "
+                          "of one value here; select length(x) or substr(x, 1, n) instead of the whole value")
     if "readonly" in text or "read-only" in text:
         return QueryRefused(f"query refused: the database is opened read-only ({text})")
     return NerveError(f"query failed: {text}")
+
+
+def _size(value: Any) -> int:
+    """Bytes a value costs in the answer (a blob is shown as its size, which costs little)."""
+    if isinstance(value, str):
+        return len(value)
+    return 16
 
 
 def _jsonable(value: Any) -> Any:

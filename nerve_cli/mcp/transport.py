@@ -1,0 +1,160 @@
+"""The stdio transport of `nerve mcp`: the SDK's, with every malformed request answered.
+
+The SDK drops a line it cannot read as a JSON-RPC message (its pydantic model
+refuses it) without a word, so a client that sent it with an id waits for ever:
+params that are a string, a lone surrogate (`"\\ud800"`), nesting deeper than
+its parser goes. Each line is checked here first; one that the SDK would drop
+gets the JSON-RPC 2.0 error answer instead — `-32700` (parse error) or
+`-32600` (invalid request) with the request's own id when one can be found,
+else with id null as the specification asks. A malformed notification (a
+message without an id) gets no answer, as the specification says.
+
+fd 0 is read through a private duplicate and pointed at /dev/null while the
+server runs (the SDK does the same for fd 1), so nothing else in the process
+can read the client's messages.
+"""
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+_NO_ID = object()  # the message has no "id" member: a notification
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+class ScreenedLines:
+    """The client's lines, less the malformed ones, which are answered through `answer` instead."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+        self.answer: Any = None  # the transport's write stream, set before the first line is read
+
+    def __aiter__(self) -> "ScreenedLines":
+        return self
+
+    async def __anext__(self) -> str:
+        async for line in self.lines:
+            if not line.strip():
+                continue
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:  # whatever the SDK's model refuses, it would drop
+                error = error_answer(line, exc)
+                if error is not None:
+                    await self.answer.send(SessionMessage(error))
+                continue
+            return line
+        raise StopAsyncIteration
+
+
+def error_answer(line: str, exc: Exception) -> types.JSONRPCError | None:
+    """The JSON-RPC error for a line that is not a valid message; None for a malformed notification."""
+    try:
+        message = json.loads(line)
+        parsed = True
+    except (ValueError, RecursionError):
+        message, parsed = None, False
+    request_id = message.get("id", _NO_ID) if isinstance(message, dict) else _top_level_id(line)
+    if request_id is _NO_ID and isinstance(message, dict):
+        return None
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        request_id = None  # absent, unreadable or of a type JSON-RPC ids cannot have
+    problems = _problems(exc)
+    unreadable = not parsed or any(kind == "json_invalid" for kind, _ in problems)
+    code, what = (PARSE_ERROR, "not readable as JSON") if unreadable else (INVALID_REQUEST, "not a valid request")
+    summary = "; ".join(text for _, text in problems[:3])[:300] or type(exc).__name__
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                              error=types.ErrorData(code=code, message=f"{what}: {summary}"))
+
+
+def _problems(exc: Exception) -> list[tuple[str, str]]:
+    """(kind, text) of each thing the SDK's model refused; one of a union's members where it tried them all."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return [("", str(exc))]
+    found: list[tuple[str, str]] = []
+    for error in errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        text = f"{where}: {error['msg']}" if where else error["msg"]
+        if text not in (t for _, t in found):
+            found.append((error.get("type", ""), text))
+    return found
+
+
+def _top_level_id(text: str) -> Any:
+    """The `id` member of the JSON object `text`, found without decoding its other members (which may nest
+    deeper than any parser goes); `_NO_ID` when it has none, None when the text is not an object."""
+    try:
+        index = _skip(text, 0)
+        if text[index] != "{":
+            return None
+        index = _skip(text, index + 1)
+        while text[index] != "}":
+            key, index = _DECODER.raw_decode(text, index)
+            index = _skip(text, index)
+            if text[index] != ":":
+                return None
+            index = _skip(text, index + 1)
+            if key == "id":
+                return _DECODER.raw_decode(text, index)[0]
+            index = _skip(text, _past_value(text, index))
+            if text[index] == ",":
+                index = _skip(text, index + 1)
+            elif text[index] != "}":
+                return None
+        return _NO_ID
+    except (ValueError, IndexError, RecursionError):
+        return None
+
+
+def _skip(text: str, index: int) -> int:
+    while text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def _past_value(text: str, index: int) -> int:
+    """Where the JSON value starting at `index` ends, counting brackets instead of decoding it."""
+    if text[index] not in "[{":
+        return _DECODER.raw_decode(text, index)[1]
+    depth = 0
+    while True:
+        char = text[index]
+        if char == '"':
+            index = json.decoder.scanstring(text, index + 1)[1]  # type: ignore[attr-defined]
+            continue
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) of the MCP session over this process's stdin and stdout."""
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    lines = ScreenedLines(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb", closefd=False), encoding="utf-8",
+                                                        errors="replace")))
+    try:
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):
+            lines.answer = write_stream
+            yield read_stream, write_stream
+    finally:
+        os.dup2(wire, 0)
+        os.close(wire)
