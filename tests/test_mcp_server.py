@@ -317,7 +317,9 @@ class RawClient:
 def test_malformed_requests_are_answered_and_query_sense_bounds_value_size_and_result_bytes(home: Path) -> None:
     _instance(home)
     (home / "data" / "senses").mkdir(parents=True)
-    sqlite3.connect(home / "data" / "senses" / "counter.db").close()
+    conn = sqlite3.connect(home / "data" / "senses" / "counter.db")
+    conn.execute("CREATE TABLE tick (n INTEGER)")
+    conn.close()
     client = RawClient(home)
     try:
         malformed = {

@@ -8,6 +8,8 @@ Synchronous on purpose: the CLI is.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,37 @@ COMPUTE_SOCKET_TIMEOUT = COMPUTE_WAIT_MAX + 10.0  # the engine answers first (wi
 
 
 def engine_running(home: Path) -> bool:
-    """True when an engine answers on this instance's control socket."""
+    """True when an engine answers on this instance's control socket, False when none runs.
+
+    An engine that holds the instance lock but does not answer (it resets the
+    connection, or is out of file descriptors) is neither: that NerveError is
+    raised, so no command acts beside it as if it were not there.
+    """
     try:
-        request(home, "ping", timeout=2.0)
+        request(home, "ping", timeout=10.0)
         return True
-    except (EngineNotRunning, NerveError):
+    except EngineNotRunning:
         return False
+    except NerveError:
+        if lock_holder(home) is None:
+            return False  # a socket left behind: nobody runs
+        raise
+
+
+def lock_holder(home: Path) -> str | None:
+    """Who holds this instance's lock (`pid N, nerve run`), or None when nobody does."""
+    path = Layout(Path(home)).lock
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+    finally:
+        os.close(fd)
+    return None
 
 
 def compute(home: Path, sense: str) -> dict[str, Any]:
@@ -65,8 +92,9 @@ def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[
     except socket.timeout as exc:
         raise NerveError(f"the engine did not answer `{op}` within {timeout:.0f}s") from exc
     except OSError as exc:  # reset, or the socket is unusable: the engine died mid-request or is out of fds
-        raise NerveError(f"the connection to the engine broke during `{op}` ({exc.strerror or exc}); "
-                         "it may have stopped or be overloaded: check `nerve status`, then try again") from None
+        raise NerveError(f"the connection to the engine broke during `{op}` ({exc.strerror or exc}): it may have "
+                         "stopped, or run out of file descriptors; see its output or `nerve logs --type error`, "
+                         "then try again") from None
     finally:
         sock.close()
     if not data:

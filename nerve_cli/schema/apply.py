@@ -100,7 +100,7 @@ def apply_migrations(conn: sqlite3.Connection, migrations_dir: Path) -> list[str
     sense = migrations_dir.parent.name
     ensure_engine_tables(conn)
     files = migration_files(migrations_dir)
-    applied = dict(conn.execute("SELECT name, checksum FROM _migrations").fetchall())
+    applied = _applied(conn, sense)
     _check_applied(files, applied, migrations_dir, sense)
     pending = [f for f in files if f.name not in applied]
     _check_order(pending, [f for f in files if f.name in applied], sense)
@@ -110,6 +110,24 @@ def apply_migrations(conn: sqlite3.Connection, migrations_dir: Path) -> list[str
         done = [m.name for m in pending if _apply_one(conn, m)]
         views.sync(conn, views.sense_views(conn))
         return done
+
+
+def _applied(conn: sqlite3.Connection, sense: str) -> dict[str, str]:
+    """name → checksum of the applied migrations; MigrationError when the table holds what Nerve never writes
+    (a damaged page that still reads: NULL, a number or a blob where a name or checksum belongs)."""
+    rows = conn.execute("SELECT name, checksum FROM _migrations").fetchall()
+    for name, checksum in rows:
+        if not isinstance(name, str) or not isinstance(checksum, str):
+            raise MigrationError(
+                f"data/senses/{sense}.db is damaged: its _migrations table holds a row Nerve never writes (name "
+                f"{_shown(name)}, checksum {_shown(checksum)}); restore it from a backup, or delete "
+                f"data/senses/{sense}.db to rebuild it from the migrations (its rows are lost)")
+    return dict(rows)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _fix_hint(sense: str) -> str:

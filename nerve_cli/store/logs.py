@@ -312,7 +312,7 @@ def last_completions(path: Path) -> dict[str, int]:
 
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection that sees the writer's commits (WAL), also on a read-only filesystem."""
-    return open_reader(path)
+    return open_reader(path, fix=damage_fix(path))
 
 
 def parse_payload(payload: str | None) -> Any:

@@ -42,7 +42,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     path = Path(path)
     if not readonly:
         return open_writer(path, fix=damage_fix(path))
-    return open_reader(path, isolation_level=None, check_same_thread=False)
+    return open_reader(path, fix=damage_fix(path), isolation_level=None, check_same_thread=False)
 
 
 def damage_fix(path: Path) -> str:

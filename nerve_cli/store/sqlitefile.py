@@ -7,9 +7,13 @@
   without a word).
 - data/ and the folders Nerve makes under it are 0700, the databases 0600;
   SQLite gives the -wal and -shm files the mode of their database.
-- A damaged file (not a database, malformed, empty) raises `DamagedDatabase`
-  naming the file and what to do; a filesystem that refuses writes raises
-  `StorageError` naming the file and the reason.
+- A damaged file (not a database, malformed, empty, a folder where the file
+  belongs) raises `DamagedDatabase` naming the file and what to do; a
+  filesystem that refuses writes raises `StorageError` naming the file and the
+  reason. A reader's connection names its file too when damage shows only
+  later, at a query that reaches a bad page: the error is `DamagedRead`, a
+  `DamagedDatabase` that is also an `sqlite3.DatabaseError`, so code that
+  skips an unreadable database still does, and the CLI says which file.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from nerve_cli.errors import NerveError
 
@@ -67,8 +72,27 @@ def _unwritable(folder: Path) -> OSError:
     return OSError(code, os.strerror(code), str(folder))
 
 
+class DamagedRead(DamagedDatabase, sqlite3.DatabaseError):
+    """Damage met by a query on a reader's connection, with the file it is in."""
+
+
+READ_FIX = "restore it from a backup, or move it aside; `nerve doctor` checks every database"
+
+
 def is_damage(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGE_CODES
+
+
+def _not_a_file(path: Path, fix: str) -> DamagedDatabase | None:
+    """A folder, or an empty file, where a database belongs (SQLite would say "disk I/O error" or read no tables)."""
+    if path.is_dir():
+        return damaged(path, "it is a folder, not a database file", fix)  # SQLite: "disk I/O error"
+    try:
+        if path.is_file() and path.stat().st_size == 0:
+            return damaged(path, "it is empty (0 bytes): it was truncated", fix)
+    except OSError:
+        return None
+    return None
 
 
 def damaged(path: Path, why: str, fix: str) -> DamagedDatabase:
@@ -81,6 +105,8 @@ def open_writer(path: Path, *, fix: str) -> sqlite3.Connection:
     `fix` tells the user what to do if the file turns out to be damaged.
     """
     path = Path(path)
+    if path.is_dir():
+        raise damaged(path, "it is a folder, not a database file", fix)
     try:
         private_dir(path.parent)
         _create(path)
@@ -106,17 +132,21 @@ def open_writer(path: Path, *, fix: str) -> sqlite3.Connection:
     return conn
 
 
-def open_reader(path: Path, **connect: object) -> sqlite3.Connection:
+def open_reader(path: Path, *, fix: str = READ_FIX, **connect: object) -> sqlite3.Connection:
     """A read-only connection that sees a live writer's commits (WAL); on read-only media, the file as it is.
 
     Reading a WAL database needs its -shm file, which SQLite cannot create on a
     read-only filesystem (`nerve logs` failed there with "unable to open database
     file"). When the folder takes no writes and no -wal file holds commits, the
-    database file is all there is, so it is opened `immutable`.
+    database file is all there is, so it is opened `immutable`. Damage, now or at
+    a later query, is `DamagedDatabase` naming the file and `fix`.
     """
     path = Path(path)
+    problem = _not_a_file(path, fix)
+    if problem is not None:
+        raise problem
     uri = path.resolve().as_uri()
-    conn = sqlite3.connect(uri + "?mode=ro", uri=True, **connect)  # type: ignore[arg-type]
+    conn = _connect(uri + "?mode=ro", path, fix, connect)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
@@ -127,9 +157,86 @@ def open_reader(path: Path, **connect: object) -> sqlite3.Connection:
         wal = path.with_name(path.name + "-wal")
         if not path.is_file() or os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
             raise
-    conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, **connect)  # type: ignore[arg-type]
+    except sqlite3.DatabaseError:
+        conn.close()
+        raise
+    conn = _connect(uri + "?mode=ro&immutable=1", path, fix, connect)
     conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def _connect(uri: str, path: Path, fix: str, connect: dict[str, object]) -> "NamedConnection":
+    conn = sqlite3.connect(uri, uri=True, factory=NamedConnection, **connect)  # type: ignore[arg-type, call-overload]
+    conn.path, conn.fix = path, fix
+    return conn
+
+
+def _named(conn: "NamedConnection", exc: sqlite3.DatabaseError) -> sqlite3.DatabaseError:
+    """`exc` as DamagedRead naming the connection's file, when it is damage; else `exc` itself."""
+    if isinstance(exc, DamagedRead) or not is_damage(exc):
+        return exc
+    named = DamagedRead(str(damaged(conn.path, str(exc), conn.fix)))
+    named.sqlite_errorcode = exc.sqlite_errorcode  # type: ignore[attr-defined]
+    named.sqlite_errorname = exc.sqlite_errorname  # type: ignore[attr-defined]
+    return named
+
+
+class NamedCursor(sqlite3.Cursor):
+    """A cursor whose damage errors name the database file (see `DamagedRead`)."""
+
+    connection: "NamedConnection"
+
+    def execute(self, *args: Any) -> "NamedCursor":
+        try:
+            return super().execute(*args)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+    def executemany(self, *args: Any) -> "NamedCursor":
+        try:
+            return super().executemany(*args)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+    def fetchmany(self, *args: Any) -> list[Any]:
+        try:
+            return super().fetchmany(*args)
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise _named(self.connection, exc) from None
+
+
+class NamedConnection(sqlite3.Connection):
+    """A reader's connection that knows its file, so damage met at any query names it."""
+
+    path: Path
+    fix: str
+
+    def cursor(self, factory: Any = None) -> Any:
+        return super().cursor(factory or NamedCursor)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
+        return self.cursor().executemany(sql, parameters)
 
 
 def _create(path: Path) -> None:

@@ -164,8 +164,21 @@ def _open_db(layout: Layout, name: str, folder: Path, specs: list[TableSpec], bl
         apply_migrations(db.conn, layout.migrations(name))
         write_archive_map(db.conn, specs)
     except BaseException as exc:
+        problem = None if isinstance(exc, NerveError) else _integrity_problem(db.conn)
         db.close()
         if is_damage(exc):  # a header that reads, pages that do not
             raise _LoadFailed(ErrorInfo("DamagedDatabase", str(damaged(path, str(exc), damage_fix(path))))) from exc
+        if problem is not None:  # Nerve's own code failed on what it read: the file, not the code, is wrong
+            why = f"{problem}; reading it failed with {type(exc).__name__}: {exc}"
+            raise _LoadFailed(ErrorInfo("DamagedDatabase", str(damaged(path, why, damage_fix(path))))) from exc
         raise _LoadFailed(error_info(exc, folder, layout.home)) from exc
     return db
+
+
+def _integrity_problem(conn: sqlite3.Connection) -> str | None:
+    """SQLite's first complaint about the file (`PRAGMA quick_check`), or None when it finds none."""
+    try:
+        found = conn.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    return None if found and found[0] == "ok" else f"quick_check: {found[0] if found else 'no answer'}"

@@ -18,7 +18,7 @@ from nerve_cli.config.model import EngineConfig
 from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
-from nerve_cli.store.logs import LogStore
+from nerve_cli.store.logs import LogStore, open_readonly
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome
 
@@ -30,7 +30,7 @@ def load_quarantines(logs_db: Path, now: float | None = None) -> dict[str, dict]
     if not logs_db.exists():
         return {}
     now = time.time() if now is None else now
-    conn = sqlite3.connect(logs_db.resolve().as_uri() + "?mode=ro", uri=True)
+    conn = open_readonly(logs_db)  # a damaged logs.db: DamagedDatabase naming it
     try:
         rows = conn.execute("SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
                             (len(QUARANTINE) + 1, QUARANTINE + "%")).fetchall()
