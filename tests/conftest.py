@@ -1,9 +1,10 @@
 """Shared fixtures: every test gets its own NERVE_HOME, never the real one.
 
 The suite runs as it would on a fresh machine, whatever machine runs it: HOME is
-an empty folder and git has no identity (no global or system config, no
-GIT_AUTHOR_*/GIT_COMMITTER_* variables), so a test that needs one must bring its
-own and a product path that needs one fails here first. Set at import time, so
+an empty folder, git has no identity (no global or system config, no
+GIT_AUTHOR_*/GIT_COMMITTER_* variables), and Python writes bytecode as it does
+by default, so a test that needs more must bring it and a product path that
+depends on the machine fails here first. Set at import time, so
 every test process and every child they start inherits it.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +30,10 @@ os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 for _variable in GIT_IDENTITY_VARIABLES:
     os.environ.pop(_variable, None)
+# Python writes and trusts .pyc files as it does by default (some machines turn that off): a stale one
+# is a bug a fresh machine meets
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The suite runs as on a fresh machine: an empty HOME and no git identity, whoever runs it.
+"""The suite runs as on a fresh machine: an empty HOME, no git identity, bytecode as Python's default.
 
 conftest.py sets this up for every test process; these tests fail the moment a
 machine's own git identity or home folder could leak into a test again, and
@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from enginekit import nerve
+from nerve_cli.usercode import import_file
 
 
 def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -25,6 +26,7 @@ def test_no_git_identity_reaches_the_tests(tmp_path: Path) -> None:
         assert found.returncode == 1, f"git has {key} = {found.stdout.strip()!r}: the suite must run without one"
     assert not {v for v in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME", "EMAIL") if v in os.environ}
     assert not any(Path(os.environ["HOME"]).iterdir()), "HOME must be an empty folder, never the user's own"
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ  # children write and trust bytecode: Python's default
 
 
 def test_commands_that_commit_work_without_an_identity(home: Path) -> None:
@@ -34,3 +36,14 @@ def test_commands_that_commit_work_without_an_identity(home: Path) -> None:
     assert git(home, "log", "-1", "--format=%an <%ae> %s").stdout.strip() == \
         "Nerve <nerve@localhost> nerve: sense new disk-free"
     assert git(home, "status", "--porcelain").stdout == ""
+
+
+def test_user_code_edited_twice_in_one_second_runs_the_new_code(tmp_path: Path) -> None:
+    """A .pyc is trusted by mtime in whole seconds and size: `str` → `int` keeps both, and must still be seen."""
+    source = tmp_path / "sense.py"
+    seen = []
+    for kind in ("str", "int"):
+        source.write_text(f"KIND = {kind!r}\n")
+        os.utime(source, (1_700_000_000, 1_700_000_000))  # the same second, as two quick saves
+        seen.append(import_file("_nerve_test_stale.sense", source).KIND)
+    assert seen == ["str", "int"]
