@@ -6,6 +6,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+from loadclock import scaled
 from nerve_cli.home import Layout
 from nerve_cli.store.jsonl import iter_lines
 from nerve_cli.store.logs import LogStore, dumps, log_row
@@ -141,3 +142,40 @@ def meta(path: Path, key: str, table: str = "meta") -> str | None:
         return row[0] if row else None
     finally:
         conn.close()
+
+
+def _archive_child(home: str, now_ms: int, crash_at: int | None) -> None:
+    """The archiver in a process forked from a warm fork server: a crash point kills it with SIGKILL."""
+    import os
+    import sys
+
+    from nerve_cli.store.archive import CRASH_ENV, archive
+
+    os.environ.pop(CRASH_ENV, None)
+    if crash_at:
+        os.environ[CRASH_ENV] = str(crash_at)
+    report = archive(Path(home), older_than_s=86400, now_ms=now_ms)
+    sys.stdout.flush()
+    os._exit(0 if report.ok else 3)
+
+
+def run_archiver(home: Path, now_ms: int, crash_at: int | None = None, timeout: float = 60.0) -> int:
+    """Archive `home` in a child process; its exit code (-9 when a crash point killed it).
+
+    The child is forked from a fork server that imported the archiver once, so
+    a run costs a fork, not an interpreter start and its imports: the crash
+    tests run the archiver a hundred times, and on a loaded machine those
+    start-ups were what ran past the test's timeout.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["archive_data", "nerve_cli.store.archive"])
+    child = context.Process(target=_archive_child, args=(str(home), now_ms, crash_at))
+    child.start()
+    child.join(scaled(timeout))
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        raise AssertionError(f"the archiver did not finish within {timeout:g}s")
+    return child.exitcode

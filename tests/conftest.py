@@ -13,11 +13,16 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from loadclock import IdleClock
 
 os.environ.setdefault("TERMINAL_WIDTH", "200")
 os.environ.setdefault("COLUMNS", "200")
@@ -50,3 +55,34 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def home(_isolated_home: Path) -> Path:
     """The instance folder NERVE_HOME points at (not created)."""
     return _isolated_home
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """The per-test timeout (pyproject: 60 s, or a test's own mark), counted in idle-machine seconds.
+
+    A SIGALRM every second spends the test's budget at the machine's current
+    contention (loadclock), so a test that is slow because the machine is
+    loaded is not failed for it, and one that hangs on an idle machine still
+    is, as soon as before. Other methods, and tests run off the main thread,
+    keep pytest-timeout's own wall-clock timer.
+    """
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None
+    import pytest_timeout
+
+    clock = IdleClock(settings.timeout)
+
+    def tick(signum: int, frame: Any) -> None:
+        if clock.expired():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            pytest_timeout.timeout_sigalrm(item, settings)  # fails the test where it stands
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # what pytest_timeout_cancel_timer calls
+    signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+    return True

@@ -1,6 +1,6 @@
 """Build tmp instances and run the real engine (`python -m nerve_cli run`) against them.
 
-Conditions are polled with a deadline; nothing sleeps and hopes.
+Conditions are polled with a deadline in idle-machine seconds (loadclock); nothing sleeps and hopes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from loadclock import IdleClock, scaled
 
 NO_TABLES = "# no tables: this sense only emits signals\n"
 
@@ -36,13 +38,16 @@ def write_sense(home: Path, name: str, code: str, schema: str = NO_TABLES) -> No
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Poll `condition` until it is truthy; `timeout` is in idle-machine seconds (loadclock): longer under load."""
+    clock = IdleClock(timeout)
+    while True:
         value = condition()
         if value:
             return value
+        if clock.expired():
+            raise AssertionError(f"timed out after {timeout}s of idle-machine time ({clock.wall():.1f}s of wall "
+                                 f"time) waiting for {what}")
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def read_logs(home: Path, source: str | None = None, type_: str | None = None, ref: str | None = None) -> list[dict]:
@@ -107,7 +112,7 @@ def errors(home: Path, sense: str | None = None) -> list[dict]:
 def nerve(*args: str, home: Path, timeout: float = 30.0, stdin: str | None = None) -> subprocess.CompletedProcess:
     """Run the CLI as a real process (`stdin`: text piped into it)."""
     return subprocess.run([sys.executable, "-m", "nerve_cli", *args, "--home", str(home)],
-                          capture_output=True, text=True, timeout=timeout, env=_env(), input=stdin)
+                          capture_output=True, text=True, timeout=scaled(timeout), env=_env(), input=stdin)
 
 
 def _env() -> dict[str, str]:
@@ -162,7 +167,7 @@ class RunningEngine:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            code = self.proc.wait(timeout)
+            code = self.proc.wait(scaled(timeout))
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -175,5 +180,5 @@ class RunningEngine:
     def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(10)
+            self.proc.wait(scaled(10))
         self._out.close()

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loadclock import IdleClock
+
 STORE_SCHEMA = """
 from nerve_cli.sdk import table
 
@@ -75,7 +77,7 @@ class Emitter:
         return json.loads(line)
 
     def emit(self, channel: str, payload: Any, key: str | None = None, *, retry_for: float = 0.0) -> dict:
-        deadline = time.monotonic() + retry_for
+        clock = IdleClock(retry_for)  # idle-machine seconds (loadclock)
         while True:
             try:
                 answer = self.request({"op": "emit", "channel": channel, "payload": payload, "key": key})
@@ -84,7 +86,7 @@ class Emitter:
                 return answer
             except (OSError, ConnectionError, ValueError):
                 self.close()
-                if time.monotonic() >= deadline:
+                if clock.expired():
                     raise
                 time.sleep(0.02)
 

@@ -22,9 +22,11 @@ SPIN = "def compute(db, peers):\n    while True:\n        pass\n"
 
 
 def _steady_never_stalled(home: Path) -> None:
+    """The other group kept its 200 ms rhythm: no gap far beyond its own usual one (a loaded machine
+    stretches them all alike; a stall behind the breach would stand out)."""
     runs = [r["ts"] for r in starts(home, "steady")]
-    gaps = [b - a for a, b in zip(runs, runs[1:])]
-    assert gaps and max(gaps) < 1000, gaps
+    gaps = sorted(b - a for a, b in zip(runs, runs[1:]))
+    assert gaps and gaps[-1] < max(1000, 5 * gaps[len(gaps) // 2]), gaps
 
 
 def test_memory_hog_is_stopped_by_the_watchdog_and_named(home: Path) -> None:
@@ -52,7 +54,7 @@ def test_memory_hog_is_stopped_by_the_watchdog_and_named(home: Path) -> None:
 def test_busy_loop_over_the_cpu_limit_is_stopped(home: Path) -> None:
     write_instance(home, """
         groups:
-          busy: {cpu_limit: 50%, cpu_window: 1s}
+          busy: {cpu_limit: 5%, cpu_window: 1s}  # a spin gets more than 5% of a core even at load 30 on 2 cores
         senses:
           spin: {group: busy, timeout: 1m}
           steady: {group: calm}

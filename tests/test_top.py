@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from enginekit import RunningEngine, wait_for, write_instance
+from loadclock import IdleClock
 from nerve_cli.ops.client import request
 
 CONFIG = """
@@ -41,13 +42,14 @@ def table_rows(table) -> list[list[str]]:
 
 
 async def until(pilot, condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
+    """As enginekit.wait_for (idle-machine seconds), letting the app run between polls."""
+    clock = IdleClock(timeout)
     while True:
         value = condition()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if clock.expired():
+            raise AssertionError(f"timed out after {timeout}s of idle-machine time waiting for {what}")
         await pilot.pause(0.02)
 
 

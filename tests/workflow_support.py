@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from loadclock import IdleClock
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.store.logs import LogStore, query_logs, workflow_runs
 
@@ -58,13 +59,13 @@ def make_instance(home: Path, workflows: dict[str, str], config: dict[str, Any])
 
 
 async def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
+    clock = IdleClock(timeout)  # idle-machine seconds: longer under load (loadclock)
     while True:
         value = condition()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if clock.expired():
+            raise AssertionError(f"timed out after {timeout}s of idle-machine time waiting for {what}")
         await asyncio.sleep(0.02)
 
 
