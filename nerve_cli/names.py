@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 64
@@ -25,3 +26,42 @@ def channel_problem(value: object) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return "a channel name cannot contain control characters (newline, tab, NUL...)"
     return None
+
+
+# -- the fleet: host names, and names that travel inside a NATS subject -----------
+
+HOST_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+HOST_MAX = 64
+SUBJECT_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+$")  # one subject token: no '.', '*', '>', spaces
+SUBJECT_NAME_MAX = 200
+
+
+def host_problem(value: object) -> str | None:
+    """Why `value` cannot be a fleet host name, or None."""
+    if not isinstance(value, str) or not value:
+        return "a host name is a non-empty string"
+    if len(value) > HOST_MAX:
+        return f"a host name is at most {HOST_MAX} characters, got {len(value)}"
+    if not HOST_RE.match(value):
+        return (f"host name {value!r} is not allowed: use lowercase letters, digits, '_' and '-' "
+                "(no '.' or '/': it is the first part of a source name like build-box/disk-usage)")
+    return None
+
+
+def subject_name_problem(value: object, what: str) -> str | None:
+    """Why a sense or channel name cannot travel in a NATS subject, or None."""
+    if not isinstance(value, str) or not value:
+        return f"a {what} name is a non-empty string"
+    if len(value) > SUBJECT_NAME_MAX:
+        return f"a fleet {what} name is at most {SUBJECT_NAME_MAX} characters, got {len(value)}"
+    if not all(SUBJECT_TOKEN_RE.match(part) for part in value.split(".")):
+        return (f"{what} {value!r} cannot be a NATS subject: use letters, digits, '_' and '-' in parts "
+                "separated by single dots (like deploy.finished)")
+    return None
+
+
+def default_host() -> str:
+    """This machine's hostname as a fleet host name: its first label, lowercased, other characters as '-'."""
+    label = socket.gethostname().split(".")[0].lower()
+    name = re.sub(r"[^a-z0-9_-]", "-", label).strip("-_")[:HOST_MAX] or "localhost"
+    return name if HOST_RE.match(name) else "h" + name

@@ -112,7 +112,7 @@ def test_json_output_shape(instance: Path) -> None:
         "line": 4,
         "file": "nerve.yaml",
     }
-    assert data["channels"] == [{"name": "task.created", "reflexes": [1], "did_you_mean": None}]
+    assert data["channels"] == [{"name": "task.created", "reflexes": [1], "did_you_mean": None, "fed_by": "emit"}]
 
 
 def test_json_valid(instance: Path) -> None:

@@ -40,7 +40,7 @@ ROOMS = {
     "kernel": [
         ["engine"],                 # the Engine: runs the loop, owns one part of each room below
         ["control", "reload"],      # socket server, requests, metrics, health | watch and hot reload
-        ["workflows"],              # the workflow manager
+        ["workflows", "fleet"],     # the workflow manager | this host in its fleet (NATS)
         ["supervision"],            # sense worker groups, processes, penalties, guards, watchdog
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
     ],

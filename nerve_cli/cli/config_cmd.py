@@ -52,9 +52,13 @@ def _render(report) -> None:  # type: ignore[no-untyped-def]
 
     for item in report.problems:
         output.problem(item)
-    if report.channels:
-        output.info("External channels (fed by `nerve emit NAME`, not by a sense):")
-        for channel in report.channels:
+    fed = {"emit": "External channels (fed by `nerve emit NAME`, not by a sense):",
+           "fleet": "Fleet sources (fed by other hosts, `fleet.subscribe`):"}
+    for by, heading in fed.items():
+        channels = [c for c in report.channels if c.fed_by == by]
+        if channels:
+            output.info(heading)
+        for channel in channels:
             used = ", ".join(f"reflexes[{i}]" for i in channel.reflexes)
             near = f"  did you mean sense `{channel.did_you_mean}`?" if channel.did_you_mean else ""
             output.info(f"  {channel.name}  (on: of {used}){near}")

@@ -39,6 +39,8 @@ def render_status(doc: dict[str, Any]) -> None:
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
     if doc.get("channels"):
         output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
+    if doc.get("fleet"):
+        render_fleet(doc["fleet"], now)
     for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors
         output.info(f"warning: {warning['message']}", style="yellow")
     if doc.get("workflows"):
@@ -50,3 +52,27 @@ def render_status(doc: dict[str, Any]) -> None:
                          len(w.get("waiting") or []), ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
         output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "waiting",
                                                "threads"], rows))
+
+
+def render_fleet(fleet: dict[str, Any], now: int) -> None:
+    """One line for this host's link and outbox, and a table of what it receives."""
+    from nerve_cli.contract.times import ago
+
+    if fleet["connected"]:
+        link = f"connected to {fleet['server']} since {ago(fleet['since_ms'], now)}"
+        style = "green"
+    else:
+        why = f": {fleet['last_error']}" if fleet.get("last_error") else ""
+        link = f"disconnected since {ago(fleet['since_ms'], now)}{why}"
+        style = "yellow"
+    waiting = f"outbox {fleet['outbox']}" + (" (sent when NATS is back)" if fleet["outbox"] and not fleet["connected"]
+                                             else "")
+    not_sent = f", {fleet['not_sent']} too large to send" if fleet.get("not_sent") else ""
+    output.info(f"fleet: host {fleet['host']}, {link}; {waiting}; published {fleet['published']}{not_sent}",
+                style=style)
+    if fleet["subscriptions"]:
+        rows = [(s["source"], s["kind"], s["received"], "-" if s["lag"] is None else s["lag"],
+                 ago(s["last_event_ms"], now) if s["last_event_ms"] else "-", s["last_host"] or "-")
+                for s in fleet["subscriptions"]]
+        output.show(output.table("Fleet subscriptions", ["source", "kind", "received", "lag", "last event", "from"],
+                                 rows))

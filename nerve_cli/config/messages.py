@@ -11,7 +11,7 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.rules import nearest
 
 _KIND = {"engine": "engine setting", "groups": "group setting", "senses": "sense setting",
-         "reflexes": "reflex key", "workflows": "workflow setting"}
+         "reflexes": "reflex key", "workflows": "workflow setting", "fleet": "fleet setting"}
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false", "True", "False", "TRUE", "FALSE"}
 
 
@@ -112,6 +112,8 @@ def message_for(error: dict[str, Any]) -> str:
         if loc == ("reflexes",):
             return f"expected a list of reflexes like `- {{sense: cpu-usage, interval: 10s}}`, got {show(value)}"
         return f"expected a list like [a, b], got {show(value)}"
+    if kind == "too_short" and loc[-1] == "servers":
+        return "expected at least one server URL, like [nats://nats.example.com:4222]"
     if kind == "string_type":
         return f"expected a string, got {show(value)}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
@@ -126,11 +128,12 @@ def _mapping_expected(loc: tuple, value: Any) -> str:
         "workflows": "{concurrency: 1, overflow: queue}",
         "engine": "{max_rounds: 100}",
         "groups": "{memory_limit: 300MB}",
+        "fleet": "{servers: [nats://nats.example.com:4222], publish: {senses: [disk-usage]}}",
     }
     example = examples.get(loc[0], "")
     if len(loc) == 1:
         shape = {"senses": "a mapping of sense name → settings", "workflows": "a mapping of workflow name → settings",
                  "groups": "a mapping of group name → settings", "reflexes": "a list of reflexes",
-                 "engine": "a mapping of settings"}.get(loc[0], "a mapping")
+                 "engine": "a mapping of settings", "fleet": "a mapping of settings"}.get(loc[0], "a mapping")
         return f"expected {shape}, got {show(value)}"
     return f"expected a mapping like {example}, got {show(value)}"

@@ -8,15 +8,17 @@ Names follow `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Callable, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from nerve_cli.address import ListenAddress, parse_address
 from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (re-exported: one duration grammar)
-from nerve_cli.names import NAME_MAX, NAME_RE, channel_problem  # noqa: E402  (re-exported: one naming rule)
+from nerve_cli.names import (NAME_MAX, NAME_RE, channel_problem, default_host, host_problem,  # noqa: E402  (re-exported: one naming rule)
+                             subject_name_problem)
 HEALTH_SENSE = "nerve-health"
 
 
@@ -187,12 +189,100 @@ class WorkflowConfig(_Model):
     enabled: StrictBool = True
 
 
+NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def url_problem(value: object) -> str | None:
+    """Why `value` is not a NATS server URL (`nats://HOST:PORT`), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return "a server URL is a non-empty string like nats://nats.example.com:4222"
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"{value!r} is not a URL ({exc}); expected nats://HOST:PORT"
+    if parts.scheme not in NATS_SCHEMES:
+        given = parts.scheme + "://" if parts.scheme else "none"
+        return (f"{value!r}: the scheme must be one of {', '.join(s + '://' for s in NATS_SCHEMES)}, got {given}; "
+                "e.g. nats://nats.example.com:4222")
+    if not parts.hostname:
+        return f"{value!r} names no host; expected {parts.scheme}://HOST:PORT"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"{value!r}: a NATS server URL has no path or query; expected {parts.scheme}://HOST:PORT"
+    if port == 0:
+        return f"{value!r}: port 0 is not a server's port"
+    return None
+
+
+def _refuse(problem_of: Callable[[object], str | None]) -> Callable[[object], object]:
+    """A `..._problem` function (None or why not) as a pydantic validator."""
+    def check(value: object) -> object:
+        problem = problem_of(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return check
+
+
+def _remote_sense(value: object) -> object:
+    if not isinstance(value, str) or value.count("/") != 1:
+        raise ValueError(f"expected HOST/SENSE (another host's sense, like build-box/disk-usage), got {value!r}")
+    host, sense = value.split("/")
+    problem = host_problem(host) or subject_name_problem(sense, "sense")
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _stream_problem(value: object) -> str | None:
+    if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,32}", value):
+        return None
+    return f"a stream name is 1-32 letters, digits, '_' or '-' (it is also its subjects' first part), got {value!r}"
+
+
+HostName = Annotated[str, BeforeValidator(_refuse(host_problem))]
+ServerUrl = Annotated[str, BeforeValidator(_refuse(url_problem))]
+FleetChannel = Annotated[str, BeforeValidator(_refuse(lambda v: subject_name_problem(v, "channel")))]
+RemoteSense = Annotated[str, BeforeValidator(_remote_sense)]
+StreamName = Annotated[str, BeforeValidator(_refuse(_stream_problem))]
+ServerUrls = Annotated[tuple[ServerUrl, ...], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+
+
+class FleetPublish(_Model):
+    senses: tuple[Name, ...] = ()  # this host's senses whose signals go out, as HOST/SENSE
+    channels: tuple[FleetChannel, ...] = ()  # channels whose local emits go out to the fleet
+
+
+class FleetSubscribe(_Model):
+    senses: tuple[RemoteSense, ...] = ()  # HOST/SENSE: another host's published sense
+    channels: tuple[FleetChannel, ...] = ()  # fleet channels: the other hosts' emits come in
+
+
+class FleetConfig(_Model):
+    """This host in a fleet joined through NATS JetStream (see `config.fleet` for names and subjects)."""
+
+    servers: ServerUrls = Field(min_length=1)
+    host: HostName | None = None  # None: this machine's hostname
+    stream: StreamName = "nerve"
+    publish: FleetPublish = FleetPublish()
+    subscribe: FleetSubscribe = FleetSubscribe()
+    retention: Duration = 7 * 86400.0  # how long the stream keeps a message for a host that is away
+    replicas: StrictInt = Field(default=1, ge=1, le=5)
+    ack_wait: Duration = 30.0  # a message handed to this host and not acknowledged within this is handed again
+    enabled: StrictBool = True
+
+    @property
+    def host_name(self) -> str:
+        return self.host if self.host is not None else default_host()
+
+
 class NerveConfig(_Model):
     engine: EngineConfig = EngineConfig()
     groups: dict[Name, GroupConfig] = {}
     senses: dict[Name, SenseConfig] = {}
     reflexes: tuple[ReflexConfig, ...] = ()
     workflows: dict[Name, WorkflowConfig] = {}
+    fleet: FleetConfig | None = None
 
     def enabled_senses(self) -> dict[str, SenseConfig]:
         return {n: s for n, s in self.senses.items() if s.enabled}
@@ -212,3 +302,7 @@ class NerveConfig(_Model):
     def channels(self) -> set[str]:
         """External channel names: `on:` entries that are not senses."""
         return {n for r in self.reflexes for n in r.on if n not in self.senses and n != HEALTH_SENSE}
+
+    def live_fleet(self) -> FleetConfig | None:
+        """The fleet section when it is there and enabled."""
+        return self.fleet if self.fleet is not None and self.fleet.enabled else None

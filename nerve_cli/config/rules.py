@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
 from nerve_cli.config.model import HEALTH_SENSE, parse_duration
 from nerve_cli.config.problems import Loc, Severity
 
@@ -31,9 +32,10 @@ class Channel:
     name: str
     reflexes: list[int] = field(default_factory=list)
     did_you_mean: str | None = None
+    fed_by: str = "emit"  # "fleet": other hosts send its events (`fleet.subscribe`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "reflexes": self.reflexes, "did_you_mean": self.did_you_mean}
+        return {"name": self.name, "reflexes": self.reflexes, "did_you_mean": self.did_you_mean, "fed_by": self.fed_by}
 
 
 def nearest(name: str, candidates: Any) -> str | None:
@@ -70,6 +72,10 @@ def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
         if isinstance(reflex, dict):
             findings.extend(_check_reflex(i, reflex, senses, channels))
     findings.extend(_cycles(data, senses))
+    findings.extend(check_fleet(data, hint))
+    findings.extend(check_remote_sources(data))
+    for name in subscribed(data) & set(channels):
+        channels[name].fed_by, channels[name].did_you_mean = "fleet", None
     return findings, list(channels.values())
 
 
@@ -127,7 +133,8 @@ def _check_reflex(i: int, reflex: dict, senses: dict, channels: dict[str, Channe
             )
         if source in senses or source == HEALTH_SENSE:
             continue
-        channel = channels.setdefault(source, Channel(source, did_you_mean=nearest(source, [*senses, HEALTH_SENSE])))
+        close = None if is_remote_source(source) else nearest(source, [*senses, HEALTH_SENSE])
+        channel = channels.setdefault(source, Channel(source, did_you_mean=close))
         channel.reflexes.append(i)
         if channel.did_you_mean:
             yield ("reflexes", i, "on", j), "warning", (

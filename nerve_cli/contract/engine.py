@@ -20,6 +20,29 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "channels": [{"name": c} for c in answer.get("channels") or []],
         "warnings": [{"message": w} for w in answer.get("warnings") or []],  # nerve.yaml's, apart from errors
         "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
+        "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
+    }
+
+
+def fleet(f: dict[str, Any]) -> dict[str, Any]:
+    """This host in its fleet, as the engine sees it now (status `fleet`; `nerve fleet` shows it too)."""
+    return {
+        "host": f["host"], "servers": list(f.get("servers") or []), "stream": f.get("stream"),
+        "connected": bool(f.get("connected")), "server": f.get("server"),
+        **stamp("since", seconds_to_ms(f.get("since"))),  # when it connected, or when it lost the connection
+        "last_error": f.get("last_error"), **stamp("last_error_time", seconds_to_ms(f.get("last_error_at"))),
+        "outbox": f.get("outbox", 0), "published": f.get("published", 0), "not_sent": f.get("not_sent", 0),
+        "publishes": [{"kind": p["kind"], "name": p["name"], "subject": p["subject"], "sent_id": p.get("sent_id")}
+                      for p in f.get("publishes") or []],
+        "subscriptions": [{"source": s["source"], "kind": s["kind"], "subject": s["subject"],
+                           "consumer": s.get("consumer"), "received": s.get("received", 0),
+                           "duplicates": s.get("duplicates", 0), "lag": s.get("lag"), "last_host": s.get("last_host"),
+                           **stamp("last_event", seconds_to_ms(s.get("last_event_at"))),
+                           **stamp("last_origin", s.get("last_origin_ts"))}
+                          for s in f.get("subscriptions") or []],
+        "hosts": [{"host": name, "events": h.get("events", 0), "source": h.get("source"),
+                   **stamp("last_event", seconds_to_ms(h.get("last_at")))}
+                  for name, h in sorted((f.get("hosts") or {}).items())],
     }
 
 

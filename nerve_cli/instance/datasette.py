@@ -51,7 +51,9 @@ EVENTS_TABLES: dict[str, Any] = {
     "events_view": {"description": "Every external event (`nerve emit`), committed before it was acknowledged",
                     "sort_desc": "id", "columns": {"time": TIME, "channel": "the channel it was sent to",
                                                    "payload": "its payload, as JSON",
-                                                   "key": "the sender's idempotency key, if any", "ts": TS}},
+                                                   "key": "the sender's idempotency key, if any",
+                                                   "origin": "the fleet host it was received from (empty: "
+                                                             "emitted on this host)", "ts": TS}},
     **{name: {"hidden": True} for name in ("_nerve_archive", "_nerve_meta", "sqlite_sequence")},
 }
 

@@ -60,6 +60,8 @@ from nerve_cli.vocab.reasons import BACKLOG, DEMAND, OVERDUE, Reason, TriggerKin
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
+    from nerve_cli.config.model import FleetConfig
+    from nerve_cli.kernel.fleet.service import Fleet
     from nerve_cli.kernel.reload.watch import Changes
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
@@ -77,6 +79,8 @@ class Engine:
         self.report_computes = getattr(report, "verbosity", 2) >= 2
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
+        self.fleet: Fleet | None = None  # this host in its fleet, when nerve.yaml has an enabled `fleet:`
+        self._fleet_change: asyncio.Task | None = None
         self._archiver: asyncio.Task | None = None
         self.control: ControlServer | None = None
         self._health_write: asyncio.Future | None = None  # the health row being written, if any
@@ -171,6 +175,7 @@ class Engine:
             self.launch.open()  # its imports overlap the control socket's start; the first workers wait for it
         self.control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
         await self.control.start()
+        self._start_fleet(self.config.live_fleet())
         if self.workflows is not None:
             await self.workflows.start()
         for group, senses in self.config.sense_groups().items():
@@ -181,6 +186,23 @@ class Engine:
         self._archiver = loop.create_task(self._archive_daily())
         if self.run_for is not None:
             loop.call_later(self.run_for, self._stop.set)
+
+    def _start_fleet(self, config: FleetConfig | None) -> None:
+        if config is None:
+            return
+        # imported here: nats loads only in an engine whose nerve.yaml has a fleet
+        from nerve_cli.kernel.fleet.service import Fleet
+
+        self.fleet = Fleet(config, self.layout.data, self.emits.emit_many, self.log, self.report)
+        self.fleet.start()
+
+    async def _change_fleet(self, config: FleetConfig | None) -> None:
+        """nerve.yaml's fleet section changed: the old link closes, a new one starts (the outbox keeps its marks)."""
+        if self.fleet is not None:
+            await self.fleet.close()
+            self.fleet = None
+        if not self.stopping:
+            self._start_fleet(config)
 
     def start_group(self, group: str, senses: list[str]) -> None:
         supervisor = GroupSupervisor(group, senses, self.home, self.config, self, launch=self.launch)
@@ -222,6 +244,14 @@ class Engine:
         self.scheduler.apply_config(config, completions, now=time.time())
         self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
         self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
+        if config.live_fleet() != (self.fleet.config if self.fleet is not None else None):
+            previous = self._fleet_change
+            self._fleet_change = asyncio.get_running_loop().create_task(self._after(previous, config.live_fleet()))
+
+    async def _after(self, previous: asyncio.Task | None, config: FleetConfig | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._change_fleet(config)
 
     def config_applied(self) -> None:
         if self.workflows is not None:
@@ -243,6 +273,10 @@ class Engine:
             await self.control.close()
         if self.metrics is not None:
             await self.metrics.close()
+        if self._fleet_change is not None:
+            await asyncio.gather(self._fleet_change, return_exceptions=True)
+        if self.fleet is not None:  # before the emit desk: the inbox commits through it
+            await self.fleet.close()
         await self.emits.close()
         timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
         await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
@@ -421,6 +455,8 @@ class Engine:
         if signal_ids:
             self.report("warn", f"{sense}: {len(signal_ids)} committed signal(s) arrived without an answer; logged")
             self.scheduler.on_signal(sense, time.time())
+            if self.fleet is not None:
+                self.fleet.committed("sense", sense)
 
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
         grace = self.config.senses[inflight.sense].grace if inflight.sense in self.config.senses else 0
@@ -507,6 +543,8 @@ class Engine:
         if self.report_signals:
             self.report("signal", f"{sense}: {_short(payload)}")
         self.stats.signalled(self.scheduler.on_signal(sense, time.time()))
+        if self.fleet is not None:
+            self.fleet.committed("sense", sense)
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
 
@@ -574,7 +612,10 @@ class Engine:
         woken = []
         now = time.time()
         for event, payload in stored:
-            self.log(logrows.emit(event.channel, payload, event.id), event.ts, self.ledger.event_mark(event.id))
+            if event.origin is None and self.fleet is not None:
+                self.fleet.committed("channel", event.channel)
+            self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin), event.ts,
+                     self.ledger.event_mark(event.id))
             self.ledger.event_logged(event.id)
             if self.report_signals:
                 self.report("signal", f"emit {event.channel} #{event.id}: {_short(payload)}")
@@ -587,6 +628,8 @@ class Engine:
     def events_stored(self, channel: str | None) -> int:
         """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""
         logged = self.ledger.catch_up_events()
+        if self.fleet is not None:
+            self.fleet.committed_offline(channel)
         self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or channel in src],
                             BACKLOG)
         return logged

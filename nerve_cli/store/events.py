@@ -52,7 +52,7 @@ CURSORS_SQL = (f"CREATE TABLE IF NOT EXISTS {CURSORS} "
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, "
-    "payload TEXT, ts INTEGER NOT NULL, key TEXT)",
+    "payload TEXT, ts INTEGER NOT NULL, key TEXT, origin TEXT)",
     "CREATE INDEX IF NOT EXISTS idx_events_channel ON events(channel, id)",
     "CREATE INDEX IF NOT EXISTS idx_events_ts ON events(ts)",
     "CREATE UNIQUE INDEX IF NOT EXISTS idx_events_key ON events(key) WHERE key IS NOT NULL",
@@ -138,6 +138,11 @@ class StoredEvent:
     channel: str
     ts: int
     duplicate: bool = False  # its key was already stored: this is the earlier event
+    origin: str | None = None  # the fleet host it came from; None: emitted on this host
+
+
+# (channel, payload JSON, key) or (channel, payload JSON, key, origin host)
+Item = tuple[str, "str | None", "str | None"] | tuple[str, "str | None", "str | None", "str | None"]
 
 
 def now_ms() -> int:
@@ -203,6 +208,8 @@ def connect(path: Path) -> sqlite3.Connection:
     try:
         for statement in SCHEMA:
             conn.execute(statement)
+        if "origin" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
+            conn.execute("ALTER TABLE events ADD COLUMN origin TEXT")  # an events.db from before the fleet
         conn.execute("COMMIT")
         views.sync(conn, views.EVENTS_VIEWS)  # `time` beside `ts`, like every database here
     except BaseException:
@@ -240,8 +247,9 @@ class EventStore:
         if not wait:
             self.conn.execute("PRAGMA busy_timeout = 0")
 
-    def append(self, items: Iterable[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
-        """Store (channel, payload JSON, key) in one transaction, in order; every one is committed on return.
+    def append(self, items: Iterable[Item]) -> list[StoredEvent]:
+        """Store (channel, payload JSON, key[, origin]) in one transaction, in order; every one is committed on
+        return. `origin` is the fleet host an event was received from (None: emitted here).
 
         An item whose key is already stored is not stored again: its answer is
         the earlier event, marked `duplicate`.
@@ -251,17 +259,18 @@ class EventStore:
         ts = now_ms()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for channel, payload, key in items:
+            for channel, payload, key, *rest in items:
+                origin = rest[0] if rest else None
                 # looked up first, not left to ON CONFLICT: a refused INSERT still
                 # burns an AUTOINCREMENT id, and a resend would leave a gap in the ids
                 row = key is not None and conn.execute(
-                    "SELECT id, channel, ts FROM events WHERE key = ?", (key,)).fetchone()
+                    "SELECT id, channel, ts, origin FROM events WHERE key = ?", (key,)).fetchone()
                 if row:
-                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True))
+                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True, origin=row[3]))
                     continue
-                cur = conn.execute("INSERT INTO events (channel, payload, ts, key) VALUES (?, ?, ?, ?)",
-                                   (channel, payload, ts, key))
-                out.append(StoredEvent(cur.lastrowid or 0, channel, ts))
+                cur = conn.execute("INSERT INTO events (channel, payload, ts, key, origin) VALUES (?, ?, ?, ?, ?)",
+                                   (channel, payload, ts, key, origin))
+                out.append(StoredEvent(cur.lastrowid or 0, channel, ts, origin=origin))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

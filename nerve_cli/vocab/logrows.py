@@ -46,6 +46,10 @@ class LogKind(Enum):
     ERROR = (LogSource.SYSTEM, "error")
     CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
     ARCHIVED = (LogSource.SYSTEM, "archived")
+    # the fleet (ref_id: this host's name in it; fleet_not_sent: the source)
+    FLEET_CONNECTED = (LogSource.SYSTEM, "fleet_connected")
+    FLEET_DISCONNECTED = (LogSource.SYSTEM, "fleet_disconnected")
+    FLEET_NOT_SENT = (LogSource.SYSTEM, "fleet_not_sent")
     # workers (a sense group's, ref_id the group; a workflow's, ref_id the workflow)
     WORKER_STARTED = (LogSource.SYSTEM, "worker_started")
     WORKER_EXITED = (LogSource.SYSTEM, "worker_exited")
@@ -154,11 +158,14 @@ def run_complete(sense: str, compute_id: int | None, outcome: Outcome, reason: R
     return LogRow(LogKind.RUN_COMPLETE, sense, body)
 
 
-def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False) -> LogRow:
-    """An external event stored (`recovered`: stored while no engine logged it)."""
+def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, origin: str | None = None) -> LogRow:
+    """An external event stored (`recovered`: stored while no engine logged it; `origin`: the fleet host it was
+    received from)."""
     body: dict[str, Any] = {"payload": payload, "event_id": event_id}
     if recovered:
         body["recovered"] = True
+    if origin is not None:
+        body["origin"] = origin
     return LogRow(LogKind.EMIT, channel, body)
 
 
@@ -180,6 +187,22 @@ def error(ref: str | None, message: str | None, **context: Any) -> LogRow:
     """Something failed. `ref`: the sense, workflow or part it concerns; `context`: what a reader needs to
     act (error_type, traceback, file, line, compute_id, sense, workflow, blamed...)."""
     return LogRow(LogKind.ERROR, ref, {**context, "message": message})
+
+
+def fleet_connected(host: str, server: str | None, stream: str) -> LogRow:
+    """This host's link to its fleet is up: connected to `server`, the stream ready."""
+    return LogRow(LogKind.FLEET_CONNECTED, host, {"server": server, "stream": stream})
+
+
+def fleet_disconnected(host: str, error: str) -> LogRow:
+    """This host's link to its fleet went down (written once per outage, not per retry)."""
+    return LogRow(LogKind.FLEET_DISCONNECTED, host, {"error": error})
+
+
+def fleet_not_sent(name: str, kind: str, row_id: int, size: int, max_payload: int, message: str) -> LogRow:
+    """A published signal or emit too large for the NATS server: skipped, so its source is not held up."""
+    return LogRow(LogKind.FLEET_NOT_SENT, name, {"kind": kind, "id": row_id, "bytes": size,
+                                                 "max_payload": max_payload, "message": message})
 
 
 def control_busy(connections: int, limit: int, idle_timeout_s: float) -> LogRow:

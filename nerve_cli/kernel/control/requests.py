@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from nerve_cli.config.fleet import fed_by_fleet
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
@@ -47,6 +48,7 @@ class Target(Protocol):
     warnings: list[str]  # nerve.yaml's current warnings
     guards: Guards
     workflows: WorkflowManager | None
+    fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
@@ -177,6 +179,10 @@ async def _emit(engine: Target, request: dict) -> dict:
         raise NerveError(f"emit needs a channel name: {problem} ({shown})")
     if channel in engine.config.senses or channel == HEALTH_SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    if channel in fed_by_fleet(engine.config.fleet):
+        host, sense = channel.split("/")
+        raise NerveError(f"{channel!r} is sense {sense} of fleet host {host}: its events come from that host "
+                         f"(`nerve sense compute {sense}` there)")
     event, woken = await engine.emit(channel, request.get("payload"), request.get("key"))
     return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
             "triggered": woken}
@@ -260,6 +266,7 @@ def status(engine: Target) -> dict:
         "warnings": list(engine.warnings),  # nerve.yaml's current warnings: counted apart from errors
         "errors": sum(e["count"] for e in engine.errors.values()),
         "workflows": engine.workflows.status() if engine.workflows is not None else {},
+        "fleet": engine.fleet.status() if engine.fleet is not None else None,
     }
 
 

@@ -39,7 +39,7 @@ OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
 INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on the loop itself
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
-Item = tuple[str, "str | None", "str | None", Any, asyncio.Future]
+Item = tuple[str, "str | None", "str | None", "str | None", asyncio.Future]  # channel, JSON, key, origin, answer
 
 
 class EmitDesk:
@@ -56,21 +56,30 @@ class EmitDesk:
         self._checkpointing: asyncio.Future | None = None
         self._commits = 0
 
-    def emit(self, channel: Any, payload: Any, key: Any = None) -> asyncio.Future:
+    def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None) -> asyncio.Future:
         """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
+        `origin`: the fleet host the event was received from (None: emitted here).
         Raises EventError at once for an event that cannot be stored as given.
         """
-        item = (check_channel(channel), encode_payload(payload), check_key(key))
-        future = asyncio.get_running_loop().create_future()
-        self._queue.append((*item, payload, future))
-        if self._writing is None:
+        return self.emit_many([(channel, payload, key, origin)])[0]
+
+    def emit_many(self, events: list[tuple[str, Any, str | None, str | None]]) -> list[asyncio.Future]:
+        """Store (channel, payload, key, origin) events in order, in one commit when the lock is free.
+
+        Raises EventError before queueing any of them when one cannot be stored as given.
+        """
+        checked = [(check_channel(c), encode_payload(p), check_key(k), o) for c, p, k, o in events]
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in checked]
+        self._queue.extend((*item, future) for item, future in zip(checked, futures))
+        if self._writing is None and futures:
             self._write()
-        return future
+        return futures
 
     def _write(self) -> None:
         batch, self._queue = self._queue, []
-        items = [b[:3] for b in batch]
+        items = [b[:4] for b in batch]
         large = sum(len(b[1] or "") for b in batch) > INLINE_BYTES  # megabytes to copy and write: not on the loop
         if self.store is not None and not large:
             try:
@@ -86,7 +95,7 @@ class EmitDesk:
         self._writing = asyncio.get_running_loop().run_in_executor(self._executor, self._append, items)
         self._writing.add_done_callback(lambda done: self._written(batch, done))
 
-    def _append(self, items: list[tuple[str, str | None, str | None]]) -> list[StoredEvent]:
+    def _append(self, items: list[tuple[str, str | None, str | None, str | None]]) -> list[StoredEvent]:
         """In the writer thread."""
         if self._waiting_store is None:
             self._waiting_store = EventStore(self.path, autocheckpoint=False)

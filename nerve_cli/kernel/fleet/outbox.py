@@ -1,0 +1,164 @@
+"""Sending what this host publishes: each source's committed rows, in id order, marked sent on acknowledgement.
+
+The kernel pokes a source when it commits something new (a published sense's
+signal, an emit on a published channel); the outbox reads the rows above the
+source's sent mark (`store.fleet`), publishes them as one pipelined window
+with their message ids, and moves the mark past the ones the server
+acknowledged, in order. The first failure ends the window: the link drops the
+connection, and once a new one is up the same rows go again from the first
+unacknowledged one (the server drops those it already holds by message id).
+
+Nothing here runs in the engine's scheduling path: a poke is a set insertion,
+and SQLite reads and writes go to the fleet's own thread. While NATS is away
+the rows simply stay where they were committed; the outbox counts them (at
+most every `COUNT_EVERY`) for status and metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+from nerve_cli.config.fleet import channel_subject, sense_subject
+from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
+from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.vocab import logrows
+from nerve_cli.store.fleet import OutboxStore, Row, Source
+
+MAX_BATCH = 256  # rows in one pipelined window
+MAX_BATCH_BYTES = 4 << 20  # payload bytes read for one window
+HEADER_ROOM = 1024  # bytes kept for headers within the server's max_payload
+COUNT_EVERY = 0.25  # seconds between two counts of the outbox while NATS is away
+
+T = TypeVar("T")
+
+
+def message_id(host: str, kind: str, name: str, row: Row) -> str:
+    """Unique in the fleet: the row's id and its time, so a rebuilt source database (ids from 1 again) never
+    repeats an id the receivers have already seen."""
+    return f"{host}.{kind}.{name}.{row.id}.{row.ts}"
+
+
+class Outbox:
+    def __init__(self, fleet: FleetConfig, host: str, link: Link, store: OutboxStore, thread: ThreadPoolExecutor,
+                 log: Log, report: Report) -> None:
+        self.host = host
+        self.link = link
+        self.store = store
+        self.thread = thread
+        self.log = log
+        self.report = report
+        self.subjects: dict[Source, str] = {("sense", s): sense_subject(fleet.stream, host, s)
+                                            for s in fleet.publish.senses}
+        self.subjects.update({("channel", c): channel_subject(fleet.stream, host, c) for c in fleet.publish.channels})
+        self.sent: dict[Source, int] = {}
+        self.dirty: set[Source] = set(self.subjects)  # sources that may have rows above their sent mark
+        self.depth = 0  # rows waiting, as last counted
+        self.published = 0
+        self.too_large = 0
+        self._wake = asyncio.Event()
+        self._uncounted = True
+
+    def poke(self, kind: str, name: str) -> None:
+        """Something of (kind, name) was committed here; sent soon when the source is published."""
+        source = (kind, name)
+        if source in self.subjects:
+            self.dirty.add(source)
+            self._uncounted = True
+            self._wake.set()
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.thread, fn, *args)
+
+    async def run(self) -> None:
+        marks = await self._in_thread(self.store.sent)
+        self.sent = {source: marks.get(source, 0) for source in self.subjects}
+        while True:
+            self._wake.clear()
+            if self.link.connected and self.dirty:
+                await self._drain()
+            if self.link.connected and not self.dirty:
+                self.depth, self._uncounted = 0, False  # everything poked so far was acknowledged
+            elif self._uncounted:
+                self._uncounted = False
+                self.depth = await self._in_thread(self._count)
+            if self.dirty and self.link.connected:
+                continue
+            waits = [self._wake.wait()] + ([self.link.ready.wait()] if self.dirty else [])
+            await first_of(*waits)
+            if not self.link.connected:
+                await asyncio.sleep(COUNT_EVERY)  # while NATS is away, count at most this often
+
+    def _count(self) -> int:
+        return sum(self.store.depth(source, self.sent.get(source, 0)) for source in self.subjects)
+
+    async def _drain(self) -> None:
+        while self.dirty and self.link.connected:
+            source = self.dirty.pop()
+            rows = await self._in_thread(self._read, source)
+            if not rows:
+                continue
+            done = await self._publish(source, rows)
+            if done:
+                last = rows[done - 1].id
+                await self._in_thread(self.store.mark_sent, source, last)
+                self.sent[source] = last
+                self.published += done
+            if done < len(rows):
+                self.dirty.add(source)
+                self._uncounted = True
+                return
+            if len(rows) == MAX_BATCH or sum(len(r.payload or "") for r in rows) >= MAX_BATCH_BYTES:
+                self.dirty.add(source)  # more may wait behind this window
+
+    def _read(self, source: Source) -> list[Row]:
+        after = self.sent.get(source, 0)
+        rows = self.store.read(source, after, MAX_BATCH, MAX_BATCH_BYTES)
+        if not rows and after and self.store.start_of(source, after) == 0:
+            rows = self.store.read(source, 0, MAX_BATCH, MAX_BATCH_BYTES)  # its database was rebuilt
+        return rows
+
+    async def _publish(self, source: Source, rows: list[Row]) -> int:
+        """Publish one window; how many rows from its start are done (acknowledged, or too large to send)."""
+        js, lost = self.link.js, self.link.lost
+        if js is None or lost.is_set():
+            return 0
+        kind, name = source
+        subject, limit = self.subjects[source], self.link.max_payload - HEADER_ROOM
+        sends: list[asyncio.Task | None] = []
+        for row in rows:
+            data = row.payload.encode() if row.payload is not None else b""
+            if len(data) > limit:
+                sends.append(None)
+                continue
+            headers = {"Nats-Msg-Id": message_id(self.host, kind, name, row), "Nerve-Host": self.host,
+                       "Nerve-Kind": kind, "Nerve-Source": name, "Nerve-Id": str(row.id), "Nerve-Ts": str(row.ts)}
+            sends.append(asyncio.ensure_future(js.publish(subject, data, timeout=REQUEST_TIMEOUT, headers=headers)))
+        tasks = [t for t in sends if t is not None]
+        if tasks:
+            await first_of(asyncio.wait(tasks), lost.wait())
+        for task in tasks:
+            if not task.done():
+                task.cancel()  # the connection went: these are sent again on the next one
+        for i, (row, task) in enumerate(zip(rows, sends)):
+            if task is None:
+                self._too_large(kind, name, row)
+            elif task.cancelled() or task.exception() is not None:
+                for rest in tasks:
+                    if rest.done() and not rest.cancelled():
+                        rest.exception()  # retrieved: an error after the first one says nothing new
+                self.link.trouble(task.exception() if not task.cancelled() else "the connection went", "could not publish")
+                return i
+        return len(rows)
+
+    def _too_large(self, kind: str, name: str, row: Row) -> None:
+        size, limit = len((row.payload or "").encode()), self.link.max_payload
+        what = f"signal #{row.id} of sense {name}" if kind == "sense" else f"event #{row.id} of channel {name}"
+        message = (f"{what} is {size:,} bytes, more than the NATS server's max_payload of {limit:,}; not sent "
+                   "(raise max_payload in the server's configuration to send payloads this large)")
+        self.too_large += 1
+        self.log(logrows.fleet_not_sent(name, kind, row.id, size, limit, message))
+        self.report("error", f"fleet: {message}")
+

@@ -1,0 +1,130 @@
+"""What this host has sent to its fleet: the outbox, read from the published sources' own committed rows.
+
+The outbox is not a copy of anything. A published sense's signals are its
+`_signals` rows (committed by its worker before the kernel hears of them); a
+published channel's emits are its rows in `data/events.db` whose `origin` is
+empty (emitted here, not received from the fleet). `data/fleet.db` keeps, per
+published source, the id of the last row the NATS server acknowledged; every
+row above it is the outbox, sent in id order. A row is marked sent (the id
+moves) only after the server's acknowledgement, so a crash or an outage at any
+point sends it again, and the server's de-duplication by message id (then the
+receiver's, by event key) drops the second copy.
+
+A source database that was deleted and rebuilt starts its ids again: an id
+above the source's highest ever (`sqlite_sequence`) means exactly that, and
+sending starts again from its first row. Every method runs in one thread at a
+time (the kernel's fleet thread).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nerve_cli.store.events import BUSY_TIMEOUT_MS, connect_readonly, head, source_path
+
+SCHEMA = ("CREATE TABLE IF NOT EXISTS sent (kind TEXT NOT NULL, name TEXT NOT NULL, last_id INTEGER NOT NULL, "
+          "ts INTEGER NOT NULL, PRIMARY KEY (kind, name))")
+Source = tuple[str, str]  # (kind, name): ("sense", "disk-usage") or ("channel", "deploys")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One committed signal or emit waiting to be sent."""
+
+    id: int
+    ts: int
+    payload: str | None  # JSON text as stored (None: an emit without a payload)
+
+
+class OutboxStore:
+    def __init__(self, data: Path) -> None:
+        self.data = Path(data)
+        self.path = self.data / "fleet.db"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute(SCHEMA)
+        self._readers: dict[Path, tuple[tuple[int, int], sqlite3.Connection]] = {}
+
+    def sent(self) -> dict[Source, int]:
+        return {(k, n): i for k, n, i in self.conn.execute("SELECT kind, name, last_id FROM sent")}
+
+    def mark_sent(self, source: Source, last_id: int) -> None:
+        self.conn.execute("INSERT INTO sent (kind, name, last_id, ts) VALUES (?, ?, ?, ?) ON CONFLICT(kind, name) "
+                          "DO UPDATE SET last_id = excluded.last_id, ts = excluded.ts",
+                          (*source, last_id, time.time_ns() // 1_000_000))
+
+    def start_of(self, source: Source, after: int) -> int:
+        """`after`, or 0 when the source's database was rebuilt since (its ids started again)."""
+        conn = self._reader(source)
+        if conn is None:
+            return after
+        return 0 if after > head(conn, source[0]) else after
+
+    def read(self, source: Source, after: int, limit: int, max_bytes: int) -> list[Row]:
+        """Up to `limit` rows above `after`, oldest first, stopping once `max_bytes` of payload were read
+        (the first row always comes, whatever its size)."""
+        conn = self._reader(source)
+        if conn is None:
+            return []
+        kind, name = source
+        if kind == "channel":
+            sql = ("SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? AND origin IS NULL "
+                   "ORDER BY id LIMIT ?")
+            cursor = conn.execute(sql, (name, after, limit))
+        else:
+            cursor = conn.execute("SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
+        out: list[Row] = []
+        size = 0
+        try:
+            for row_id, ts, payload in cursor:
+                out.append(Row(row_id, ts, payload))
+                size += len(payload or "")
+                if size >= max_bytes:
+                    break
+        except sqlite3.OperationalError:  # its table does not exist yet: nothing committed
+            return []
+        return out
+
+    def depth(self, source: Source, after: int) -> int:
+        """How many rows above `after` wait to be sent."""
+        conn = self._reader(source)
+        if conn is None:
+            return 0
+        kind, name = source
+        try:
+            if kind == "channel":
+                sql = "SELECT count(*) FROM events WHERE channel = ? AND id > ? AND origin IS NULL"
+                return int(conn.execute(sql, (name, after)).fetchone()[0])
+            return int(conn.execute("SELECT count(*) FROM _signals WHERE id > ?", (after,)).fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+    def _reader(self, source: Source) -> sqlite3.Connection | None:
+        """A read-only connection to the source's database, opened again when the file was replaced."""
+        path = source_path(self.data, *source)
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            return None
+        identity = (stat.st_dev, stat.st_ino)
+        known = self._readers.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
+        if known is not None:
+            known[1].close()
+        conn = connect_readonly(path)
+        self._readers[path] = (identity, conn)
+        return conn
+
+    def close(self) -> None:
+        for _, conn in self._readers.values():
+            conn.close()
+        self._readers.clear()
+        self.conn.close()

@@ -1,0 +1,269 @@
+"""A fleet of two hosts on one machine: two homes, two real engines, one real nats-server with JetStream.
+
+Host `a` publishes its sense `ticker` and the fleet channel `deploys`; host `b` subscribes to both and its
+listener `store` keeps every event it receives, in order. Deadlines scale with the work; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance, write_sense
+from eventkit import Emitter
+from fleetkit import NatsServer
+from nerve_cli.schema.migrate import generate_migration
+
+# one signal per compute, listing the events of its burst: the order of `n` across signals is the order sent
+TICKER = """
+def compute(db, peers, trigger):
+    return {"n": [e.payload for e in trigger.events]}
+"""
+STORE_SCHEMA = """
+from nerve_cli.sdk import table
+
+@table(pk="n")
+class Got:
+    n: int
+    source: str
+    kind: str
+    payload: str
+"""
+STORE = """
+import json
+from .schema import Got
+
+def compute(db, peers, trigger):
+    n = db.query("SELECT count(*) AS c FROM got")[0]["c"]
+    for i, e in enumerate(trigger.events):
+        db.insert(Got(n=n + i, source=e.source, kind=e.kind, payload=json.dumps(e.payload)))
+    return {"got": len(trigger.events)}
+"""
+FAST_RECOVERY = """
+engine:
+  respawn_backoff_first: 50ms
+  respawn_backoff_max: 50ms
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    with NatsServer(tmp_path / "nats") as running:
+        yield running
+
+
+def host_a(root: Path, url: str, extra: str = "") -> Path:
+    return write_instance(root / "a", f"""
+        senses:
+          ticker: {{}}
+        reflexes:
+          - {{sense: ticker, on: [go]}}
+        fleet:
+          servers: [{url}]
+          host: a
+          publish: {{senses: [ticker], channels: [deploys]}}
+        {extra}
+    """.replace("\n        ", "\n"), {"ticker": TICKER})
+
+
+def host_b(root: Path, url: str, extra: str = "") -> Path:
+    home = write_instance(root / "b", f"""
+        {FAST_RECOVERY}
+        senses:
+          store: {{}}
+        reflexes:
+          - {{sense: store, on: [a/ticker, deploys]}}
+        fleet:
+          servers: [{url}]
+          host: b
+          subscribe: {{senses: [a/ticker], channels: [deploys]}}
+          ack_wait: 2s
+        {extra}
+    """.replace("\n        ", "\n"), {})
+    write_sense(home, "store", STORE, STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    return home
+
+
+def got(home: Path) -> list[tuple[str, str, object]]:
+    """(source, kind, payload) of every event b's listener committed, in the order it committed them."""
+    path = home / "data" / "senses" / "store.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT source, kind, payload FROM got ORDER BY n").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+    return [(s, k, json.loads(p)) for s, k, p in rows]
+
+
+def deploys(home: Path) -> list:
+    return [p["d"] for s, _, p in got(home) if s == "deploys"]
+
+
+def ticks(home: Path) -> list:
+    return [n for s, _, p in got(home) if s == "a/ticker" for n in p["n"]]
+
+
+def fleet_status(engine: RunningEngine) -> dict:
+    return engine.status()["fleet"]
+
+
+def test_signals_and_fleet_channel_emits_reach_the_other_host_once_in_order(tmp_path: Path, server: NatsServer) -> None:
+    a, b = host_a(tmp_path, server.url), host_b(tmp_path, server.url)
+    with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+        engine_a.wait_ready()
+        engine_b.wait_ready()
+        to_a, to_b = Emitter(a), Emitter(b)
+        for i in range(150):
+            assert to_a.emit("go", i)["ok"]
+            assert to_a.emit("deploys", {"d": i, "from": "a"})["ok"]
+        assert to_b.emit("deploys", {"d": "local", "from": "b"})["ok"]  # b's own emit stays on b
+        wait_for(lambda: len(deploys(b)) >= 151 and len(ticks(b)) >= 150, 30, what="b to receive 300 events")
+        assert ticks(b) == list(range(150))
+        assert [d for d in deploys(b) if d != "local"] == list(range(150))
+        assert deploys(b).count("local") == 1
+        kinds = {(s, k) for s, k, _ in got(b)}
+        assert kinds == {("a/ticker", "channel"), ("deploys", "channel")}  # events like any other on b
+        emits = read_logs(b, "signal", "emit", "a/ticker")
+        assert emits and all(row["payload"]["origin"] == "a" for row in emits)
+        wait_for(lambda: fleet_status(engine_a)["outbox"] == 0, 10, what="a's outbox to drain")
+        status_a, status_b = fleet_status(engine_a), fleet_status(engine_b)
+        assert status_a["connected"] and status_a["host"] == "a" and status_a["published"] >= 151
+        subs = {s["source"]: s for s in status_b["subscriptions"]}
+        assert subs["deploys"]["received"] == 150 and subs["a/ticker"]["last_host"] == "a"
+        assert status_b["hosts"]["a"]["events"] >= 151
+        refused = to_b.request({"op": "emit", "channel": "a/ticker", "payload": 1})
+        assert not refused["ok"] and "fleet host a" in refused["error"]
+        to_a.close()
+        to_b.close()
+        code_a, out_a = engine_a.stop()
+        code_b, out_b = engine_b.stop()
+    assert code_a == code_b == 0, out_a + out_b
+    assert "Traceback" not in out_a + out_b
+
+
+def test_b_stopped_while_a_publishes_receives_everything_at_its_next_start(tmp_path: Path, server: NatsServer) -> None:
+    a, b = host_a(tmp_path, server.url), host_b(tmp_path, server.url)
+    with RunningEngine(b) as engine_b:  # b's durable consumers exist from its first start
+        engine_b.wait_ready()
+        wait_for(lambda: fleet_status(engine_b)["connected"], 10, what="b to connect")
+        engine_b.stop()
+    with RunningEngine(a) as engine_a:
+        engine_a.wait_ready()
+        to_a = Emitter(a)
+        for i in range(300):
+            assert to_a.emit("deploys", {"d": i})["ok"]
+        to_a.close()
+        wait_for(lambda: fleet_status(engine_a)["outbox"] == 0, 20, what="a's outbox to drain")
+        with RunningEngine(b) as engine_b:
+            engine_b.wait_ready()
+            wait_for(lambda: len(deploys(b)) >= 300, 30, what="b to receive what was sent while it was stopped")
+            assert deploys(b) == list(range(300))
+            consumer = {s["source"]: s for s in fleet_status(engine_b)["subscriptions"]}["deploys"]["consumer"]
+            engine_b.stop()
+        engine_a.stop()
+    forget_consumer(server.url, consumer)  # the server hands b everything again, as after a crash before its acks
+    with RunningEngine(b) as engine_b:
+        engine_b.wait_ready()
+        wait_for(lambda: {s["source"]: s for s in fleet_status(engine_b)["subscriptions"]}["deploys"]["duplicates"]
+                 >= 300, 30, what="b to be handed the 300 events again")
+        assert deploys(b) == list(range(300))  # each dropped by its key: nothing stored twice, no one woken
+        engine_b.stop()
+
+
+def forget_consumer(url: str, durable: str) -> None:
+    import asyncio
+
+    import nats
+
+    async def delete() -> None:
+        nc = await nats.connect(url)
+        try:
+            await nc.jetstream().delete_consumer("nerve", durable)
+        finally:
+            await nc.close()
+
+    asyncio.run(delete())
+
+
+def test_with_nats_down_local_work_goes_on_and_the_outbox_drains_when_it_returns(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path / "nats")
+    server.start()
+    url = server.url
+    server.stop()  # a port nothing listens on now: the engines start with the fleet down
+    a, b = host_a(tmp_path, url), host_b(tmp_path, url)
+    with RunningEngine(a) as engine_a:
+        engine_a.wait_ready()
+        to_a = Emitter(a)
+        for i in range(40):
+            assert to_a.emit("deploys", {"d": i})["ok"]  # answered at once: committed here, queued for the fleet
+            assert to_a.emit("go", i)["ok"]
+        wait_for(lambda: len(read_logs(a, "reflex", "run_complete", "ticker")) >= 1, 10, what="ticker to compute")
+        status = wait_for(lambda: (s := fleet_status(engine_a))["outbox"] >= 41 and s, 10,
+                          what="the outbox depth to count what waits")
+        assert status["connected"] is False and status["last_error"]
+        document = json.loads(nerve("status", "--json", home=a).stdout)
+        assert document["fleet"]["connected"] is False and document["fleet"]["outbox"] == status["outbox"]
+        table = nerve("status", home=a).stdout
+        assert "disconnected" in table and f"outbox {status['outbox']}" in table
+        server.start()  # same port, same store
+        with RunningEngine(b) as engine_b:
+            engine_b.wait_ready()
+            wait_for(lambda: len(deploys(b)) >= 40 and len(ticks(b)) >= 40, 30, what="the outbox to drain to b")
+            assert deploys(b) == list(range(40)) and ticks(b) == list(range(40))
+            assert fleet_status(engine_a)["outbox"] == 0 and fleet_status(engine_a)["connected"]
+            engine_b.stop()
+        to_a.close()
+        engine_a.stop()
+    server.stop()
+    logged = [r["type"] for r in read_logs(a, "system") if r["type"].startswith("fleet_")]
+    assert logged[:2] == ["fleet_disconnected", "fleet_connected"]  # said once per change, not per retry
+
+
+@pytest.mark.timeout(120)
+def test_2000_events_through_two_server_kills_and_a_receiver_kill_arrive_exactly_once(tmp_path: Path,
+                                                                                     server: NatsServer) -> None:
+    total = 2000
+    a, b = host_a(tmp_path, server.url), host_b(tmp_path, server.url)
+    engine_a, engine_b = RunningEngine(a), RunningEngine(b)
+    try:
+        engine_a.wait_ready()
+        engine_b.wait_ready()
+        to_a = Emitter(a)
+
+        def connected_again() -> None:  # a kill lands on a live link, in the middle of the stream
+            wait_for(lambda: fleet_status(engine_a)["connected"], 20, what="a to reconnect")
+
+        plan = {300: server.kill, 450: server.start, 700: connected_again, 900: engine_b.proc.kill,
+                1100: connected_again, 1200: server.kill, 1350: server.start}
+        for i in range(total):
+            if i in plan:
+                plan[i]()
+            if i == 1500:  # b comes back while a still publishes
+                engine_b = RunningEngine(b)
+            assert to_a.emit("deploys", {"d": i})["ok"]
+        to_a.close()
+        engine_b.wait_ready()
+
+        def arrived() -> bool:
+            return len(deploys(b)) >= total
+
+        wait_for(arrived, 60, what=f"b to commit {total} events")
+        assert deploys(b) == list(range(total))  # every one, once, in order
+        wait_for(lambda: fleet_status(engine_a)["outbox"] == 0, 20, what="a's outbox to be empty")
+        status = fleet_status(engine_b)
+        duplicates = sum(s["duplicates"] for s in status["subscriptions"])
+        assert len(deploys(b)) == total, f"{duplicates} duplicates were dropped by key, none stored"
+        outages = [r["type"] for r in read_logs(a, "system") if r["type"].startswith("fleet_")]
+        assert outages.count("fleet_disconnected") >= 2 and outages.count("fleet_connected") >= 3, outages
+        print("duplicates dropped on b:", duplicates, "a:", outages)
+    finally:
+        for engine in (engine_a, engine_b):
+            engine.stop()
