@@ -116,6 +116,7 @@ class FakeRunning:
         self.errors: dict = {}
         self.warnings: list[str] = []
         self.workflows = None
+        self.fleet = None  # no fleet: section
         self.out = Recorder()
         self.log, self.report = self.out.log, self.out.report
         self.started: list[tuple[str, list[str]]] = []

@@ -38,6 +38,8 @@ COMMANDS = {
                       "read-only, engine tables hidden).",
                       {"allow_extra_args": True, "ignore_unknown_options": True}),
     "gc": Lazy("gc_cmd", "gc", "Offline clean-up: remove old attic entries, data of deleted or disabled senses, unreferenced blobs."),
+    "fleet": Lazy("fleet_cmd", "fleet", "Show this host in its fleet: the link to NATS, the outbox, and every host "
+                  "heard from with its last event."),
     "config": Lazy("config_cmd", "app", "Check nerve.yaml."),
     "sense": Lazy("sense_cmd", "app", "Create, run and inspect senses."),
     "workflow": Lazy("workflow_cmd", "app", "Create, run and manage workflows."),

@@ -57,9 +57,13 @@ def subscriptions(fleet: FleetConfig) -> dict[str, str]:
     return out
 
 
-def fed_by_fleet(fleet: FleetConfig | None) -> set[str]:
-    """The local source names events arrive on from the fleet (not to be fed by `nerve emit` here)."""
-    return set(fleet.subscribe.senses) if fleet is not None and fleet.enabled else set()
+def emit_refusal(fleet: FleetConfig | None, channel: str) -> str | None:
+    """Why `nerve emit CHANNEL` is refused here: CHANNEL is another host's sense, whose events come from it."""
+    if fleet is None or not fleet.enabled or channel not in fleet.subscribe.senses:
+        return None
+    host, sense = channel.split("/")
+    return (f"{channel!r} is sense {sense} of fleet host {host}: its events come from that host "
+            f"(`nerve sense compute {sense}` there)")
 
 
 # -- cross-checks on the plain data (config check) ---------------------------------

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 CLI_KINDS = (
-    "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "gc", "lifecycle", "log",
+    "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log",
     "mesh", "rename", "sense-chart", "sense-compute", "sense-list", "sense-show", "service", "status",
     "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
 )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.load import load_config
 from nerve_cli.contract.engine import emit
 from nerve_cli.errors import EngineNotRunning, NerveError
@@ -57,6 +58,9 @@ def listeners_of(home: Path, channel: str) -> list[str]:
     config = load_config(home)
     if channel in config.senses or channel == "nerve-health":
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    refused = emit_refusal(config.fleet, channel)
+    if refused is not None:
+        raise NerveError(refused)
     return sorted({r.sense for r in config.active_reflexes() if channel in r.on})
 
 

@@ -61,6 +61,9 @@ SCHEMA = (
     "INSERT OR IGNORE INTO _nerve_archive (table_name, time_column) VALUES ('events', 'ts')",
 )
 
+# the events received from each fleet host (few among many local ones): `nerve fleet` reads them per host
+ORIGIN_INDEX = "CREATE INDEX IF NOT EXISTS idx_events_origin ON events(origin, id) WHERE origin IS NOT NULL"
+
 
 # -- what a compute receives (the SDK re-exports these; worker.events builds them) ----
 
@@ -210,6 +213,7 @@ def connect(path: Path) -> sqlite3.Connection:
             conn.execute(statement)
         if "origin" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
             conn.execute("ALTER TABLE events ADD COLUMN origin TEXT")  # an events.db from before the fleet
+        conn.execute(ORIGIN_INDEX)
         conn.execute("COMMIT")
         views.sync(conn, views.EVENTS_VIEWS)  # `time` beside `ts`, like every database here
     except BaseException:
@@ -285,6 +289,25 @@ class EventStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def received_by_host(path: Path) -> dict[str, dict[str, Any]]:
+    """host → {"events", "last_ts", "last_channel"} of the events received from each fleet host and still held
+    (not archived), read from the file alone."""
+    if not Path(path).exists():
+        return {}
+    conn = connect_readonly(path)
+    try:
+        counts = conn.execute("SELECT origin, count(*), max(id) FROM events WHERE origin IS NOT NULL GROUP BY origin")
+        out = {}
+        for host, count, last in counts.fetchall():
+            channel, ts = conn.execute("SELECT channel, ts FROM events WHERE id = ?", (last,)).fetchone()
+            out[host] = {"events": count, "last_ts": ts, "last_channel": channel}
+        return out
+    except sqlite3.OperationalError:  # an events.db from before the fleet: nothing was received
+        return {}
+    finally:
+        conn.close()
 
 
 def checkpoint(path: Path) -> None:

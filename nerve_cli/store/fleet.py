@@ -74,37 +74,29 @@ class OutboxStore:
         if conn is None:
             return []
         kind, name = source
-        if kind == "channel":
-            sql = ("SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? AND origin IS NULL "
-                   "ORDER BY id LIMIT ?")
-            cursor = conn.execute(sql, (name, after, limit))
-        else:
-            cursor = conn.execute("SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
         out: list[Row] = []
         size = 0
         try:
+            if kind == "channel":
+                sql = ("SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? AND origin IS NULL "
+                       "ORDER BY id LIMIT ?")
+                cursor = conn.execute(sql, (name, after, limit))
+            else:
+                sql = "SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id LIMIT ?"
+                cursor = conn.execute(sql, (after, limit))
             for row_id, ts, payload in cursor:
                 out.append(Row(row_id, ts, payload))
                 size += len(payload or "")
                 if size >= max_bytes:
                     break
-        except sqlite3.OperationalError:  # its table does not exist yet: nothing committed
+        except sqlite3.OperationalError:  # its table does not exist yet (a database being created): nothing committed
             return []
         return out
 
     def depth(self, source: Source, after: int) -> int:
         """How many rows above `after` wait to be sent."""
         conn = self._reader(source)
-        if conn is None:
-            return 0
-        kind, name = source
-        try:
-            if kind == "channel":
-                sql = "SELECT count(*) FROM events WHERE channel = ? AND id > ? AND origin IS NULL"
-                return int(conn.execute(sql, (name, after)).fetchone()[0])
-            return int(conn.execute("SELECT count(*) FROM _signals WHERE id > ?", (after,)).fetchone()[0])
-        except sqlite3.OperationalError:
-            return 0
+        return 0 if conn is None else _count_above(conn, source, after)
 
     def _reader(self, source: Source) -> sqlite3.Connection | None:
         """A read-only connection to the source's database, opened again when the file was replaced."""
@@ -128,3 +120,41 @@ class OutboxStore:
             conn.close()
         self._readers.clear()
         self.conn.close()
+
+
+def _count_above(conn: sqlite3.Connection, source: Source, after: int) -> int:
+    kind, name = source
+    try:
+        if kind == "channel":
+            sql = "SELECT count(*) FROM events WHERE channel = ? AND id > ? AND origin IS NULL"
+            return int(conn.execute(sql, (name, after)).fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM _signals WHERE id > ?", (after,)).fetchone()[0])
+    except sqlite3.OperationalError:  # its table does not exist yet: nothing committed
+        return 0
+
+
+def outbox_from_files(data: Path, sources: list[Source]) -> dict[Source, dict[str, int | None]]:
+    """Read-only, with no engine: for each published source, its sent mark and how many rows wait above it."""
+    data = Path(data)
+    marks: dict[Source, tuple[int, int]] = {}
+    if (data / "fleet.db").exists():
+        conn = connect_readonly(data / "fleet.db")
+        try:
+            marks = {(k, n): (i, t) for k, n, i, t in conn.execute("SELECT kind, name, last_id, ts FROM sent")}
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            conn.close()
+    out: dict[Source, dict[str, int | None]] = {}
+    for source in sources:
+        sent, sent_ts = marks.get(source, (0, None))
+        path = source_path(data, *source)
+        waiting = 0
+        if path.exists():
+            conn = connect_readonly(path)
+            try:
+                waiting = _count_above(conn, source, 0 if sent > head(conn, source[0]) else sent)
+            finally:
+                conn.close()
+        out[source] = {"sent_id": sent or None, "sent_ts": sent_ts, "waiting": waiting}
+    return out

@@ -82,8 +82,13 @@ class Dashboard(Screen):
         utc = self.app.utc  # type: ignore[attr-defined]
         headline = self.query_one("#headline", Static)
         if snap.live:
-            headline.update(Text(f" engine pid {snap.engine['pid']} · up {span(snap.engine['uptime_s'] or 0)} · "
-                                 f"{plural(len(snap.senses), 'sense')} · {plural(len(snap.workers), 'worker')}", style="bold"))
+            line = Text(f" engine pid {snap.engine['pid']} · up {span(snap.engine['uptime_s'] or 0)} · "
+                        f"{plural(len(snap.senses), 'sense')} · {plural(len(snap.workers), 'worker')}", style="bold")
+            if snap.fleet is not None:  # this host in its fleet: the link, and what waits to be sent
+                up = snap.fleet["connected"]
+                line.append(f" · fleet {snap.fleet['host']} {'up' if up else 'DOWN'}, outbox {snap.fleet['outbox']}",
+                            style="bold" if up else "bold red")
+            headline.update(line)
         else:
             headline.update(Text(" engine stopped: read-only, from the files (start it with `nerve run`)",
                                  style="bold yellow"))

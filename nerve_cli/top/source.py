@@ -39,6 +39,7 @@ class Snapshot:
     workers: list[dict[str, Any]]   # group, pid, state, rss, cpu, restarts
     threads: list[dict[str, Any]]   # the `thread list` document's threads: run_id, workflow, status, rounds, …
     events: list[dict[str, Any]] = field(default_factory=list)  # new since the last snapshot: kind, sense, ts, text
+    fleet: dict[str, Any] | None = None  # the status document's `fleet` (this host in its fleet), when it has one
 
 
 class Source:
@@ -63,7 +64,7 @@ class Source:
             return Snapshot(False, {}, self._senses_from_files(config), [], self._threads(), events)
         doc = status_document(answer)  # the same `status` document `nerve status --json` prints
         return Snapshot(True, doc["engine"], self._senses_live(doc["senses"]), self._workers(doc["workers"]),
-                        self._threads(), events)
+                        self._threads(), events, doc.get("fleet"))
 
     def _config(self):
         """nerve.yaml, parsed again only when the file changed (twice a second adds up)."""

@@ -60,6 +60,7 @@ class Observed(Protocol):
     groups: dict[str, GroupSupervisor]
     logs: LogStore
     workflows: WorkflowManager | None
+    fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
 
 
 class EngineCollector:
@@ -74,6 +75,8 @@ class EngineCollector:
         yield from self._queues()
         yield from self._workers()
         yield from self._threads()
+        if self.engine.fleet is not None:
+            yield from fleet_metrics(self.engine.fleet.status())
 
     def _computes(self) -> Iterator[Metric]:
         stats, engine = self.engine.stats, self.engine
@@ -162,6 +165,32 @@ class EngineCollector:
             queue.add_metric([name], len(info["queued"]))
         yield threads
         yield queue
+
+
+def fleet_metrics(fleet: dict[str, Any]) -> Iterator[Metric]:
+    """This host in its fleet: the link, the outbox, and what each subscription received and still lags."""
+    yield GaugeMetricFamily("nerve_fleet_connected", "1 while connected to a NATS server with the stream ready.",
+                            value=1 if fleet["connected"] else 0)
+    yield GaugeMetricFamily("nerve_fleet_outbox_events", "Signals and emits committed here that the NATS server has "
+                            "not acknowledged yet.", value=fleet["outbox"])
+    yield CounterMetricFamily("nerve_fleet_published", "Signals and emits published and acknowledged since the "
+                              "engine started.", value=fleet["published"])
+    yield CounterMetricFamily("nerve_fleet_not_sent", "Payloads larger than the server's max_payload, skipped.",
+                              value=fleet["not_sent"])
+    yield CounterMetricFamily("nerve_fleet_connections", "Connections made to a NATS server since the engine "
+                              "started (more than 1: it was lost and made again).", value=fleet["connections"])
+    received = CounterMetricFamily("nerve_fleet_received", "Events received from the fleet and committed here, by "
+                                   "subscription.", labels=["source"])
+    duplicates = CounterMetricFamily("nerve_fleet_duplicates", "Events handed over again and dropped by their key, "
+                                     "by subscription.", labels=["source"])
+    lag = GaugeMetricFamily("nerve_fleet_subscription_lag", "Messages the server holds for this host and has not "
+                            "had acknowledged, by subscription.", labels=["source"])
+    for sub in fleet["subscriptions"]:
+        received.add_metric([sub["source"]], sub["received"])
+        duplicates.add_metric([sub["source"]], sub["duplicates"])
+        if sub["lag"] is not None:
+            lag.add_metric([sub["source"]], sub["lag"])
+    yield from (received, duplicates, lag)
 
 
 def _histogram(name: str, doc: str, hist: Histogram) -> Metric:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from nerve_cli.config.fleet import fed_by_fleet
+from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
@@ -179,10 +179,9 @@ async def _emit(engine: Target, request: dict) -> dict:
         raise NerveError(f"emit needs a channel name: {problem} ({shown})")
     if channel in engine.config.senses or channel == HEALTH_SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
-    if channel in fed_by_fleet(engine.config.fleet):
-        host, sense = channel.split("/")
-        raise NerveError(f"{channel!r} is sense {sense} of fleet host {host}: its events come from that host "
-                         f"(`nerve sense compute {sense}` there)")
+    refused = emit_refusal(engine.config.fleet, channel)
+    if refused is not None:
+        raise NerveError(refused)
     event, woken = await engine.emit(channel, request.get("payload"), request.get("key"))
     return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
             "triggered": woken}
