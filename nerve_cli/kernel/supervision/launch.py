@@ -165,8 +165,8 @@ class WarmLaunch:
         self._deaths += 1
         first, most = RESTART_BACKOFF
         delay = min(most, first * 2 ** (self._deaths - 1))
-        self.report("warn", f"warm worker template pid={self.template_pid} {why}; workers start plainly, "
-                            f"a new template in {delay:g}s")
+        who = f"warm worker template pid={self.template_pid}" if self.template_pid else "the warm worker template"
+        self.report("warn", f"{who} {why}; workers start plainly, a new template in {delay:g}s")
         self.template_pid = None
         self._restart = asyncio.get_running_loop().call_later(delay, self._reopen)
 
@@ -180,6 +180,8 @@ class WarmLaunch:
         self._closed = True
         if self._restart is not None:
             self._restart.cancel()
+        if self._up is not None and not self._up.done():
+            self._up.set_result(False)  # a start still waiting for the hello goes plain
         proc, sock = self._proc, self._sock
         self._proc = self._sock = None
         if sock is not None:
