@@ -77,27 +77,33 @@ def serve(sock: socket.socket) -> Forked | None:
     sock.send(warm.hello(os.getpid()))
     space = socket.CMSG_SPACE(warm.WORKER_FDS * array.array("i").itemsize)
     while True:
-        data, ancdata, _flags, _addr = sock.recvmsg(warm.MAX_DATAGRAM, space, socket.MSG_CMSG_CLOEXEC)
+        try:
+            data, ancdata, _flags, _addr = sock.recvmsg(warm.MAX_DATAGRAM, space, socket.MSG_CMSG_CLOEXEC)
+        except OSError:  # the kernel is gone (reset): so are we, quietly
+            return None
         if not data:
             return None
         fds = _fds(ancdata)
         why = _refusal(data, fds, fork)
         if why is not None:
             _close(fds)
-            sock.send(warm.refused(why))
+            if not _answer(sock, warm.refused(why)):
+                return None
             continue
         assert fork is not None
         try:
             pid = fork()
         except OSError as exc:
             _close(fds)
-            sock.send(warm.refused(f"fork failed: {exc}"))
+            if not _answer(sock, warm.refused(f"fork failed: {exc}")):
+                return None
             continue
         if pid == 0:
             sock.close()
             return Forked(warm.StartRequest.decode(data), (fds[0], fds[1], fds[2]))
         _close(fds)
-        sock.send(warm.started(pid))
+        if not _answer(sock, warm.started(pid)):
+            return None  # the kernel is gone; the child it asked for reads EOF on its input and leaves
 
 
 def _refusal(data: bytes, fds: list[int], fork: Any) -> str | None:
@@ -182,6 +188,14 @@ def sibling_fork() -> Any:
         return pid
 
     return fork
+
+
+def _answer(sock: socket.socket, reply: bytes) -> bool:
+    try:
+        sock.send(reply)
+        return True
+    except OSError:
+        return False
 
 
 def _fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
