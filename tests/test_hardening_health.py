@@ -8,7 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from enginekit import RunningEngine, completes, errors, nerve, wait_for, write_instance
+from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance
 
 CONFIG = """
     engine:
@@ -88,3 +88,19 @@ def test_health_compute_timer_is_rearmed_when_the_health_row_cannot_be_written(h
         code, output = engine.stop()
     assert code == 0, output
     assert "disk full" in errors(home, "nerve-health")[0]["payload"]["message"]
+
+
+def test_health_keeps_its_rhythm_after_reloads_that_change_a_reflex_and_add_a_sense(home: Path) -> None:
+    """A reload re-reads which senses a worker can take; nerve-health has no worker and must not wait for one."""
+    config = "engine: {health_interval: 200ms}\nsenses:\n  a: {}\nreflexes:\n  - {sense: a, interval: 1h}\n"
+    write_instance(home, config, {"a": RETURNS_1})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        for step, text in enumerate((config.replace("1h", "2h"),
+                                     config.replace("  a: {}\n", "  a: {}\n  b: {}\n").replace("1h", "2h"))):
+            (home / "nerve.yaml").write_text(text)
+            wait_for(lambda: len(read_logs(home, "system", "config_reloaded")) > step, 20, what="the reload")
+            runs = len(completes(home, "nerve-health"))
+            wait_for(lambda: len(completes(home, "nerve-health")) >= runs + 3, 10, what="nerve-health to run on")
+        code, output = engine.stop()
+    assert code == 0, output

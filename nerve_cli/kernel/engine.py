@@ -326,7 +326,9 @@ class Engine:
         ready, held = [], []
         for sense in senses:
             settings = self.config.senses.get(sense)
-            supervisor = self.groups.get(settings.group) if settings is not None else None
+            if settings is None:
+                continue  # the kernel's own (nerve-health) computes in the kernel: no worker to wait for
+            supervisor = self.groups.get(settings.group)
             (ready if supervisor is not None and sense in supervisor.runnable() else held).append(sense)
         self.scheduler.set_runnable(held, False)
         self.scheduler.set_runnable(ready, True)
