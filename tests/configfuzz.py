@@ -68,7 +68,7 @@ def _random_value(rng: random.Random, depth: int = 0) -> object:
     if choice == 6 and depth < 4:
         return {_random_key(rng): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
     if choice == 7:
-        return rng.choice(["cpu-usage", "memory-usage", "disk-usage", "system", "default"])
+        return rng.choice(["cpu-percent", "memory-usage", "disk-usage", "system", "default"])
     if choice == 8:
         return rng.randint(-10, 10**6)
     return rng.choice(["10s", "1m", "3", "80%", "300MB", "queue", "drop", "true", "[a, b]", "task.created"])
@@ -165,7 +165,7 @@ def _aliases(rng: random.Random, text: bytes) -> bytes:
     if shape == 1:
         return text + b"\nloop: &loop [*loop, *loop]\n"
     if shape == 2:
-        return text.replace(b"  cpu-usage:\n", b"  cpu-usage: &base\n", 1).replace(
+        return text.replace(b"  cpu-percent:\n", b"  cpu-percent: &base\n", 1).replace(
             b"  memory-usage:\n", b"  memory-usage:\n    <<: *base\n", 1)
     if shape == 3:
         return text + b"\nx: *nowhere\n"
@@ -203,7 +203,7 @@ def _size(rng: random.Random, text: bytes) -> bytes:
         senses = "".join(f"  s{i}: {{group: g{i % 5}}}\n" for i in range(count))
         return ("senses:\n" + senses).encode()
     if shape == 2:
-        return b"senses:\n  cpu-usage:\n    group: '" + b"y" * rng.choice([10**4, 10**6]) + b"'\n"
+        return b"senses:\n  cpu-percent:\n    group: '" + b"y" * rng.choice([10**4, 10**6]) + b"'\n"
     return text * rng.choice([2, 50, 400])
 
 

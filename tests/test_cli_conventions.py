@@ -21,11 +21,11 @@ from nerve_cli.store.logs import STATUSES, LogStore
 NERVE = Path(sys.executable).with_name("nerve")
 CONFIG = """
 senses:
-  cpu-usage: {}
+  cpu-percent: {}
   cpu-temp: {}
   disk: {}
 reflexes:
-  - {sense: disk, on: [task.created, cpu-usage]}
+  - {sense: disk, on: [task.created, cpu-percent]}
 workflows:
   review: {}
 """
@@ -43,7 +43,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 @pytest.fixture
 def inst(home: Path) -> Path:
-    return write_instance(home, CONFIG, {"cpu-usage": "def compute(db, peers):\n    return 1\n"})
+    return write_instance(home, CONFIG, {"cpu-percent": "def compute(db, peers):\n    return 1\n"})
 
 
 def test_json_errors_go_to_stdout_with_the_same_exit_codes(inst: Path) -> None:
@@ -52,7 +52,7 @@ def test_json_errors_go_to_stdout_with_the_same_exit_codes(inst: Path) -> None:
     data = json.loads(run("status", "--json").stdout)
     assert data["version"] == 1 and data["error"]["type"] == "engine_not_running"
     assert data["error"]["exit_code"] == 1 and "nerve run" in data["error"]["message"]
-    missing = cli("sense", "show", "cpu-usag", "--json")
+    missing = cli("sense", "show", "cpu-percen", "--json")
     assert missing.exit_code == 1 and "did you mean" in json.loads(missing.stdout)["error"]["message"]
     usage = cli("thread", "list", "--status", "broken", "--json")
     assert usage.exit_code == 2 and json.loads(usage.stdout)["error"]["type"] == "usage"
@@ -119,7 +119,7 @@ def _complete(words: str, home: Path, **env: str) -> list[str]:
 
 
 def test_dynamic_completion_of_names(inst: Path) -> None:
-    assert _complete("nerve sense show cpu", inst) == ["cpu-temp", "cpu-usage"]
+    assert _complete("nerve sense show cpu", inst) == ["cpu-percent", "cpu-temp"]
     assert _complete("nerve sense disable d", inst) == ["disk"]
     assert _complete("nerve workflow run ", inst) == ["review"]
     assert _complete("nerve emit ", inst) == ["task.created"]
@@ -137,7 +137,7 @@ def test_completion_reads_files_without_importing_the_engine(inst: Path) -> None
     env = {**os.environ, "_NERVE_COMPLETE": "complete_bash", "COMP_WORDS": "nerve sense show c", "COMP_CWORD": "3",
            "NERVE_HOME": str(inst)}
     done = subprocess.run([sys.executable, "-X", "importtime", str(NERVE)], capture_output=True, text=True, env=env)
-    assert done.stdout.split() == ["cpu-temp", "cpu-usage"]
+    assert done.stdout.split() == ["cpu-percent", "cpu-temp"]
     loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     heavy = {m for m in loaded if m.startswith(("nerve_cli.kernel", "nerve_cli.config", "nerve_cli.store",
                                                 "sqlite_utils", "asyncio", "git"))}
@@ -209,7 +209,7 @@ def test_a_failure_has_the_same_error_type_with_or_without_an_engine(home: Path)
 
 
 CLOSED_READER = [["logs"], ["logs", "--json"], ["sense", "list"], ["sense", "list", "--json"],
-                 ["sense", "show", "cpu-usage"], ["sense", "show", "cpu-usage", "--format", "csv"],
+                 ["sense", "show", "cpu-percent"], ["sense", "show", "cpu-percent", "--format", "csv"],
                  ["thread", "list", "--json"], ["workflow", "list"], ["mesh"], ["mesh", "--format", "dot"],
                  ["config", "check"], ["doctor", "--json"], ["status", "--json"],  # an error document, too
                  ["--help"], ["sense", "--help"], ["--version"]]
@@ -217,7 +217,7 @@ CLOSED_READER = [["logs"], ["logs", "--json"], ["sense", "list"], ["sense", "lis
 
 def test_every_command_exits_141_quietly_when_its_reader_has_gone(inst: Path) -> None:
     """`nerve logs | head -1`: the pipe's reader leaves; the command stops, says nothing, exits 128 + SIGPIPE."""
-    assert run("sense", "compute", "cpu-usage", env={"NERVE_HOME": str(inst)}).returncode == 0  # rows to show
+    assert run("sense", "compute", "cpu-percent", env={"NERVE_HOME": str(inst)}).returncode == 0  # rows to show
     for args in CLOSED_READER:
         read, write = os.pipe()
         os.close(read)  # the reader is gone before the first write: every command meets it, however short

@@ -37,13 +37,13 @@ def check(*args: str):
 
 THREE_MISTAKES = """\
 senses:
-  cpu-usage:
+  cpu-percent:
     group: system
     throttle: 5
   memory-usage: {group: system, thottle: 5s}
   disk-usage: {group: system}
 reflexes:
-  - sense: cpu-usage
+  - sense: cpu-percent
     interval: 10s
   - sense: memory-usage
     interval: 15s
@@ -59,7 +59,7 @@ def test_three_mistakes_three_problems_with_path_and_line(instance: Path) -> Non
     assert result.exit_code == 1, result.output
     lines = [line for line in result.stdout.splitlines() if line.startswith("nerve.yaml:")]
     assert len(lines) == 3, result.stdout
-    assert lines[0].startswith("nerve.yaml:4: error: senses.cpu-usage.throttle: expected a duration")
+    assert lines[0].startswith("nerve.yaml:4: error: senses.cpu-percent.throttle: expected a duration")
     assert lines[1].startswith("nerve.yaml:5: error: senses.memory-usage.thottle: unknown key")
     assert "did you mean `throttle`?" in lines[1]
     assert lines[2].startswith("nerve.yaml:12: error: reflexes[2].workflow: ")
@@ -75,7 +75,7 @@ def test_template_instance_is_valid(instance: Path) -> None:
 
 
 def test_syntax_error_shows_line_and_column(instance: Path) -> None:
-    write_config(instance, "senses:\n  cpu-usage: {group: system\nreflexes: []\n")
+    write_config(instance, "senses:\n  cpu-percent: {group: system\nreflexes: []\n")
     result = check()
     assert result.exit_code == 1
     assert re.search(r"^nerve\.yaml:\d+:\d+: error: YAML syntax error", result.stdout, re.M), result.stdout
@@ -83,14 +83,14 @@ def test_syntax_error_shows_line_and_column(instance: Path) -> None:
 
 def test_channels_are_listed_with_the_nearest_sense(instance: Path) -> None:
     text = (TEMPLATE / "nerve.yaml").read_text().replace(
-        "    interval: 1m\n", "    interval: 1m\n  - sense: disk-usage\n    on: [task.created, cpu-usge]\n"
+        "    interval: 1m\n", "    interval: 1m\n  - sense: disk-usage\n    on: [task.created, cpu-percnt]\n"
     )
     write_config(instance, text)
     result = check()
     assert result.exit_code == 0, result.output  # warnings do not fail the check
     assert "External channels" in result.stdout
     assert "task.created" in result.stdout
-    assert re.search(r"cpu-usge .*did you mean sense `cpu-usage`\?", result.stdout)
+    assert re.search(r"cpu-percnt .*did you mean sense `cpu-percent`\?", result.stdout)
     assert re.search(r"^nerve\.yaml:\d+: warning: reflexes\[3\]\.on\[1\]: ", result.stdout, re.M)
     assert "2 external channels" in result.stdout and "1 warning" in result.stdout
 
@@ -106,7 +106,7 @@ def test_json_output_shape(instance: Path) -> None:
     for problem in data["problems"]:
         assert set(problem) == {"path", "message", "severity", "line", "file"}
     assert data["problems"][0] == {
-        "path": "senses.cpu-usage.throttle",
+        "path": "senses.cpu-percent.throttle",
         "message": "expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5",
         "severity": "error",
         "line": 4,
@@ -123,11 +123,11 @@ def test_json_valid(instance: Path) -> None:
 
 
 def test_missing_sense_files_are_errors_and_missing_migrations_a_warning(instance: Path) -> None:
-    (instance / "senses" / "cpu-usage" / "sense.py").unlink()
+    (instance / "senses" / "cpu-percent" / "sense.py").unlink()
     shutil.rmtree(instance / "senses" / "memory-usage" / "migrations")
     data = json.loads(check("--json").stdout)
     by_severity = {(p["severity"], p["path"]): p["message"] for p in data["problems"]}
-    assert "senses/cpu-usage/sense.py does not exist" in by_severity[("error", "senses.cpu-usage")]
+    assert "senses/cpu-percent/sense.py does not exist" in by_severity[("error", "senses.cpu-percent")]
     assert "nerve sense migrate memory-usage" in by_severity[("warning", "senses.memory-usage")]
     assert data["valid"] is False
     in_yaml = [p["line"] for p in data["problems"] if p["file"] == "nerve.yaml"]

@@ -20,16 +20,16 @@ engine:
   max_rounds: 50   # lower than the default on purpose
 
 senses:
-  cpu-usage: {group: system, throttle: 5s}   # fast one
+  cpu-percent: {group: system, throttle: 5s}   # fast one
   disk-usage: {group: system}
   # old-sense: {group: legacy}   (kept for reference)
 
 # Reflexes below.
 reflexes:
-  - sense: cpu-usage
+  - sense: cpu-percent
     interval: 10s   # every ten seconds
   - sense: disk-usage
-    on: [cpu-usage]
+    on: [cpu-percent]
   # end of reflexes
 
 # workflows:
@@ -65,8 +65,8 @@ def test_add_sense_keeps_comments_and_lands_before_trailing_comments(home: Path)
     # the new sense follows the last sense directly, in the same flow style as its siblings
     assert lines[lines.index("  disk-usage: {group: system}") + 1] == "  memory-usage: {group: system, throttle: 5s}"
     # the new reflex comes before the section's trailing comment, in block style like the others
-    tail = text[text.index("    on: [cpu-usage]"):]
-    assert tail.startswith("    on: [cpu-usage]\n  - sense: memory-usage\n    interval: 15s\n  # end of reflexes\n")
+    tail = text[text.index("    on: [cpu-percent]"):]
+    assert tail.startswith("    on: [cpu-percent]\n  - sense: memory-usage\n    interval: 15s\n  # end of reflexes\n")
     assert text.endswith("# workflows:\n#   cleanup: {concurrency: 1}\n")
     config = load_config(home)
     assert config.senses["memory-usage"].throttle == 5
@@ -75,10 +75,10 @@ def test_add_sense_keeps_comments_and_lands_before_trailing_comments(home: Path)
 
 def test_add_sense_to_template_keeps_every_comment(home: Path) -> None:
     path = write(home, TEMPLATE.read_text())
-    edit.add_sense(home, "open-prs", {"group": "github", "peers": ["cpu-usage"]}, reflex={"on": ["pr.opened"]})
+    edit.add_sense(home, "open-prs", {"group": "github", "peers": ["cpu-percent"]}, reflex={"on": ["pr.opened"]})
     text = path.read_text()
     assert comments(text) == comments(TEMPLATE.read_text())
-    assert "  open-prs:\n    group: github\n    peers: [cpu-usage]\n\n# Reflexes" in text
+    assert "  open-prs:\n    group: github\n    peers: [cpu-percent]\n\n# Reflexes" in text
     assert "  - sense: open-prs\n    on: [pr.opened]\n\n# Workflows" in text
 
 
@@ -93,16 +93,16 @@ def test_add_workflow_under_an_empty_section_with_commented_examples(home: Path)
 
 def test_set_enabled_keeps_comments_and_end_of_line_comments(home: Path) -> None:
     path = write(home, COMMENTED)
-    edit.set_enabled(home, "sense", "cpu-usage", False)
+    edit.set_enabled(home, "sense", "cpu-percent", False)
     edit.set_enabled(home, "reflex", 0, False)
     text = path.read_text()
     assert comments(text) == comments(COMMENTED)
-    assert re.search(r"^  cpu-usage: \{group: system, throttle: 5s, enabled: false\} +# fast one$", text, re.M)
+    assert re.search(r"^  cpu-percent: \{group: system, throttle: 5s, enabled: false\} +# fast one$", text, re.M)
     assert "    interval: 10s   # every ten seconds\n    enabled: false\n  - sense: disk-usage" in text
-    edit.set_enabled(home, "sense", "cpu-usage", True)
+    edit.set_enabled(home, "sense", "cpu-percent", True)
     assert re.search(r"\{group: system, throttle: 5s, enabled: true\} +# fast one$", path.read_text(), re.M)
     config = load_config(home)
-    assert config.senses["cpu-usage"].enabled and not config.reflexes[0].enabled
+    assert config.senses["cpu-percent"].enabled and not config.reflexes[0].enabled
 
 
 def test_set_enabled_true_on_a_sense_without_the_key_changes_nothing(home: Path) -> None:
@@ -164,10 +164,10 @@ def test_edit_config_can_make_several_changes_at_once(home: Path) -> None:
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda h: edit.add_sense(h, "cpu-usage", {}), "already in nerve.yaml"),
+        (lambda h: edit.add_sense(h, "cpu-percent", {}), "already in nerve.yaml"),
         (lambda h: edit.add_sense(h, "Bad Name", {}), "invalid sense name"),
         (lambda h: edit.add_workflow(h, "../etc", {}), "invalid workflow name"),
-        (lambda h: edit.set_enabled(h, "sense", "cpu-usge", False), "did you mean `cpu-usage`"),
+        (lambda h: edit.set_enabled(h, "sense", "cpu-percnt", False), "did you mean `cpu-percent`"),
         (lambda h: edit.set_enabled(h, "reflex", 7, False), r"no reflexes\[7\]"),
         (lambda h: edit.set_enabled(h, "workflow", "cleanup", False), "no workflow `cleanup`"),
     ],

@@ -14,10 +14,10 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance" / "ner
 
 BASE = """\
 senses:
-  cpu-usage: {group: system, throttle: 5s}
+  cpu-percent: {group: system, throttle: 5s}
   disk-usage: {group: system}
 reflexes:
-  - sense: cpu-usage
+  - sense: cpu-percent
     interval: 10s
 """
 
@@ -40,9 +40,9 @@ def test_template_is_valid_with_system_group_and_intervals() -> None:
     config, problems = validate_text(TEMPLATE.read_text(), TEMPLATE)
     assert problems == []
     assert config is not None
-    assert set(config.senses) == {"cpu-usage", "memory-usage", "disk-usage"}
+    assert set(config.senses) == {"cpu-percent", "memory-usage", "disk-usage"}
     assert {s.group for s in config.senses.values()} == {"system"}
-    assert {r.sense: r.interval for r in config.reflexes} == {"cpu-usage": 10, "memory-usage": 15, "disk-usage": 60}
+    assert {r.sense: r.interval for r in config.reflexes} == {"cpu-percent": 10, "memory-usage": 15, "disk-usage": 60}
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "senses:\nreflexes:\nworkflows:\n"])
@@ -53,18 +53,18 @@ def test_empty_file_or_empty_sections_are_a_valid_empty_config(text: str) -> Non
 
 
 def test_a_sense_with_no_settings_gets_the_defaults() -> None:
-    config, problems = validate_text("senses:\n  cpu-usage:\n")
+    config, problems = validate_text("senses:\n  cpu-percent:\n")
     assert problems == []
-    assert config.senses["cpu-usage"].group == "default"
+    assert config.senses["cpu-percent"].group == "default"
 
 
 def test_top_level_must_be_a_mapping() -> None:
-    problem = only_error("- sense: cpu-usage\n")
+    problem = only_error("- sense: cpu-percent\n")
     assert problem.line == 1 and "top level must be a mapping" in problem.message
 
 
 def test_yaml_syntax_error_shows_line_and_column() -> None:
-    problem = only_error("senses:\n  cpu-usage: {group: system\nreflexes: []\n")
+    problem = only_error("senses:\n  cpu-percent: {group: system\nreflexes: []\n")
     assert problem.line is not None and problem.column is not None
     assert str(problem).startswith(f"nerve.yaml:{problem.line}:{problem.column}: ")
     assert "YAML syntax error" in problem.message
@@ -76,14 +76,14 @@ def test_mapping_value_syntax_error_points_at_the_column() -> None:
 
 
 def test_duplicate_key_is_an_error_with_its_line() -> None:
-    problem = only_error("senses:\n  cpu-usage: {}\n  cpu-usage: {}\n")
-    assert problem.line == 3 and "duplicate key `cpu-usage`" in problem.message
+    problem = only_error("senses:\n  cpu-percent: {}\n  cpu-percent: {}\n")
+    assert problem.line == 3 and "duplicate key `cpu-percent`" in problem.message
 
 
 def test_bad_duration_renders_like_a_compiler() -> None:
-    problem = only_error("senses:\n  cpu-usage:\n    throttle: 5\n")
+    problem = only_error("senses:\n  cpu-percent:\n    throttle: 5\n")
     assert str(problem) == (
-        "nerve.yaml:3: senses.cpu-usage.throttle: expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5"
+        "nerve.yaml:3: senses.cpu-percent.throttle: expected a duration like 500ms, 90s, 10m, 1h30m, 2d or 1w, got 5"
     )
 
 
@@ -126,13 +126,13 @@ def test_a_name_of_64_characters_is_fine() -> None:
 
 
 def test_unknown_key_suggests_the_nearest_valid_key() -> None:
-    problem = only_error("senses:\n  cpu-usage: {thottle: 5s}\n")
-    assert problem.path == "senses.cpu-usage.thottle"
+    problem = only_error("senses:\n  cpu-percent: {thottle: 5s}\n")
+    assert problem.path == "senses.cpu-percent.thottle"
     assert "did you mean `throttle`?" in problem.message
 
 
 def test_unknown_top_level_key_suggests_the_section() -> None:
-    problem = only_error("sense:\n  cpu-usage: {}\n")
+    problem = only_error("sense:\n  cpu-percent: {}\n")
     assert "did you mean `senses`?" in problem.message and problem.line == 1
 
 
@@ -157,9 +157,9 @@ def test_workflow_kind_reflex_gets_one_error_explaining_pr_81() -> None:
 
 
 def test_reflex_must_name_a_sense_with_a_hint() -> None:
-    problem = only_error(BASE + "  - sense: cpu-usge\n    interval: 1m\n")
+    problem = only_error(BASE + "  - sense: cpu-percnt\n    interval: 1m\n")
     assert problem.path == "reflexes[1].sense" and problem.line == 7
-    assert "did you mean `cpu-usage`?" in problem.message
+    assert "did you mean `cpu-percent`?" in problem.message
 
 
 def test_reflex_without_sense_is_an_error() -> None:
@@ -170,11 +170,11 @@ def test_reflex_without_sense_is_an_error() -> None:
 def test_peers_must_exist_and_not_be_itself() -> None:
     found = errors("""\
         senses:
-          cpu-usage: {}
-          report: {peers: [cpu-usge, report]}
+          cpu-percent: {}
+          report: {peers: [cpu-percnt, report]}
         """)
     messages = {p.path: p.message for p in found}
-    assert "did you mean `cpu-usage`?" in messages["senses.report.peers[0]"]
+    assert "did you mean `cpu-percent`?" in messages["senses.report.peers[0]"]
     assert "lists itself as a peer" in messages["senses.report.peers[1]"]
     assert {p.line for p in found} == {3}
 
@@ -204,7 +204,7 @@ def test_unknown_group_setting_suggests_the_nearest() -> None:
 
 
 def test_second_never_firing_reflex_is_reported_too() -> None:
-    found = errors(BASE + "  - sense: disk-usage\n  - sense: cpu-usage\n    enabled: false\n")
+    found = errors(BASE + "  - sense: disk-usage\n  - sense: cpu-percent\n    enabled: false\n")
     assert [p.path for p in found] == ["reflexes[1]", "reflexes[2]"]
 
 
@@ -213,19 +213,19 @@ def test_zero_interval_is_an_error() -> None:
 
 
 def test_external_channels_are_listed_not_errors() -> None:
-    result = check(BASE + "  - sense: disk-usage\n    on: [task.created, cpu-usage, task.created]\n")
+    result = check(BASE + "  - sense: disk-usage\n    on: [task.created, cpu-percent, task.created]\n")
     assert result.valid and result.config is not None and result.problems == []
     assert [c.name for c in result.channels] == ["task.created"]
     assert result.channels[0].did_you_mean is None
 
 
 def test_channel_close_to_a_sense_name_is_a_warning_with_a_hint() -> None:
-    result = check(BASE + "  - sense: disk-usage\n    on: [cpu-usge]\n")
+    result = check(BASE + "  - sense: disk-usage\n    on: [cpu-percnt]\n")
     assert result.valid and result.config is not None
     (problem,) = result.problems
     assert problem.severity == "warning" and problem.path == "reflexes[1].on[0]" and problem.line == 8
-    assert "did you mean sense `cpu-usage`?" in problem.message
-    assert result.channels[0].name == "cpu-usge" and result.channels[0].did_you_mean == "cpu-usage"
+    assert "did you mean sense `cpu-percent`?" in problem.message
+    assert result.channels[0].name == "cpu-percnt" and result.channels[0].did_you_mean == "cpu-percent"
 
 
 def test_nerve_health_may_be_listened_to_but_not_defined_or_scheduled() -> None:
@@ -262,7 +262,7 @@ def test_every_problem_is_reported_at_once_in_line_order() -> None:
         engine:
           max_rounds: 0
         senses:
-          cpu-usage: {throttle: fast}
+          cpu-percent: {throttle: fast}
           Disk: {}
         reflexes:
           - sense: memory
@@ -274,7 +274,7 @@ def test_every_problem_is_reported_at_once_in_line_order() -> None:
     found = errors(text)
     assert [(p.line, p.path) for p in found] == [
         (2, "engine.max_rounds"),
-        (4, "senses.cpu-usage.throttle"),
+        (4, "senses.cpu-percent.throttle"),
         (5, "senses.Disk"),
         (7, "reflexes[0].sense"),
         (9, "reflexes[1].workflow"),

@@ -28,10 +28,10 @@ from nerve_cli.cli.app import app
 from nerve_cli.kernel.core.lock import InstanceLock
 
 COMMANDS = {  # what reads each file (the engine is stopped)
-    "logs.db": [["status"], ["sense", "list"], ["sense", "show", "cpu-usage"], ["logs"], ["thread", "list"],
+    "logs.db": [["status"], ["sense", "list"], ["sense", "show", "cpu-percent"], ["logs"], ["thread", "list"],
                 ["doctor"], ["mesh"], ["archive", "--dry-run"], ["gc", "--dry-run"]],
     "events.db": [["emit", "door", "{}"], ["archive", "--dry-run"], ["gc", "--dry-run"], ["logs"]],
-    "senses/cpu-usage.db": [["sense", "list"], ["sense", "show", "cpu-usage"], ["archive", "--dry-run"],
+    "senses/cpu-percent.db": [["sense", "list"], ["sense", "show", "cpu-percent"], ["archive", "--dry-run"],
                             ["gc", "--dry-run"], ["backup", "BACKUP"]],
     "senses/nerve-health.db": [["sense", "list"], ["status", "--json"]],
 }
@@ -94,13 +94,13 @@ def test_a_damaged_database_is_named_by_every_command_that_reads_it(base: Path, 
 def test_engine_tables_holding_what_nerve_never_writes_are_damage_not_a_typeerror(base: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     shutil.copytree(base, home)
-    conn = sqlite3.connect(home / "data" / "senses" / "cpu-usage.db")
+    conn = sqlite3.connect(home / "data" / "senses" / "cpu-percent.db")
     conn.execute("UPDATE _migrations SET name = NULL")  # as a page that still reads, with a value gone
     conn.commit()
     conn.close()
-    result = nerve("sense", "compute", "cpu-usage", home=home)
+    result = nerve("sense", "compute", "cpu-percent", home=home)
     assert result.returncode == 1 and "TypeError" not in result.stdout + result.stderr, result.stderr
-    assert "cpu-usage.db is damaged" in result.stdout + result.stderr
+    assert "cpu-percent.db is damaged" in result.stdout + result.stderr
 
 
 class ResettingEngine:
@@ -132,7 +132,7 @@ def test_every_command_meets_a_reset_connection_with_one_line_that_says_what_to_
     shutil.copytree(base, home)
     engine = ResettingEngine(home)
     try:
-        for args in (["status"], ["status", "--json"], ["sense", "compute", "cpu-usage"], ["emit", "door", "{}"],
+        for args in (["status"], ["status", "--json"], ["sense", "compute", "cpu-percent"], ["emit", "door", "{}"],
                      ["workflow", "run", "nosuch", "--prompt", "x"], ["thread", "approve", "run-1"]):
             result = nerve(*args, home=home)
             text = result.stdout + result.stderr

@@ -32,20 +32,20 @@ def subjects(home: Path) -> list[str]:
 
 def test_sense_migrate_commits_schema_py_with_its_migration(home: Path) -> None:
     assert cli("init").exit_code == 0
-    schema = home / "senses/cpu-usage/schema.py"
+    schema = home / "senses/cpu-percent/schema.py"
     schema.write_text(schema.read_text() + "    note: str | None = None\n")
-    result = cli("sense", "migrate", "cpu-usage")
+    result = cli("sense", "migrate", "cpu-percent")
     assert result.exit_code == 0, result.output
     assert git(home, "status", "--porcelain") == ""
-    assert files_of(home, "HEAD") == ["senses/cpu-usage/migrations/0002_add_note.sql", "senses/cpu-usage/schema.py"]
-    assert subjects(home)[0] == "nerve: sense migrate cpu-usage (0002_add_note.sql)"
+    assert files_of(home, "HEAD") == ["senses/cpu-percent/migrations/0002_add_note.sql", "senses/cpu-percent/schema.py"]
+    assert subjects(home)[0] == "nerve: sense migrate cpu-percent (0002_add_note.sql)"
 
 
 def test_a_nerve_commit_never_carries_an_unrelated_hand_edit(home: Path) -> None:
     assert cli("init").exit_code == 0
     config = home / "nerve.yaml"
     config.write_text(config.read_text().replace("timeout: 5s", "timeout: 4s", 1))  # a hand edit, not committed
-    (home / "senses/cpu-usage/sense.py").write_text("def compute(db, peers):\n    return 2\n")  # untouched by nerve
+    (home / "senses/cpu-percent/sense.py").write_text("def compute(db, peers):\n    return 2\n")  # untouched by nerve
     result = cli("sense", "disable", "disk-usage")
     assert result.exit_code == 0, result.output
     assert "nerve.yaml had uncommitted edits: committed them first, on their own" in result.stderr
@@ -56,7 +56,7 @@ def test_a_nerve_commit_never_carries_an_unrelated_hand_edit(home: Path) -> None
     assert "timeout: 4s" in hand_diff and "enabled: false" not in hand_diff
     nerve_diff = git(home, "show", "HEAD", "--format=", "--unified=0")
     assert "timeout: 4s" not in nerve_diff and "timeout: 5s" not in nerve_diff and "enabled: false" in nerve_diff
-    assert git(home, "status", "--porcelain").split() == ["M", "senses/cpu-usage/sense.py"]  # left alone
+    assert git(home, "status", "--porcelain").split() == ["M", "senses/cpu-percent/sense.py"]  # left alone
 
 
 def test_every_command_uses_one_message_style(home: Path) -> None:

@@ -142,6 +142,6 @@ def test_config_tracebacks_non_utf8_save_keeps_hot_reload_working(home: Path) ->
 def test_config_tracebacks_editing_commands_refuse_a_non_utf8_file_cleanly(instance: Path) -> None:
     path = instance / "nerve.yaml"
     path.write_bytes(path.read_bytes() + b"# \xff\n")
-    result = runner.invoke(app, ["sense", "disable", "cpu-usage", "--dry-run"])
+    result = runner.invoke(app, ["sense", "disable", "cpu-percent", "--dry-run"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert "not UTF-8" in result.output

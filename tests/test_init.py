@@ -15,7 +15,7 @@ from nerve_cli.cli.app import app
 from nerve_cli.instance.scaffold import FIRST_COMMIT, templates_dir
 
 runner = CliRunner()
-SENSES = ("cpu-usage", "disk-usage", "memory-usage")
+SENSES = ("cpu-percent", "disk-usage", "memory-usage")
 
 
 def git_out(repo: Path, *args: str) -> str:
@@ -57,7 +57,7 @@ def test_init_creates_an_instance_with_one_commit(tmp_path: Path) -> None:
     assert git_out(home, "log", "--format=%s").splitlines() == [FIRST_COMMIT]
     assert git_out(home, "status", "--porcelain") == ""
     tracked = set(git_out(home, "ls-files").split())
-    assert {"nerve.yaml", ".gitignore", "requirements.txt", "senses/cpu-usage/sense.py"} <= tracked
+    assert {"nerve.yaml", ".gitignore", "requirements.txt", "senses/cpu-percent/sense.py"} <= tracked
     assert not [p for p in home.parent.iterdir() if p.name.startswith(".")]  # no staging folder left
 
 
@@ -163,6 +163,34 @@ def test_template_senses_are_real_python_using_the_sdk() -> None:
         computes = [n for n in sense.body if isinstance(n, ast.FunctionDef) and n.name == "compute"]
         assert computes and [a.arg for a in computes[0].args.args] == ["db", "peers"]
         assert "psutil" in (root / "senses" / name / "sense.py").read_text()
-    cpu = (root / "senses" / "cpu-usage" / "sense.py").read_text()
+    cpu = (root / "senses" / "cpu-percent" / "sense.py").read_text()
     # the first reading is taken at import, so the first compute measures a real window
     assert cpu.index("_previous = (time.monotonic(), psutil.cpu_times())") < cpu.index("def compute")
+
+
+def test_the_named_sequence_works_verbatim_on_a_fresh_instance(home: Path) -> None:
+    """`nerve init`, `nerve sense new cpu-usage`, `nerve run`, `nerve thread show run-7`, `nerve archive`:
+    init's examples leave the names a user is told to create free, and a deleted name says how to free it."""
+    from enginekit import nerve
+
+    def cli(*args: str):
+        result = runner.invoke(app, [*args, "--home", str(home)])
+        return result.exit_code, result.output
+
+    assert cli("init")[0] == 0
+    code, out = cli("sense", "new", "cpu-usage")
+    assert code == 0, out
+    ran = nerve("run", "--for", "1s", home=home, timeout=60)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    code, out = cli("thread", "show", "run-7")
+    assert code == 1 and "no thread run-7" in out and "nerve workflow run" in out, out
+    code, out = cli("archive")
+    assert code == 0, out
+
+    assert cli("sense", "delete", "cpu-usage")[0] == 0
+    code, out = cli("sense", "new", "cpu-usage")
+    assert code == 1 and "was deleted" in out and "nerve gc --older-than 0s" in out, out
+    assert "attic/senses/cpu-usage." in out and "nerve sense enable cpu-usage" in out
+    assert cli("gc", "--older-than", "0s")[0] == 0
+    code, out = cli("sense", "new", "cpu-usage")
+    assert code == 0, out

@@ -97,7 +97,7 @@ def test_enable_gives_back_the_file_as_it_was() -> None:
 
 def test_template_round_trip_only_drops_an_explicit_trailing_enabled_true() -> None:
     text = TEMPLATE.read_text()
-    items = [("sense", "cpu-usage"), ("sense", "disk-usage"), ("reflex", 0), ("reflex", 2)]
+    items = [("sense", "cpu-percent"), ("sense", "disk-usage"), ("reflex", 0), ("reflex", 2)]
     back = turn(turn(text, items, on=False), items, on=True)
     assert back == text.replace("    grace_period: 30s\n    enabled: true\n", "    grace_period: 30s\n")
 

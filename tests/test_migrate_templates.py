@@ -15,7 +15,7 @@ SENSES = sorted(p.name for p in TEMPLATE_SENSES.glob("*") if (p / "schema.py").i
 
 
 def test_there_are_example_senses():
-    assert {"cpu-usage", "disk-usage", "memory-usage"} <= set(SENSES)
+    assert {"cpu-percent", "disk-usage", "memory-usage"} <= set(SENSES)
 
 
 @pytest.mark.parametrize("name", SENSES)

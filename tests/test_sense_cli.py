@@ -65,7 +65,7 @@ def test_sense_new_scaffolds_migrates_registers_and_commits(inst) -> None:
 @pytest.mark.parametrize("name, message", [
     ("Bad_Name", "invalid sense name"),
     ("../escape", "invalid sense name"),
-    ("cpu-usage", "already exists in nerve.yaml"),
+    ("cpu-percent", "already exists in nerve.yaml"),
     ("nerve-health", "built-in"),
 ])
 def test_sense_new_refuses(inst, name, message) -> None:
@@ -151,16 +151,16 @@ def test_sense_list(inst) -> None:
     nerve("sense", "compute", "counter")
     nerve("sense", "compute", "counter")
     data = {s["name"]: s for s in json.loads(nerve("sense", "list", "--json").output)["senses"]}
-    assert set(data) >= {"cpu-usage", "memory-usage", "disk-usage", "counter"}
+    assert set(data) >= {"cpu-percent", "memory-usage", "disk-usage", "counter"}
     assert data["counter"]["signal_count"] == 2 and data["counter"]["last_signal_ms"] > 0
     assert data["counter"]["triggers"] == [] and data["counter"]["group"] == "custom"
-    assert data["cpu-usage"]["signal_count"] == 0 and data["cpu-usage"]["last_signal_ms"] is None
-    assert data["cpu-usage"]["triggers"] == ["every 10s"]
+    assert data["cpu-percent"]["signal_count"] == 0 and data["cpu-percent"]["last_signal_ms"] is None
+    assert data["cpu-percent"]["triggers"] == ["every 10s"]
     table = nerve("sense", "list")
     assert table.exit_code == 0
     line = next(line for line in table.output.splitlines() if "counter" in line)
     assert "on demand" in line and "ago" in line and "2" in line
-    assert "never" in next(line for line in table.output.splitlines() if "cpu-usage" in line)
+    assert "never" in next(line for line in table.output.splitlines() if "cpu-percent" in line)
 
 
 def test_sense_show(inst) -> None:

@@ -45,8 +45,8 @@ def test_no_reason_text_is_parsed_anywhere() -> None:
 
 
 def test_a_reason_crosses_the_wire_as_its_two_fields() -> None:
-    for reason in (Reason.signal("cpu-usage"), Reason.debounced("task.created"), INTERVAL, DEMAND):
-        line = protocol.Compute(7, "listener", reason, {"cpu-usage": "sense"}).encode()
+    for reason in (Reason.signal("cpu-percent"), Reason.debounced("task.created"), INTERVAL, DEMAND):
+        line = protocol.Compute(7, "listener", reason, {"cpu-percent": "sense"}).encode()
         back = protocol.decode(line)
         assert isinstance(back, protocol.Compute) and back.reason == reason
         assert back.reason.kind is reason.kind and back.reason.source == reason.source

@@ -18,6 +18,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.config.model import HEALTH_SENSE, check_name
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.instance.attic import attic_entries
 from nerve_cli.instance.change import Change
 from nerve_cli.instance.scaffold import templates_dir
 from nerve_cli.schema.migrate import generate_migration
@@ -74,9 +75,17 @@ def check_new_sense(home: Path, name: str, group: str) -> None:
     if name == HEALTH_SENSE:
         raise SenseError(f"`{HEALTH_SENSE}` is the engine's built-in sense; pick another name")
 
+    layout = Layout(home)
     if name in load_config(home).senses:
+        deleted = attic_entries(layout, "sense", name)
+        if deleted and not layout.sense_dir(name).exists():
+            where = deleted[-1].relative_to(layout.home)
+            raise SenseError(
+                f"sense `{name}` was deleted: its code is in {where} and nerve.yaml keeps senses.{name} "
+                f"(disabled) until `nerve gc` collects it. Free the name now with `nerve gc --older-than 0s`, "
+                f"or bring the sense back: move {where} to senses/{name}, then `nerve sense enable {name}`")
         raise SenseError(f"sense `{name}` already exists in nerve.yaml (senses.{name}); pick another name")
-    folder = Layout(home).sense_dir(name)
+    folder = layout.sense_dir(name)
     if folder.exists():
         raise SenseError(
             f"{folder} already exists but is not in nerve.yaml; pick another name, "

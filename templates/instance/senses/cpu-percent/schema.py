@@ -1,4 +1,4 @@
-"""Tables of the cpu-usage sense. `nerve sense migrate cpu-usage` turns changes here into SQL."""
+"""Tables of the cpu-percent sense. `nerve sense migrate cpu-percent` turns changes here into SQL."""
 
 from nerve_cli.sdk import table
 
