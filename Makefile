@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
 
-.PHONY: install test run bench clean tools
+.PHONY: install test lint run bench clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ tools:
 test: $(STAMP) tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# the gate CI runs before the tests: ruff (mistakes, import order) and mypy (types), both configured in
+# pyproject.toml; every change passes it
+lint: $(STAMP)
+	$(BIN)/ruff check nerve_cli tests bench
+	$(BIN)/mypy
+
 run: $(STAMP)
 	@test -f $(DEMO_HOME)/nerve.yaml || $(BIN)/nerve init --home $(DEMO_HOME)
 	$(BIN)/nerve config check --home $(DEMO_HOME)
@@ -36,4 +42,4 @@ bench: $(STAMP)
 		$(BIN)/python bench/_kit.py goals $$goals; rm -f $$goals
 
 clean:
-	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache
+	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

@@ -145,7 +145,8 @@ def engine_env() -> dict[str, str]:
 
 def source() -> str:
     """Which nerve_cli the engine runs, for the report header."""
-    return f"nerve_cli from {os.environ['NERVE_BENCH_SRC']}" if os.environ.get("NERVE_BENCH_SRC") else "nerve_cli from the checkout"
+    src = os.environ.get("NERVE_BENCH_SRC")
+    return f"nerve_cli from {src}" if src else "nerve_cli from the checkout"
 
 
 class Engine:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import goal  # noqa: E402
+from _kit import goal
 
 DAY = 86_400_000
 FIRST_DAY = 20_000  # 2024-10-04

@@ -25,8 +25,23 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import (Engine, Report, asyncio_round_trips, cpu_ns, family, goal, instance, machine, median, pct,
-                  pipe_round_trips, query, signals, us, wait_until)
+from _kit import (
+    Engine,
+    Report,
+    asyncio_round_trips,
+    cpu_ns,
+    family,
+    goal,
+    instance,
+    machine,
+    median,
+    pct,
+    pipe_round_trips,
+    query,
+    signals,
+    us,
+    wait_until,
+)
 
 HOPS = 2000  # per direction
 WARMUP = 50
@@ -96,7 +111,7 @@ def main() -> None:
         goal("signal hop across groups, median / p99", "no hops", f"blocking pipe round trip {us(floor)}",
              "≤ 2× the pipe, p99 ≤ 1 ms", False)
         report.row("hop p99", "no hops", "", "≤ 1,000 µs", False)
-        report.note(f"the ping-pong stalled: a signal did not start its listener. Engine state at the end: "
+        report.note("the ping-pong stalled: a signal did not start its listener. Engine state at the end: "
                     + "; ".join(f"{n}: running={s['running']} pending={s['pending']} runs={s['runs']}"
                                 for n, s in status.items()))
         report.print()

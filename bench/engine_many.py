@@ -29,8 +29,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import (Engine, Report, count_logs, cpu_ns, engine_env, instance, logs, machine, median, pct, query,
-                  wait_until)
+from _kit import Engine, Report, count_logs, cpu_ns, engine_env, instance, logs, machine, median, pct, query, wait_until
 
 SENSES = 1000
 GROUPS = 10

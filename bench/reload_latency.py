@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import goal  # noqa: E402
-from enginekit import RunningEngine, last_signal, wait_for, write_instance, write_sense  # noqa: E402
+from _kit import goal
+from enginekit import RunningEngine, last_signal, wait_for, write_instance, write_sense
 
-from nerve_cli.kernel.reload.watch import watch  # noqa: E402
+from nerve_cli.kernel.reload.watch import watch
 
 INTERVAL_MS = 100
 

@@ -27,8 +27,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nerve_cli.ops.senses.worker_client import SenseWorkerClient  # noqa: E402
-from nerve_cli.wire.protocol import Compute, Signal  # noqa: E402
+from nerve_cli.ops.senses.worker_client import SenseWorkerClient
+from nerve_cli.wire.protocol import Compute, Signal
 
 N_SERIAL = 3000
 N_PIPELINED = 10000

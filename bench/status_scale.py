@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, count_logs, engine_env, goal, instance, machine, median, wait_until  # noqa: E402
+from _kit import Engine, Report, count_logs, engine_env, goal, instance, machine, median, wait_until
 
 SENSES = 1000
 GROUPS = 10

@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from enginekit import RunningEngine, read_logs, wait_for, write_instance  # noqa: E402
+from enginekit import RunningEngine, read_logs, wait_for, write_instance
 
-from nerve_cli.ops.client import request  # noqa: E402
+from nerve_cli.ops.client import request
 
 IDLE = "def compute(db, peers):\n    return 1\n"
 HOG = """

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,10 +29,10 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Report, goal, instance, machine, median, pct  # noqa: E402
+from _kit import Report, goal, instance, machine, median, pct
 
-from nerve_cli.kernel.supervision.launch import PLAIN, WarmLaunch  # noqa: E402
-from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv  # noqa: E402
+from nerve_cli.kernel.supervision.launch import PLAIN, WarmLaunch
+from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
 
 ROUNDS = 15
 GROUPS = 4

@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import PINGPONG_WORKFLOW, Report, machine, median, pct, us  # noqa: E402
+from _kit import PINGPONG_WORKFLOW, Report, machine, median, pct, us
 
-from nerve_cli.config.model import NerveConfig  # noqa: E402
-from nerve_cli.kernel.workflows.manager import WorkflowManager  # noqa: E402
-from nerve_cli.store.logs import LogStore  # noqa: E402
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.store.logs import LogStore
 
 ROUNDS = 600
 WARMUP = 50

@@ -9,10 +9,6 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 64
 
 
-def is_valid_name(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= NAME_MAX and bool(NAME_RE.match(value))
-
-
 CHANNEL_MAX = 200  # an external channel's name (an `on:` entry, `nerve emit NAME`)
 
 

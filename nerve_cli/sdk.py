@@ -9,17 +9,50 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time they load lazily
-    from nerve_cli.roles.llm import llm_role as llm_role, transcript as transcript
-    from nerve_cli.schema.declare import index as index, table as table
-    from nerve_cli.store.blobs import BlobStore as BlobStore
-    from nerve_cli.store.logview import LogReader as LogReader
-    from nerve_cli.store.events import KEEP as KEEP, Event as Event, Trigger as Trigger
-    from nerve_cli.automaton.directive import SenseResult as SenseResult, directive as directive
+    from nerve_cli.automaton.directive import SenseResult as SenseResult
+    from nerve_cli.automaton.directive import directive as directive
     from nerve_cli.automaton.model import (
-        END as END, PERSON as PERSON, START as START, AskPerson as AskPerson, Moderator as Moderator,
-        Role as Role, RoleResult as RoleResult, RoleSetupError as RoleSetupError,
-        WorkflowDefinition as WorkflowDefinition, WorkflowMessage as WorkflowMessage, ask_person as ask_person,
+        END as END,
     )
+    from nerve_cli.automaton.model import (
+        PERSON as PERSON,
+    )
+    from nerve_cli.automaton.model import (
+        START as START,
+    )
+    from nerve_cli.automaton.model import (
+        AskPerson as AskPerson,
+    )
+    from nerve_cli.automaton.model import (
+        Moderator as Moderator,
+    )
+    from nerve_cli.automaton.model import (
+        Role as Role,
+    )
+    from nerve_cli.automaton.model import (
+        RoleResult as RoleResult,
+    )
+    from nerve_cli.automaton.model import (
+        RoleSetupError as RoleSetupError,
+    )
+    from nerve_cli.automaton.model import (
+        WorkflowDefinition as WorkflowDefinition,
+    )
+    from nerve_cli.automaton.model import (
+        WorkflowMessage as WorkflowMessage,
+    )
+    from nerve_cli.automaton.model import (
+        ask_person as ask_person,
+    )
+    from nerve_cli.roles.llm import llm_role as llm_role
+    from nerve_cli.roles.llm import transcript as transcript
+    from nerve_cli.schema.declare import index as index
+    from nerve_cli.schema.declare import table as table
+    from nerve_cli.store.blobs import BlobStore as BlobStore
+    from nerve_cli.store.events import KEEP as KEEP
+    from nerve_cli.store.events import Event as Event
+    from nerve_cli.store.events import Trigger as Trigger
+    from nerve_cli.store.logview import LogReader as LogReader
 
 _EXPORTS = {
     "table": "nerve_cli.schema.declare",

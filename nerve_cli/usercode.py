@@ -35,7 +35,7 @@ def ensure_package(name: str, path: Path | None) -> types.ModuleType:
     module = sys.modules.get(name)
     if module is None:
         module = types.ModuleType(name)
-        module.__path__ = [str(path)] if path else []  # type: ignore[attr-defined]
+        module.__path__ = [str(path)] if path else []
         module.__package__ = name
         sys.modules[name] = module
     return module

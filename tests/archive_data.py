@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from loadclock import scaled
+
 from nerve_cli.home import Layout
 from nerve_cli.store.jsonl import iter_lines
 from nerve_cli.store.logs import LogStore, dumps, log_row

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from loadclock import IdleClock
 
 os.environ.setdefault("TERMINAL_WIDTH", "200")

@@ -57,7 +57,7 @@ class Checked:
             jsonschema.Draft202012Validator(schema(kind)).validate(doc)
         except jsonschema.ValidationError as exc:
             raise AssertionError(f"`{what}` does not match schemas/{kind}.json: {exc.message} at "
-                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}")
+                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}") from None
         assert doc["version"] == VERSION
         problems = naming_problems(doc)
         assert not problems, f"`{what}`: {problems}"

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from archive_data import add_thread, census, day_ms, db_count, make_logs, make_sense, meta
 
-from archive_data import DAY, add_thread, census, day_ms, db_count, make_logs, make_sense, meta
 from nerve_cli.home import Layout
 from nerve_cli.store.archive import archive, day_str
 from nerve_cli.store.jsonl import iter_lines

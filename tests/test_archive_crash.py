@@ -13,8 +13,8 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from archive_data import add_thread, census, day_ms, make_logs, make_sense, meta, run_archiver
+
 from nerve_cli.home import Layout
 from nerve_cli.store.archive import archive, day_str
 from nerve_cli.store.logs import LogStore
@@ -88,7 +88,7 @@ def test_kill_9_at_every_checkpoint_then_resume(template: Path, tmp_path: Path, 
 def test_repeated_crashes_still_converge(template: Path, home: Path) -> None:
     shutil.copytree(template, home)
     expected = census(Layout(home))
-    for attempt in range(100):
+    for attempt in range(100):  # noqa: B007 (read after the loop)
         rc = run_archiver(home, now_at(DAYS + 1), crash_at=3)
         if rc == 0:
             break

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from archive_data import day_ms, make_logs, make_sense
+
+from nerve_cli.contract.times import parse_instant
 from nerve_cli.home import Layout
 from nerve_cli.store.archive import archive
-from nerve_cli.contract.times import parse_instant
 from nerve_cli.store.history import newest, read_logs, sense_history
 
 FIRST = 20_000

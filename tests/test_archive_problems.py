@@ -7,9 +7,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from archive_data import census, day_ms, db_count, make_logs, make_sense, meta
 from typer.testing import CliRunner
 
-from archive_data import census, day_ms, db_count, make_logs, make_sense, meta
 from nerve_cli.cli.app import app
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout

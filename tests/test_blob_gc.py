@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from enginekit import nerve, write_instance
+
 from nerve_cli.store.logs import LogStore
 
 CONFIG = """

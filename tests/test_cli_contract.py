@@ -16,17 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from typer.testing import CliRunner
-
 import contractkit as contract
+import pytest
 from contractkit import naming_problems
 from enginekit import RunningEngine, write_instance
+from typer.testing import CliRunner
+from workflow_support import PINGPONG
+
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.contract.schema import CLI_KINDS
 from nerve_cli.store.archive import archive
-from workflow_support import PINGPONG
 
 CONFIG = """
 senses:

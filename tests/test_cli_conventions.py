@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from enginekit import write_instance
 from typer.testing import CliRunner
 
 import nerve_cli
-from enginekit import write_instance
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.cli.choices import LogSource, ThreadStatus

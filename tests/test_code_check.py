@@ -8,9 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from enginekit import write_instance
 from typer.testing import CliRunner
 
-from enginekit import write_instance
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 

@@ -19,12 +19,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
-
 import configfuzz
+import pytest
 from enginekit import RunningEngine, wait_for
 from loadclock import scaled
+from typer.testing import CliRunner
+
 from nerve_cli.cli.app import app
 from nerve_cli.ops.client import request
 

@@ -146,13 +146,13 @@ def test_key_of_another_section_says_where_it_belongs() -> None:
     assert "`interval` is a reflex key" in message
 
 
-def test_workflow_kind_reflex_gets_one_error_explaining_pr_81() -> None:
+def test_workflow_kind_reflex_gets_one_error_explaining_how_a_sense_launches_workflows() -> None:
     text = BASE + "  - workflow: cleanup\n    on: [disk-usage]\n"
     found = check(text).problems
     assert len(found) == 1, [str(p) for p in found]
     problem = found[0]
     assert problem.path == "reflexes[1].workflow" and problem.line == 7
-    assert "PR #81" in problem.message and "SenseResult" in problem.message
+    assert "only schedule senses" in problem.message and "SenseResult" in problem.message
     assert 'workflow="cleanup|' in problem.message and "name|maxRounds|prompt" in problem.message
 
 

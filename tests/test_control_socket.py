@@ -9,10 +9,10 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance
-from nerve_cli.ops.client import request
+
 from nerve_cli.kernel.control.server import MAX_REQUEST
+from nerve_cli.ops.client import request
 
 FAST = "def compute(db, peers):\n    return {'n': 42}\n"
 
@@ -152,8 +152,8 @@ def test_a_person_waits_for_a_compute_as_long_as_its_timeout_and_grace_allow_and
     import time
 
     from nerve_cli.config.load import load_config
-    from nerve_cli.ops.client import COMPUTE_SOCKET_TIMEOUT
     from nerve_cli.kernel.control.requests import QUEUE_SLACK, compute_wait
+    from nerve_cli.ops.client import COMPUTE_SOCKET_TIMEOUT
 
     write_instance(home, """
         senses:

@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from enginekit import nerve
 from typer.testing import CliRunner
 
-from enginekit import nerve
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.kernel.core.lock import InstanceLock

@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from archive_data import add_thread
 from enginekit import RunningEngine, nerve, wait_for, write_instance
+
 from nerve_cli.home import Layout
 from nerve_cli.schema.diff import generate_migration
 from nerve_cli.store.logs import now_ms

@@ -60,9 +60,10 @@ def test_a_failing_compute_through_the_engine_shows_file_line_traceback_and_prin
 
 
 def test_prints_are_bounded_per_compute(home: Path) -> None:
-    from nerve_cli.worker.capture import MAX_LINE_CHARS, MAX_LINES
     from sensekit import worker
     from sensekit import write_instance as write_sense_instance
+
+    from nerve_cli.worker.capture import MAX_LINE_CHARS, MAX_LINES
 
     code = f"""
     def compute(db, peers):

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from enginekit import RunningEngine, read_logs, wait_for, write_instance
+
 from nerve_cli.store.logs import LogStore
 
 

@@ -10,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, read_logs, wait_for, write_instance
 from eventkit import Emitter
 

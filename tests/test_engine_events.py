@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, events_db, got, store_sense, worker_pid
+
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.wire.protocol import MAX_PAYLOAD
 
@@ -180,13 +180,13 @@ def test_a_raising_compute_gets_the_event_again_and_consumes_it_once_fixed(home:
 
 
 def test_a_sense_on_another_sense_receives_its_signal_payloads(home: Path) -> None:
-    write_instance(home, f"""
+    write_instance(home, """
         senses:
-          counter: {{group: a}}
-          store: {{group: b}}
+          counter: {group: a}
+          store: {group: b}
         reflexes:
-          - {{sense: counter, on: [tick]}}
-          - {{sense: store, on: [counter]}}
+          - {sense: counter, on: [tick]}
+          - {sense: store, on: [counter]}
     """, {"counter": "def compute(db, peers, trigger):\n"
                      "    return {'tick': trigger.events[-1].payload, 'n': len(trigger.events)}\n"})
     write_sense(home, "store", store_sense(), STORE_SCHEMA)

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, errors, nerve, read_logs, starts, wait_for, write_instance
+
 from nerve_cli.ops.client import request
 
 FAST = "def compute(db, peers):\n    return 1\n"

@@ -1,4 +1,4 @@
-"""A sense launches a workflow thread through the running engine (PR #81's directive)."""
+"""A sense launches a workflow thread through the running engine (its `workflow` directive)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from enginekit import RunningEngine, errors, nerve, read_logs, thread_statuses, wait_for, write_instance
+
 from nerve_cli.ops.client import request
 
 CLEANUP = textwrap.dedent('''

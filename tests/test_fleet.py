@@ -12,18 +12,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from typer.testing import CliRunner
-
 from contractkit import Checked
 from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
 from eventkit import Emitter
 from fleetkit import NatsServer
+from test_metrics import free_port, scrape, value
+from typer.testing import CliRunner
+
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.top.source import Source
-from test_metrics import free_port, scrape, value
 
 # one signal per compute, listing the events of its burst: the order of `n` across signals is the order sent
 TICKER = """

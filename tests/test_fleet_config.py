@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from enginekit import write_sense
 from typer.testing import CliRunner
 
-from enginekit import write_sense
 from nerve_cli.cli.app import app
 from nerve_cli.config.fleet import channel_subject, sense_subject, subscriptions
 from nerve_cli.config.load import validate

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from enginekit import nerve
+
 from nerve_cli.usercode import import_file
 
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from enginekit import RunningEngine, read_logs, wait_for, write_instance
 from typer.testing import CliRunner
 
-from enginekit import RunningEngine, read_logs, wait_for, write_instance
 from nerve_cli.cli.app import app
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance"

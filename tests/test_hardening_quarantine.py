@@ -6,9 +6,10 @@ import time
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, errors, read_logs, wait_for, write_instance
+
 from nerve_cli.config.model import EngineConfig
-from nerve_cli.ops.client import request
 from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
+from nerve_cli.ops.client import request
 from nerve_cli.vocab.outcomes import Outcome
 
 SEGFAULT = """

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from loadclock import IdleClock
 from enginekit import RunningEngine, completes, read_logs, wait_for, write_instance
+from loadclock import IdleClock
+
 from nerve_cli.kernel.control import server as control
 from nerve_cli.ops.client import request
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance
 
 TWO = """

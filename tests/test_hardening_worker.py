@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from enginekit import RunningEngine, errors, last_signal, read_logs, wait_for, write_instance, write_sense
+
 from nerve_cli.ops.client import request
 
 

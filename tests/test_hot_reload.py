@@ -6,8 +6,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from enginekit import (RunningEngine, completes, errors, last_signal, read_logs, starts, wait_for, write_instance,
-                       write_sense)
+from enginekit import RunningEngine, completes, errors, last_signal, read_logs, starts, wait_for, write_instance, write_sense
+
 from nerve_cli.ops.client import request
 
 

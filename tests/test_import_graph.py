@@ -8,6 +8,7 @@ with python to print the package graph and the rooms' graph (what README's Devel
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -282,6 +283,16 @@ def test_imports_inside_functions_say_why() -> None:
     found = unexplained_function_imports()
     assert not found, ("imports inside functions with no word on why (import at the top, or say what it "
                        "spares):\n" + "\n".join(found))
+
+
+def test_code_states_its_rules_rather_than_citing_documents() -> None:
+    """A comment says the rule itself: the documents a "RFC-001 §4.2" or "PR #81" points at are not in the
+    repository, so a reader cannot follow them (and an error message citing one tells a user nothing)."""
+    found = [f"{path.relative_to(ROOT.parent)}:{n}: {line.strip()}"
+             for path in sorted(ROOT.rglob("*.py")) if "templates" not in path.parts
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bRFC\b|\bPR #\d|§", line)]
+    assert not found, "citations of documents outside the repository:\n" + "\n".join(found)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,18 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from loadclock import IdleClock
+
 from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
-from nerve_cli.kernel.reload import apply as reload
-from nerve_cli.kernel.workflows import admission
-from nerve_cli.kernel.workflows import recovery
-from nerve_cli.kernel.supervision.guards import QUARANTINE, Guards
 from nerve_cli.kernel.control.health import health_payload
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.reload.watch import Changes
+from nerve_cli.kernel.supervision.guards import QUARANTINE, Guards
 from nerve_cli.kernel.supervision.watchdog import Watchdog
+from nerve_cli.kernel.workflows import admission, recovery
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, query_logs

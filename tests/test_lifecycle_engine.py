@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from enginekit import RunningEngine, nerve, read_logs, starts, wait_for, write_instance
+
 from nerve_cli.instance.git import commit, init_repo
 
 CONFIG = """\

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from nerve_cli.roles.llm import llm_role, transcript
 from nerve_cli.automaton.context import ThreadInfo, enter_thread
 from nerve_cli.automaton.model import RoleSetupError, WorkflowMessage, person_answer, start_message
+from nerve_cli.roles.llm import llm_role, transcript
 
 
 def chain() -> list[WorkflowMessage]:

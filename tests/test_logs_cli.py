@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from archive_data import day_ms, make_logs
 from typer.testing import CliRunner
 
-from archive_data import day_ms, make_logs
 from nerve_cli.cli.app import app
 from nerve_cli.home import Layout
 from nerve_cli.store.archive import archive

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from contractkit import Checked
+from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from contractkit import Checked
-from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
 from nerve_cli.contract.schema import MCP_KINDS, schema
 from nerve_cli.schema.migrate import generate_migration
 

@@ -8,9 +8,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from enginekit import RunningEngine, completes, nerve, wait_for, write_instance
+from prometheus_client.parser import text_string_to_metric_families
 
 CONFIG = """
 senses:

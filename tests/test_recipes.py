@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 from enginekit import RunningEngine, completes, nerve, wait_for
 from eventkit import Emitter
 

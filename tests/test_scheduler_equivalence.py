@@ -14,10 +14,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import reference_scheduler as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference_scheduler as ref
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.vocab.reasons import DEMAND, Reason

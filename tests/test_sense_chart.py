@@ -9,9 +9,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from archive_data import DAY, day_ms, make_sense
 from typer.testing import CliRunner
 
-from archive_data import DAY, day_ms, make_sense
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.home import Layout

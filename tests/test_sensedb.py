@@ -117,7 +117,7 @@ def test_blobs_attached(db) -> None:
     assert db.blobs.get(sha) == b"x"
     bare = SenseDB(sqlite3.connect(":memory:"), name="bare")
     with pytest.raises(SenseError, match="no blob store"):
-        bare.blobs
+        _ = bare.blobs
 
 
 def test_archive_map(db) -> None:

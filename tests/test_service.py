@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from enginekit import nerve, write_instance
 
 

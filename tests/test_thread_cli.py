@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 from typer.testing import CliRunner
+from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
-from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 
 
 def cli(*args: str):

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, wait_for, write_instance
 from loadclock import IdleClock
+
 from nerve_cli.ops.client import request
 
 CONFIG = """
@@ -123,9 +123,10 @@ def test_dashboard_shows_the_engine_and_a_new_signal_within_a_second(home: Path)
 
 def finished_thread(home: Path) -> str:
     """One real thread of a two-role workflow, run to its end by the workflow manager."""
-    from nerve_cli.config.load import load_config
     from workflow_support import PINGPONG, ended, manager
     from workflow_support import wait_for as async_wait_for
+
+    from nerve_cli.config.load import load_config
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "ping.py").write_text(PINGPONG)
@@ -235,8 +236,8 @@ workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic, "publis
 
 
 def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) -> None:
-    from nerve_cli.top.app import NerveTop, ThreadScreen
     from nerve_cli.ops.workflows.threads import thread_detail
+    from nerve_cli.top.app import NerveTop, ThreadScreen
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "gated.py").write_text(GATED)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from enginekit import RunningEngine, completes, last_signal, nerve, wait_for, write_instance
+
 from nerve_cli.config.model import parse_duration
 
 CONFIG = """

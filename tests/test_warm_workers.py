@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import psutil
-
 from enginekit import RunningEngine, completes, errors, last_signal, read_logs, starts, wait_for, write_instance
+
 from nerve_cli.ops.client import request
 
 FAST = "def compute(db, peers):\n    return 1\n"

@@ -7,12 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+from sensekit import db_rows, worker, write_instance
+
 from nerve_cli.store.events import EventStore, store_event
 from nerve_cli.store.logs import LogStore
-from nerve_cli.wire.protocol import MAX_PAYLOAD, Compute, Error, Signal, Silent
 from nerve_cli.vocab.reasons import BACKLOG, DEMAND, INTERVAL, Reason
+from nerve_cli.wire.protocol import MAX_PAYLOAD, Compute, Error, Signal, Silent
 from nerve_cli.worker import events as worker_events
-from sensekit import db_rows, worker, write_instance
 
 SEEN_SCHEMA = """
 from nerve_cli.sdk import table
@@ -59,7 +60,10 @@ def emit(home: Path, payload, channel: str = "task.created") -> int:
     return store_event(home / "data" / "events.db", channel, payload).id
 
 
-def compute(client, reason: Reason = Reason.signal("task.created"), sources: dict | None = None):
+ON_TASK = Reason.signal("task.created")
+
+
+def compute(client, reason: Reason = ON_TASK, sources: dict | None = None):
     cid = client.next_id()
     client.send(Compute(cid, "listener", reason, {"task.created": "channel"} if sources is None else sources))
     return client.answer(cid, timeout=20)
@@ -111,7 +115,7 @@ def test_none_rolls_back_the_rows_but_consumes_the_events(home: Path) -> None:
     with worker(home) as client:
         answer = compute(client)
         assert isinstance(answer, Silent) and not answer.kept and answer.events == 2
-        assert db_rows(home, "listener", "SELECT count(*) FROM seen") == [(0,)]  # RFC: None stores nothing
+        assert db_rows(home, "listener", "SELECT count(*) FROM seen") == [(0,)]  # None stores nothing
         assert cursors(home) == {"task.created": looked_at[-1]}  # …but the events do not come back
         assert compute(client).payload["ids"] == []
 

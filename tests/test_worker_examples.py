@@ -6,9 +6,9 @@ from sensekit import db_rows
 
 from nerve_cli.config.load import load_config
 from nerve_cli.instance.scaffold import create_instance
-from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.ops.senses.standalone import compute_standalone
 from nerve_cli.ops.senses.worker_client import SenseWorkerClient
+from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.wire.protocol import Signal
 
 

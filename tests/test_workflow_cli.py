@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from loadclock import IdleClock
 from typer.testing import CliRunner
+from workflow_support import PINGPONG, make_instance
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.ops.client import engine_running
 from nerve_cli.store.logs import query_logs, workflow_runs
-from workflow_support import PINGPONG, make_instance
-from loadclock import IdleClock
 
 LOGS = Path("data") / "logs.db"
 

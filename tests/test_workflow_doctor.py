@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from typer.testing import CliRunner
+from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
-from nerve_cli.store.logs import open_db, query_logs
 from nerve_cli.ops.workflows.rebuild import compare_runs, current_runs, rebuild_runs
-from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
+from nerve_cli.store.logs import open_db, query_logs
 
 LOGS = Path("data") / "logs.db"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import textwrap
-import time
 from pathlib import Path
 
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
+
 from nerve_cli.ops.client import request
 
 GATED = textwrap.dedent('''

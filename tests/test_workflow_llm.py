@@ -9,6 +9,7 @@ from pathlib import Path
 
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 from llmkit import llm_cli, llm_home  # noqa: F401  (fixture)
+
 from nerve_cli.ops.client import request
 
 WRITER_CRITIC = textwrap.dedent('''

@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 from llmkit import hang_model, llm_home  # noqa: F401  (fixtures)
+
 from nerve_cli.ops.client import request
 
 pytestmark = pytest.mark.timeout(90)

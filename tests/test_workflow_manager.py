@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from workflow_support import PINGPONG, end_payload, ended, events, make_instance, manager, seqs, status_of, wait_for
 
 from nerve_cli.errors import WorkflowError
 from nerve_cli.store.logs import query_logs, workflow_runs
-from workflow_support import PINGPONG, end_payload, ended, events, make_instance, manager, seqs, status_of, wait_for
 
 # every role checks that all earlier messages are already in logs.db (ack after the flush)
 ON_DISK = PINGPONG.replace(

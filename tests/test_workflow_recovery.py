@@ -10,9 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from nerve_cli.store.logs import query_logs
-from nerve_cli.ops.workflows.rebuild import current_runs, rebuild_runs
 from workflow_support import PINGPONG, end_payload, ended, events, make_instance, manager, seqs, status_of, wait_for
+
+from nerve_cli.ops.workflows.rebuild import current_runs, rebuild_runs
+from nerve_cli.store.logs import query_logs
 
 TESTS = Path(__file__).resolve().parent
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-
 from loadclock import IdleClock
+
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.store.logs import LogStore, query_logs, workflow_runs
 

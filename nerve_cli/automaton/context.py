@@ -1,6 +1,6 @@
 """Which thread a role is running in: set by the workflow worker, read by helpers such as `llm_role`.
 
-A role is called with the chain only (PR #81); what it may also need — the
+A role is called with the chain only; what it may also need — the
 thread's id, its workflow's `model` and `system` from nerve.yaml, a place to
 keep per-thread state such as a model conversation — travels in a context
 variable, so each thread (an asyncio task in the worker) sees its own.

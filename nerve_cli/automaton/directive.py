@@ -1,4 +1,4 @@
-"""The sense `workflow` directive (PR #81): `name|maxRounds|prompt`.
+"""The sense `workflow` directive: `name|maxRounds|prompt`, the one way a sense launches a thread.
 
 A sense returns `SenseResult(payload, workflow="cleanup|5|disk is 95% full")`;
 the kernel parses the directive, caps the rounds at engine.max_rounds and
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from nerve_cli.names import NAME_MAX, NAME_RE
 from nerve_cli.errors import WorkflowError
+from nerve_cli.names import NAME_MAX, NAME_RE
 
 T = TypeVar("T")
 

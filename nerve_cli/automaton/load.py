@@ -12,11 +12,11 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
+from nerve_cli.automaton.model import RESERVED_ROLES, WorkflowDefinition
+from nerve_cli.automaton.thread import Failure, ThreadContext, describe
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
 from nerve_cli.usercode import ensure_package, import_file
-from nerve_cli.automaton.model import RESERVED_ROLES, WorkflowDefinition
-from nerve_cli.automaton.thread import Failure, ThreadContext, describe
 
 ROOT_PACKAGE = "_nerve_workflows"
 
@@ -74,10 +74,12 @@ def validate(definition: object, rel: str, line: int | None = None) -> WorkflowD
     if inspect.iscoroutinefunction(definition.moderator) or inspect.isasyncgenfunction(definition.moderator):
         raise _problem("workflow.moderator is async; it must be a plain (non-async) pure function "
                        "messages -> role name or END", *_def_at(definition.moderator, rel, line))
-    for what, fn in [("moderator", definition.moderator), *((f"role {r!r}", f) for r, f in roles.items())]:
-        why = _arity_problem(fn)
+    checks: list[tuple[str, object]] = [("moderator", definition.moderator),
+                                         *((f"role {r!r}", f) for r, f in roles.items())]
+    for what, check in checks:
+        why = _arity_problem(check)
         if why:
-            raise _problem(f"{what} {why}", *_def_at(fn, rel, line))
+            raise _problem(f"{what} {why}", *_def_at(check, rel, line))
     return definition
 
 

@@ -1,4 +1,4 @@
-"""Workflow types (PR #81): a chain of messages, roles that extend it, a moderator that routes.
+"""Workflow types: a chain of messages, roles that extend it, a moderator that routes.
 
 A workflow file defines `workflow = WorkflowDefinition(roles={...}, moderator=...)`.
 `WorkflowDefinition` is generic over the roles' meta type, so a type checker
@@ -51,7 +51,7 @@ class WorkflowMessage:
             raise ValueError(f"workflow message role must be a non-empty string, got {role!r}")
         if not isinstance(content, str):
             raise ValueError(f"workflow message content must be a string, got {type(content).__name__}")
-        # PR #81 review, suggestion 1: meta is checked when a chain is rebuilt
+        # meta is checked when a chain is rebuilt from the log, not only when a role returns it
         if not isinstance(meta, Mapping):
             raise ValueError(f"workflow message meta must be an object, got {type(meta).__name__}")
         if isinstance(ts, bool) or not isinstance(ts, int):
@@ -102,12 +102,12 @@ class WorkflowDefinition(Generic[M]):
 
 
 def start_message(prompt: str, max_rounds: int, timestamp: int) -> WorkflowMessage:
-    """messages[0] of every thread (PR #81 review, point 2)."""
+    """messages[0] of every thread: the prompt, as the start message (role START)."""
     return WorkflowMessage(START, prompt, {"maxRounds": max_rounds}, timestamp)
 
 
 def is_round(role: Any) -> bool:
-    """A round is a role's message: not the start message (PR #81 review, warning 3), not a person's answer."""
+    """A round is a role's message: not the start message, not a person's answer."""
     return role not in (START, PERSON)
 
 

@@ -23,13 +23,22 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.automaton.model import (
+    ASKS_PERSON,
+    END,
+    START,
+    AskPerson,
+    RoleResult,
+    RoleSetupError,
+    WorkflowDefinition,
+    WorkflowMessage,
+    is_round,
+    pending_question,
+    rounds_used,
+)
+from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.wire.protocol import MAX_PAYLOAD
 from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
-from nerve_cli.vocab.states import ThreadStatus
-from nerve_cli.automaton.model import (
-    ASKS_PERSON, END, START, AskPerson, RoleResult, RoleSetupError, WorkflowDefinition, WorkflowMessage,
-    is_round, pending_question, rounds_used,
-)
 
 COMPLETED, FAILED, WAITING = ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING
 REASON_END, REASON_MAX_ROUNDS = "end", "max_rounds"
@@ -181,8 +190,8 @@ async def run_thread(
         try:
             choice = definition.moderator(tuple(chain))
         except (Exception, SystemExit) as exc:
-            failure = describe(exc, ctx)
-            return Outcome(FAILED, _summary("moderator", failure), tuple(chain), failure)
+            described = describe(exc, ctx)
+            return Outcome(FAILED, _summary("moderator", described), tuple(chain), described)
         problem = check_choice(choice, definition.roles)
         if problem:
             return Outcome(FAILED, problem, tuple(chain))

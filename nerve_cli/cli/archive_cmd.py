@@ -22,12 +22,10 @@ def archive(
 
     Example: nerve archive --older-than 30d --dry-run
     """
-    from nerve_cli.cli import archive_view
+    from nerve_cli.cli import archive_view, output
     from nerve_cli.config.model import parse_duration
     from nerve_cli.home import require_instance
     from nerve_cli.store.archive import archive as run_archive
-
-    from nerve_cli.cli import output
 
     json_ = output.use_format(format_, json_) == "json"
     home_path = require_instance(home)

@@ -47,7 +47,7 @@ def check(
         raise typer.Exit(1)
 
 
-def _render(report) -> None:  # type: ignore[no-untyped-def]
+def _render(report) -> None:
     from nerve_cli.cli import output
 
     for item in report.problems:

@@ -66,7 +66,7 @@ def _python() -> str:
     return sys.executable
 
 
-def _render(found) -> None:  # type: ignore[no-untyped-def]
+def _render(found) -> None:
     from nerve_cli.cli import output
 
     if not found:

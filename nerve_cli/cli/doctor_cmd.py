@@ -42,7 +42,7 @@ def doctor(
         raise typer.Exit(1)
 
 
-def _code_problems(root) -> tuple[list, str | None]:  # type: ignore[no-untyped-def]
+def _code_problems(root) -> tuple[list, str | None]:
     """What would not load (found in a child process), or why the code could not be checked."""
     from nerve_cli.config.check import code_problems
     from nerve_cli.config.load import load_config
@@ -66,7 +66,7 @@ def _render_code(problems: list, skipped: str | None) -> None:
         output.info("senses and workflows load; every schema.py matches its migrations", style="green")
 
 
-def _render_runs(report) -> None:  # type: ignore[no-untyped-def]
+def _render_runs(report) -> None:
     from nerve_cli.cli import output
     from nerve_cli.words import plural
 

@@ -58,7 +58,7 @@ def gc(
         output.info("dry run: nothing was removed", style="dim")
 
 
-def _young(result, older_than: str) -> str:  # type: ignore[no-untyped-def]
+def _young(result, older_than: str) -> str:
     """`kept 2 newer than 30d (1 attic entry, 1 data): collectable from …, all by …; --older-than 2d takes them now`."""
     from collections import Counter
 

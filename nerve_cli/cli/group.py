@@ -15,10 +15,10 @@ SUMMARY_LIMIT = 1000  # Click cuts a summary to the terminal width with "..."; w
 class HelpGroup(TyperGroup):
     """A group whose command list shows each command's first sentence whole."""
 
-    def list_commands(self, ctx) -> list[str]:  # type: ignore[no-untyped-def, override]
+    def list_commands(self, ctx) -> list[str]:
         return list(self.commands)  # names only (Typer's own asks for every command: a lazy root would build all)
 
-    def format_commands(self, ctx, formatter) -> None:  # type: ignore[no-untyped-def, override]
+    def format_commands(self, ctx, formatter) -> None:
         rows = []
         summary = getattr(self.commands, "summary", None)  # the root's LazyCommands knows them unbuilt
         for name in self.list_commands(ctx):
@@ -56,7 +56,7 @@ class NerveGroup(HelpGroup):
 
     _argv: list[str] = []
 
-    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().main(args, *a, **kw)
 
@@ -67,13 +67,13 @@ class NerveGroup(HelpGroup):
         with closed_stdout_exits():
             return super().make_context(*args, **kwargs)
 
-    def invoke(self, ctx):  # type: ignore[no-untyped-def, override]
+    def invoke(self, ctx):
         from nerve_cli.cli.pipes import closed_stdout_exits
 
         with closed_stdout_exits():  # also when an error's own message meets the closed pipe
             return self._invoke(ctx)
 
-    def _invoke(self, ctx):  # type: ignore[no-untyped-def]
+    def _invoke(self, ctx):
         from nerve_cli.errors import NerveError
 
         try:

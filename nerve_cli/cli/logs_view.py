@@ -75,7 +75,7 @@ def print_rows(rows: list[dict], *, table: bool) -> None:
     if table:
         fixed = max([0] + [sum(len(c) for c in _cells(r, 0)[:4]) for r in rows])
         width = max(20, output.console().width - fixed - 16)
-        columns = [(name, {"no_wrap": True}) for name in COLUMNS[:4]]
+        columns: list[tuple[str, dict[str, Any]]] = [(name, {"no_wrap": True}) for name in COLUMNS[:4]]
         columns.append(("payload", {"no_wrap": True, "overflow": "ellipsis"}))
         output.show(output.table(None, columns, [_cells(r, width) for r in rows]))
     else:

@@ -29,8 +29,8 @@ def mesh(
     """
     from nerve_cli.cli import output
     from nerve_cli.config.load import load_config
-    from nerve_cli.home import Layout, require_instance
     from nerve_cli.config.mesh import build, observed_launches, to_dot, to_mermaid
+    from nerve_cli.home import Layout, require_instance
 
     root = require_instance(home)
     graph = build(load_config(root), observed_launches(Layout(root).logs_db))

@@ -44,14 +44,14 @@ def render_status(doc: dict[str, Any]) -> None:
     for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors
         output.info(f"warning: {warning['message']}", style="yellow")
     if doc.get("workflows"):
-        rows = []
+        flows: list[tuple] = []
         for w in doc["workflows"]:
             worker = w["worker"]
             shown = f"{worker['state']} (pid {worker['pid']})" if worker.get("pid") else (worker.get("state") or "-")
-            rows.append((w["name"], "yes" if w["enabled"] else "no", shown, len(w["running"]), len(w["queued"]),
+            flows.append((w["name"], "yes" if w["enabled"] else "no", shown, len(w["running"]), len(w["queued"]),
                          len(w.get("waiting") or []), ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
         output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "waiting",
-                                               "threads"], rows))
+                                               "threads"], flows))
 
 
 def render_fleet(fleet: dict[str, Any], now: int) -> None:

@@ -27,8 +27,8 @@ def run(
     from nerve_cli.config.model import parse_duration
     from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
-    from nerve_cli.kernel.engine import Engine
     from nerve_cli.kernel.core.report import Reporter
+    from nerve_cli.kernel.engine import Engine
 
     path = require_instance(home)
     seconds = None

@@ -51,10 +51,9 @@ def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOpt
 
     Example: nerve sense list
     """
+    from nerve_cli.cli.output import use_format
     from nerve_cli.home import require_instance
     from nerve_cli.ops.senses.inspect import list_senses
-
-    from nerve_cli.cli.output import use_format
 
     json_ = use_format(format_, json_) == "json"
     senses = list_senses(require_instance(home))

@@ -27,8 +27,8 @@ def disable(
 
     Example: nerve sense disable disk-usage --dry-run
     """
-    from nerve_cli.home import require_instance
     from nerve_cli.config.lifecycle import disable_sense
+    from nerve_cli.home import require_instance
 
     outcome = disable_sense(require_instance(home), name, dry_run=dry_run)
     if json_:
@@ -52,8 +52,8 @@ def enable(
 
     Example: nerve sense enable disk-usage --cascade
     """
-    from nerve_cli.home import require_instance
     from nerve_cli.config.lifecycle import enable_sense
+    from nerve_cli.home import require_instance
 
     outcome = enable_sense(require_instance(home), name, cascade=cascade, reflexes=tuple(reflex or ()), dry_run=dry_run)
     if json_:

@@ -30,7 +30,8 @@ def migrate(
     if bool(name) == all_:
         raise typer.BadParameter("give a sense NAME or --all (not both)")
     root = require_instance(home)
-    results, sha = migrate_senses(root, None if all_ else [name], allow_data_loss=allow_data_loss, name=slug)
+    results, sha = migrate_senses(root, None if all_ or name is None else [name], allow_data_loss=allow_data_loss,
+                                  name=slug)
     for r in results:
         if r.error:
             output.error(f"{r.sense}: {r.error}")

@@ -75,7 +75,7 @@ def rename(old: SenseName,
         output.warn(f"{where} names `{result.old}` as a string: rename it there by hand")
 
 
-def _render(deleted, json_: bool) -> None:  # type: ignore[no-untyped-def]
+def _render(deleted, json_: bool) -> None:
     from nerve_cli.cli import output
     from nerve_cli.cli.sense_lifecycle import _table
 
@@ -96,6 +96,6 @@ def _render(deleted, json_: bool) -> None:  # type: ignore[no-untyped-def]
     if deleted.dry_run:
         output.info("dry run: nothing changed", style="dim")
         return
-    data = f"; its data stays under data/ until `nerve gc`" if deleted.kind == "sense" else ""
+    data = "; its data stays under data/ until `nerve gc`" if deleted.kind == "sense" else ""
     output.info(f"nerve.yaml keeps it as `enabled: false`{data}; to restore it, move {dst} back to {src}, "
                 f"then `nerve {deleted.kind} enable {deleted.name}`")

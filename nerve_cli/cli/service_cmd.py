@@ -99,20 +99,20 @@ def status(platform: Platform = None, home: HomeOption = None, json_: JsonOption
         raise typer.Exit(1)
 
 
-def _engine(root) -> bool:  # type: ignore[no-untyped-def]
+def _engine(root) -> bool:
     from nerve_cli.ops.client import engine_running
 
     return engine_running(root)
 
 
-def _unit(root, platform):  # type: ignore[no-untyped-def]
+def _unit(root, platform):
     from nerve_cli.config.load import load_config
     from nerve_cli.instance.service import unit_for
 
     return unit_for(root, choices.value(platform), stop_timeout=load_config(root).engine.shutdown_timeout)
 
 
-def _render(state) -> None:  # type: ignore[no-untyped-def]
+def _render(state) -> None:
     from nerve_cli.cli import output
 
     if not state.installed:

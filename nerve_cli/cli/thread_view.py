@@ -41,7 +41,7 @@ def model_line(meta: Any) -> str:
     parts = []
     if isinstance(meta.get("model"), str):
         parts.append(meta["model"])
-    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    usage: dict = meta["usage"] if isinstance(meta.get("usage"), dict) else {}
     if _number(usage.get("input")) or _number(usage.get("output")):
         parts.append(f"{usage.get('input') if _number(usage.get('input')) else '?'}→"
                      f"{usage.get('output') if _number(usage.get('output')) else '?'} tokens")
@@ -61,12 +61,12 @@ def rest_of(meta: Any) -> Any:
 
 def totals(messages: list[dict]) -> str:
     """`3 model calls · 120→340 tokens · $0.0030` over a thread's model-backed messages; "" when none."""
-    metas = [m.get("meta") for m in messages if isinstance(m.get("meta"), dict) and m["meta"].get("model")]
+    metas: list[dict] = [m["meta"] for m in messages if isinstance(m.get("meta"), dict) and m["meta"].get("model")]
     if not metas:
         return ""
-    usage = [m.get("usage") if isinstance(m.get("usage"), dict) else {} for m in metas]
-    tokens_in = sum(u.get("input") for u in usage if _number(u.get("input")))
-    tokens_out = sum(u.get("output") for u in usage if _number(u.get("output")))
+    usage: list[dict] = [m["usage"] if isinstance(m.get("usage"), dict) else {} for m in metas]
+    tokens_in = sum(u["input"] for u in usage if _number(u.get("input")))
+    tokens_out = sum(u["output"] for u in usage if _number(u.get("output")))
     line = f"{len(metas)} model call{'s' if len(metas) != 1 else ''} · {tokens_in}→{tokens_out} tokens"
     costs = [m["cost"] for m in metas if _number(m.get("cost"))]
     return line + (f" · ${sum(costs):.4f}" if costs else "")
@@ -93,7 +93,7 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
     elif type_ == "queued":
         output.info(f"{run_id} queued (workflow {payload.get('workflow')})", style="dim")
     elif type_ == "waiting":
-        asked_after = plural(payload.get("rounds"), "round")
+        asked_after = plural(payload.get("rounds") or 0, "round")
         output.info(f"{run_id} waits for a person after {asked_after}: {payload.get('question')}\n"
                     f"answer with `nerve thread approve {run_id} [--note TEXT]` or "
                     f"`nerve thread reject {run_id} [--note TEXT]`", style="bold magenta")

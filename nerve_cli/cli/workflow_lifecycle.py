@@ -27,8 +27,8 @@ def enable(name: Name, home: HomeOption = None, json_: JsonOption = False) -> No
 def _set(name: str, home, enabled: bool, json_: bool) -> None:
     from nerve_cli.cli import output
     from nerve_cli.cli.sense_lifecycle import engine_note
-    from nerve_cli.home import require_instance
     from nerve_cli.config.lifecycle import set_workflow
+    from nerve_cli.home import require_instance
 
     root = require_instance(home)
     outcome = set_workflow(root, name, enabled)
@@ -54,7 +54,7 @@ def _set(name: str, home, enabled: bool, json_: bool) -> None:
 
 def _launchers(root, name: str) -> list[str]:
     """Senses whose directives launched this workflow, as seen in data/logs.db."""
-    from nerve_cli.home import Layout
     from nerve_cli.config.mesh import observed_launches
+    from nerve_cli.home import Layout
 
     return sorted(sense for sense, workflow in (observed_launches(Layout(root).logs_db) or {}) if workflow == name)

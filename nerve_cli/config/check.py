@@ -13,7 +13,7 @@ from typing import Any
 
 from nerve_cli.config.code import check_code
 from nerve_cli.config.load import Validation, config_path, validate_file
-from nerve_cli.config.problems import Problem, count_words
+from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
 from nerve_cli.errors import NerveError
@@ -99,7 +99,7 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
     """Files the config needs that are missing, and files the config does not know about."""
     layout, config = Layout(home), result.config
     assert config is not None
-    found: list[tuple[tuple, str, str]] = []
+    found: list[tuple[tuple, Severity, str]] = []
     for name, sense in config.senses.items():
         if not sense.enabled:
             continue
@@ -131,8 +131,8 @@ def requirement_problems(home: Path) -> list[Problem]:
             for r in found if not r.ok]
 
 
-def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, str, str]]:
-    out = []
+def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, Severity, str]]:
+    out: list[tuple[tuple, Severity, str]] = []
     if layout.senses.is_dir():
         for folder in sorted(layout.senses.iterdir()):
             if (folder / "sense.py").is_file() and folder.name not in config.senses:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, cast
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -126,7 +126,7 @@ def set_enabled(
         entry = parent[key]
         if entry is None:
             entry = parent[key] = _node({}, flow=False)
-        if not isinstance(entry, dict):
+        if not isinstance(entry, CommentedMap):
             raise NerveError(f"{kind} `{name_or_index}` in nerve.yaml is not a mapping; fix it by hand first")
         if "enabled" in entry:
             entry["enabled"] = enabled
@@ -172,7 +172,7 @@ def _list_section(doc: CommentedMap, section: str) -> CommentedSeq:
 
 def _section(doc: CommentedMap, section: str, kind: type) -> Any:
     """doc[section], created (in canonical order) when absent or empty (`senses:` with only comments)."""
-    value = doc.get(section)
+    value: Any = doc.get(section)
     if value is None:
         value = kind()
         value.fa.set_block_style()
@@ -184,7 +184,7 @@ def _section(doc: CommentedMap, section: str, kind: type) -> Any:
     elif not isinstance(value, kind):
         raise NerveError(f"`{section}:` in nerve.yaml is not a {'list' if kind is CommentedSeq else 'mapping'}; fix it first")
     elif not value:
-        value.fa.set_block_style()  # `senses: {}` grows into a block, not a one-line flow mapping
+        cast(Any, value).fa.set_block_style()  # `senses: {}` grows into a block, not a one-line flow mapping
     return value
 
 

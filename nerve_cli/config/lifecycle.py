@@ -1,4 +1,4 @@
-"""Soft delete (RFC-001 §7): turn senses and workflows off and on, with the sense cascade.
+"""Soft delete: turn senses and workflows off and on, with the sense cascade.
 
 Nothing is ever deleted; things get `enabled: false`. Disabling sense X also
 disables what cannot work without it:
@@ -11,7 +11,7 @@ Items already off are left alone. Each item the cascade turns off carries the
 marker `# nerve: disabled with X` (see `lifecycle_marks`), so `nerve sense enable
 X --cascade` can bring back exactly those, and a plain `enable X` can say what
 is still off. Disabling a workflow makes the engine refuse directives for it and
-cascades nowhere (the RFC's reflex→workflow kind was removed by PR #81); nor does
+cascades nowhere (no reflex launches a workflow: senses do, by directive); nor does
 disabling a reflex.
 
 The planning functions are pure (config + markers in, plan out); `disable_sense`,

@@ -59,7 +59,9 @@ def marks(doc: Any) -> dict[tuple[str, str | int], str]:
     out: dict[tuple[str, str | int], str] = {}
     for kind, section in SECTIONS.items():
         parent = doc.get(section) if isinstance(doc, dict) else None
-        keys = range(len(parent)) if isinstance(parent, CommentedSeq) else parent if isinstance(parent, CommentedMap) else ()
+        if not isinstance(parent, (CommentedSeq, CommentedMap)):
+            continue
+        keys = range(len(parent)) if isinstance(parent, CommentedSeq) else parent
         for key in keys:
             entry = parent[key]
             if isinstance(entry, dict) and entry.get("enabled") is False:

@@ -65,7 +65,7 @@ def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
 
 def _validate_mapping(data: dict, doc: Any, file: str) -> Validation:
     findings, channels = rules.check_all(data)
-    skip = rules.workflow_kind_reflexes(data)  # one clear PR #81 error each, nothing more
+    skip = rules.workflow_kind_reflexes(data)  # one clear error each (no such reflex kind), nothing more
     config = None
     try:
         config = NerveConfig.model_validate(_normalized(data, skip))

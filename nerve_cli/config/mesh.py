@@ -1,4 +1,4 @@
-"""The reflex mesh (RFC-001 §4.2) as a graph: what triggers what, who reads whom, what launches which workflow.
+"""The reflex mesh as a graph: what triggers what, who reads whom, what launches which workflow.
 
 Nodes: the clock, senses (with their group), the built-in `nerve-health` sense,
 external channels (`on:` names that are not senses) and workflows.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Mapping
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -45,12 +46,12 @@ def _step(tp: Any, part: Any) -> Any:
     return None
 
 
-def _as_model(tp: Any) -> type | None:
+def _as_model(tp: Any) -> type[BaseModel] | None:
     tp = _unwrap(tp)
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-def model_at(loc: tuple) -> type | None:
+def model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model whose keys live at `loc[:-1]`, found by walking NerveConfig's annotations."""
     tp: Any = NerveConfig
     for part in loc[:-1]:
@@ -60,7 +61,7 @@ def model_at(loc: tuple) -> type | None:
     return _as_model(tp)
 
 
-def section_models() -> dict[str, type]:
+def section_models() -> dict[str, type[BaseModel]]:
     """Top-level section → the model of one entry in it (engine → EngineConfig, senses → SenseConfig, ...)."""
     out = {}
     for name, field in NerveConfig.model_fields.items():
@@ -84,7 +85,7 @@ def unknown_key(loc: tuple) -> str:
     return f"unknown key `{key}`; valid keys here: {', '.join(valid)}"
 
 
-def message_for(error: dict[str, Any]) -> str:
+def message_for(error: Mapping[str, Any]) -> str:
     """One pydantic error (from `ValidationError.errors()`) → our wording."""
     kind, value, loc = error["type"], error.get("input"), error["loc"]
     ctx = error.get("ctx") or {}

@@ -8,17 +8,34 @@ Names follow `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 from datetime import datetime, timezone
 from typing import Annotated, Callable, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from nerve_cli.address import ListenAddress, parse_address
 from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (re-exported: one duration grammar)
-from nerve_cli.names import (NAME_MAX, NAME_RE, channel_problem, default_host, host_problem,  # noqa: E402  (re-exported: one naming rule)
-                             subject_name_problem)
+from nerve_cli.names import (  # re-exported: one naming rule
+    NAME_MAX,
+    NAME_RE,
+    channel_problem,
+    default_host,
+    host_problem,
+    subject_name_problem,
+)
+
 HEALTH_SENSE = "nerve-health"
 
 

@@ -18,7 +18,7 @@ from nerve_cli.config.problems import Loc, Severity
 Finding = tuple[Loc, Severity, str]
 
 WORKFLOW_KIND = (
-    "the `workflow:` reflex kind was removed by PR #81: reflexes only schedule senses. "
+    "there is no `workflow:` reflex kind: reflexes only schedule senses, and a sense launches workflows. "
     "To launch workflow `{name}`, have a sense return "
     '`SenseResult(payload, workflow="{name}|5|what to do")` (the directive is `name|maxRounds|prompt`); '
     "list that sense here with `sense:` instead"

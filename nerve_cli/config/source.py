@@ -253,15 +253,17 @@ def _key(key: Any) -> Any:
 
 def line_of(doc: Any, loc: Loc) -> int | None:
     """1-based line of the deepest part of `loc` present in the document."""
-    node, line = doc, None
+    node: Any = doc
+    line = None
     for part in loc:
         if part == "[key]":
             continue
         try:
+            positions: Any = getattr(node, "lc", None)  # ruamel's line/column record of a loaded node
             if isinstance(node, dict) and part in node:
-                line = node.lc.key(part)[0] + 1
+                line = positions.key(part)[0] + 1
             elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                line = node.lc.item(part)[0] + 1
+                line = positions.item(part)[0] + 1
             else:
                 break
         except (AttributeError, KeyError, TypeError):  # a node ruamel has no position for

@@ -10,11 +10,13 @@ import typing
 from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from nerve_cli.config.model import parse_duration
 
 
 @lru_cache(maxsize=None)
-def duration_keys(model: type) -> frozenset[str]:
+def duration_keys(model: type[BaseModel]) -> frozenset[str]:
     """Fields of a config model whose values are durations (validated by `parse_duration`)."""
     def is_duration(annotation: Any) -> bool:
         if getattr(annotation, "__metadata__", None):
@@ -26,7 +28,7 @@ def duration_keys(model: type) -> frozenset[str]:
     return frozenset(name for name in model.model_fields if is_duration(hints.get(name)))
 
 
-def settings(model: type, values: dict[str, Any]) -> dict[str, Any]:
+def settings(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
     """`{"throttle": 5.0, "peers": (...)}` → `{"throttle_s": 5.0, "peers": [...]}`."""
     keys = duration_keys(model)
     out: dict[str, Any] = {}

@@ -10,6 +10,7 @@ inside a Nerve commit, and `git status` is clean after every Nerve command.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ PREFIX = "nerve: "
 class Change:
     home: Path
     what: str  # "sense disable cpu-usage": the command, as the commit message says it
-    paths: list[Path | str]  # everything this change may add, edit, move or delete
+    paths: Sequence[Path | str]  # everything this change may add, edit, move or delete
     sha: str | None = None  # Nerve's commit
     hand_sha: str | None = None  # the separate commit of edits found before the change
     hand_paths: list[str] = field(default_factory=list)

@@ -8,8 +8,9 @@ to say so.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from nerve_cli.errors import NerveError
 
@@ -122,7 +123,7 @@ def is_dirty(home: Path, *, untracked: bool = True) -> bool:
     return _repo(home).is_dirty(untracked_files=untracked)
 
 
-def changed_paths(home: Path, paths: list[Path | str]) -> list[str]:
+def changed_paths(home: Path, paths: Sequence[Path | str]) -> list[str]:
     """Files under `paths` that differ from HEAD (staged or not, deleted, or untracked); [] without a HEAD."""
     import git
 

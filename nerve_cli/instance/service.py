@@ -1,4 +1,4 @@
-"""`nerve service`: keep `nerve run` alive with the machine's own supervisor (RFC-001 §5.1, §5.7).
+"""`nerve service`: keep `nerve run` alive with the machine's own supervisor (systemd, launchd).
 
 The engine watches itself (`nerve-health`), but if the engine process dies,
 nothing inside it can help: the last line of defence is the OS supervisor. On

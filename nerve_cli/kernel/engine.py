@@ -36,19 +36,19 @@ from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
-from nerve_cli.kernel.reload import apply as reload
-from nerve_cli.kernel.core.archive_job import archive_daily
+from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.control.server import ControlServer
+from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
-from nerve_cli.kernel.supervision.guards import Guards
-from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.lock import InstanceLock
-from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.reload import apply as reload
+from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch, WarmLaunch, warm_wanted
+from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
@@ -61,6 +61,7 @@ from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
     from nerve_cli.config.model import FleetConfig
+    from nerve_cli.kernel.control.metrics import MetricsServer
     from nerve_cli.kernel.fleet.service import Fleet
     from nerve_cli.kernel.reload.watch import Changes
 
@@ -101,7 +102,7 @@ class Engine:
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
         self.stats = EngineStats()
         self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
-        self.metrics = None
+        self.metrics: MetricsServer | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -323,7 +324,8 @@ class Engine:
     # scheduling ------------------------------------------------------------
     def refresh_runnable(self, senses: Iterable[str]) -> None:
         """Tell the scheduler which of `senses` a ready worker can take now (the others keep their triggers)."""
-        ready, held = [], []
+        ready: list[str] = []
+        held: list[str] = []
         for sense in senses:
             settings = self.config.senses.get(sense)
             if settings is None:
@@ -377,7 +379,7 @@ class Engine:
         compute_id, self.next_id = self.next_id, self.next_id + 1
         reason = start.reason
         if reason.kind in (TriggerKind.INTERVAL, TriggerKind.CRON) and start.due < self.started_at:
-            reason = OVERDUE  # missed while no engine ran: once now, not a late tick (RFC §4.2)
+            reason = OVERDUE  # missed while no engine ran: once now, not a late tick, no back-fill
         interval = reason.kind is TriggerKind.INTERVAL
         lateness = max(0.0, (now - start.due) * 1000) if interval else 0.0
         if interval:
@@ -480,7 +482,8 @@ class Engine:
         detail, event = row.payload or {}, row.kind
         if event is LogKind.WORKER_STARTED:
             again = f", restart {detail['restarts']}" if detail["restarts"] else ""
-            self.report("info", f"worker group={group} pid={detail['pid']} ready: {', '.join(detail['senses']) or 'no senses'}{again}")
+            senses = ", ".join(detail["senses"]) or "no senses"
+            self.report("info", f"worker group={group} pid={detail['pid']} ready: {senses}{again}")
         elif event is LogKind.WORKER_EXITED:
             during = f" while computing {', '.join(detail['computing'])}" if detail["computing"] else ""
             blamed = detail.get("blamed")
@@ -563,7 +566,8 @@ class Engine:
         self.recent_errors.append({"sense": sense, "message": detail.get("message"), "ts": int(time.time() * 1000)})
         del self.recent_errors[:-20]
         where = f" at {detail['file']}:{detail['line']}" if detail.get("file") else ""
-        kind = f"{detail['error_type']}: " if detail.get("error_type") and detail["error_type"] not in ("TimeoutError", "WorkerDied") else ""
+        named = detail.get("error_type") and detail["error_type"] not in ("TimeoutError", "WorkerDied")
+        kind = f"{detail['error_type']}: " if named else ""
         self.report("error", f"{sense}: {kind}{detail.get('message')}{where}")
 
     def _compute_health(self, compute_id: int, reason: Reason) -> None:

@@ -57,8 +57,8 @@ def document(kind: str) -> Any:
     Document.__name__ = Document.__qualname__ = f"Document[{kind}]"
     return Annotated[CallToolResult, Document]
 
-READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-ACT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
 class NerveServer(MCPServer):

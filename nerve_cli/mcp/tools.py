@@ -28,11 +28,11 @@ from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.emit import emit_event
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
+from nerve_cli.ops.workflows.gates import answer_thread
+from nerve_cli.ops.workflows.threads import list_threads, thread_detail
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms
 from nerve_cli.store.readquery import read_query
-from nerve_cli.ops.workflows.gates import answer_thread
-from nerve_cli.ops.workflows.threads import list_threads, thread_detail
 
 LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
 

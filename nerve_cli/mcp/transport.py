@@ -19,7 +19,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -152,7 +152,8 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     lines = ScreenedLines(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb", closefd=False), encoding="utf-8",
                                                         errors="replace")))
     try:
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):
+        # ScreenedLines reads like the anyio file the SDK takes (its async line iteration)
+        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
             lines.answer = write_stream
             yield read_stream, write_stream
     finally:

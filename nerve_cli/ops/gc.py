@@ -1,4 +1,4 @@
-"""`nerve gc`: the optional offline clean-up of RFC-001 §7.
+"""`nerve gc`: the optional offline clean-up (deletes are soft; this is what finally removes).
 
 Nothing else in Nerve destroys anything: deleting moves to the attic,
 disabling keeps the data. `nerve gc --older-than AGE` lists, then removes:
@@ -38,8 +38,8 @@ from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import split_attic_name, stamp_age
 from nerve_cli.instance.change import Change
-from nerve_cli.store.blobrefs import Unreadable, leftovers, referenced, stored
 from nerve_cli.ops.client import engine_running
+from nerve_cli.store.blobrefs import Unreadable, leftovers, referenced, stored
 from nerve_cli.words import plural
 
 

@@ -187,7 +187,7 @@ def resolve_model(model_id: str | None, sync: bool | None = None) -> Any:
     cached = _models.get((name, sync))
     if cached is not None:
         return cached
-    model = None
+    model: Any = None
     if not sync:
         try:
             model = llm.get_async_model(name)

@@ -53,7 +53,8 @@ def migration_files(migrations_dir: Path) -> list[MigrationFile]:
     for path in sorted(migrations_dir.glob("*.sql")):
         match = FILE_RE.match(path.name)
         if not match:
-            raise MigrationError(f"{path}: migration files are named NNNN_description.sql (e.g. 0002_add_unit.sql); rename or remove it")
+            raise MigrationError(f"{path}: migration files are named NNNN_description.sql (e.g. 0002_add_unit.sql); "
+                                 "rename or remove it")
         number = int(match.group(1))
         if number in found:
             raise MigrationError(

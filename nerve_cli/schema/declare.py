@@ -114,7 +114,7 @@ def table(
     """
 
     def wrap(klass: type) -> type:
-        data_cls = dataclass(kw_only=True)(klass)
+        data_cls: type = dataclass(kw_only=True)(klass)
         spec = _build_spec(data_cls, name, pk, indexes, unique, time)
         setattr(data_cls, SPEC_ATTR, spec)
         return data_cls
@@ -156,6 +156,8 @@ def _check_index_names(module: types.ModuleType, specs: list[TableSpec]) -> None
     owner: dict[str, str] = {}
     for spec in specs:
         for ix in spec.indexes:
+            if ix.name is None:
+                continue
             if ix.name in owner:
                 raise SenseError(
                     f"{getattr(module, '__file__', module.__name__)}: index name {ix.name!r} is used twice "
@@ -181,10 +183,12 @@ def _fail(cls: type, message: str) -> SenseError:
     return SenseError(f"{_where(cls)}: @table {cls.__qualname__}: {message}")
 
 
-def _build_spec(cls: type, name: str | None, pk: Any, indexes: Iterable[Any], unique: Iterable[Any], time: str | None) -> TableSpec:
+def _build_spec(cls: type, name: str | None, pk: Any, indexes: Iterable[Any], unique: Iterable[Any],
+                time: str | None) -> TableSpec:
     table_name = name or snake_case(cls.__name__)
     if table_name.startswith("_") or table_name.lower().startswith("sqlite_"):
-        raise _fail(cls, f"table name {table_name!r} is reserved (names starting with '_' or 'sqlite_' belong to the engine); pick another name")
+        raise _fail(cls, f"table name {table_name!r} is reserved (names starting with '_' or 'sqlite_' belong to the "
+                         "engine); pick another name")
     if not _NAME_RE.match(table_name):
         raise _fail(cls, f"table name {table_name!r} must be letters, digits and '_', starting with a letter")
     pk_cols = _pk_tuple(cls, pk)
@@ -247,13 +251,15 @@ def _column(cls: type, field: dataclasses.Field, annotation: Any, is_pk: bool, s
         shown = getattr(annotation, "__name__", None) or repr(annotation)
         raise _fail(cls, f"field {cls.__qualname__}.{field.name}: unsupported type {shown}; supported: {SUPPORTED}")
     sql_type, kind = _SCALARS[base]
-    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default_factory is not supported (a database default must be a constant); use a constant default or make it Optional")
+    if field.default_factory is not dataclasses.MISSING:
+        raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default_factory is not supported (a database "
+                         "default must be a constant); use a constant default or make it Optional")
     has_default = field.default is not dataclasses.MISSING
     if has_default and field.default is not None:
         _check_default(cls, field, kind)
     if has_default and field.default is None and not optional:
-        raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default None needs an Optional type ({sql_type.lower()} | None)")
+        raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default None needs an Optional type "
+                         f"({sql_type.lower()} | None)")
     # A lone INTEGER primary key is the rowid and can never be NULL; any other key column could be,
     # and a NULL key matches nothing on upsert, so it is NOT NULL unless declared Optional.
     rowid = is_pk and single_pk and sql_type == "INTEGER"
@@ -261,7 +267,8 @@ def _column(cls: type, field: dataclasses.Field, annotation: Any, is_pk: bool, s
 
 
 def _check_default(cls: type, field: dataclasses.Field, kind: str) -> None:
-    allowed = {"bool": bool, "int": int, "float": (int, float), "str": str, "bytes": bytes, "datetime": datetime, "date": date}
+    allowed: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float), "str": str,
+                                                   "bytes": bytes, "datetime": datetime, "date": date}
     ok = kind != "json" and isinstance(field.default, allowed[kind]) and not (kind == "int" and isinstance(field.default, bool))
     if not ok:
         raise _fail(cls, f"field {cls.__qualname__}.{field.name}: default {field.default!r} does not fit the column "
@@ -279,7 +286,8 @@ def _indexes(cls: type, table_name: str, names: list[str], entries: Iterable[Any
             cols, is_unique, given = tuple(entry), unique, None
         missing = [c for c in cols if c not in names]
         if not cols or missing:
-            raise _fail(cls, f"index {cols!r} names unknown column(s) {', '.join(missing) or '(none given)'}; fields: {', '.join(names)}")
+            unknown = ", ".join(missing) or "(none given)"
+            raise _fail(cls, f"index {cols!r} names unknown column(s) {unknown}; fields: {', '.join(names)}")
         out.append(IndexSpec(cols, is_unique, given or f"idx_{table_name}_{'_'.join(cols)}"))
     return out
 

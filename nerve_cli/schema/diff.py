@@ -72,7 +72,8 @@ def load_specs(sense_dir: Path) -> list[TableSpec]:
 
 
 def _user_line(exc: BaseException, path: Path) -> int | str:
-    tb, line = exc.__traceback__, "?"
+    tb = exc.__traceback__
+    line: int | str = "?"
     while tb is not None:
         if Path(tb.tb_frame.f_code.co_filename) == path:
             line = tb.tb_lineno
@@ -216,7 +217,8 @@ class _Planner:
     def _alter(self, spec: TableSpec, have: TableState, want: TableState) -> None:
         dropped = [c for c in have.columns if c not in want.columns]
         added = [want.columns[c] for c in want.columns if c not in have.columns]
-        changed = [c for c in want.columns if c in have.columns and column_differs(self.conn, have.columns[c], want.columns[c], c in want.pk)]
+        changed = [c for c in want.columns
+                   if c in have.columns and column_differs(self.conn, have.columns[c], want.columns[c], c in want.pk)]
         rebuild = bool(dropped or changed or have.pk != want.pk)
         self._refuse_unsafe_not_null(spec, have, added, changed)
         self.plan.data_loss += [f"table {spec.name}: column {c}" for c in dropped]
@@ -237,7 +239,8 @@ class _Planner:
             if col.not_null and col.default is None:
                 raise MigrationError(
                     f"{spec.name}.{col.name} is a new NOT NULL column without a default, so existing rows "
-                    f"would have no value: give it a default in schema.py (e.g. `{col.name}: ... = 0`) or make it Optional (`| None`)"
+                    f"would have no value: give it a default in schema.py (e.g. `{col.name}: ... = 0`) "
+                    "or make it Optional (`| None`)"
                 )
         for name in changed:
             before, after = have.columns[name], spec.column(name)

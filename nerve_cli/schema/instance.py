@@ -67,7 +67,8 @@ def _sense_dir(layout: Layout, sense: str) -> Path:
         raise SenseError(f"sense {exc}") from None
     sense_dir = layout.sense_dir(sense)
     if not (sense_dir / "schema.py").is_file():
-        raise SenseError(f"no sense {sense!r}: {sense_dir / 'schema.py'} does not exist; create it with `nerve sense new {sense}`")
+        raise SenseError(f"no sense {sense!r}: {sense_dir / 'schema.py'} does not exist; "
+                         f"create it with `nerve sense new {sense}`")
     return sense_dir
 
 

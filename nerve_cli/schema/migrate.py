@@ -10,7 +10,7 @@ from typing import Any
 
 from nerve_cli.schema.apply import ENGINE_TABLES_SQL, apply_migrations, ensure_engine_tables, migration_files, split_statements
 
-__all__ = [
+__all__ = [  # noqa: F822 (the generator's names load lazily, through __getattr__ below)
     "ENGINE_TABLES_SQL",
     "HEADER",
     "MigrationPlan",

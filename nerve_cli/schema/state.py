@@ -65,7 +65,7 @@ def desired_schema(specs: list[TableSpec]) -> dict[str, TableState]:
     out = {}
     for spec in specs:
         columns = {c.name: ColumnState(c.name, c.type, c.not_null, c.default_sql()) for c in spec.columns}
-        indexes = {i.name: IndexState(i.name or "", i.columns, i.unique) for i in spec.indexes}
+        indexes = {i.name or "": IndexState(i.name or "", i.columns, i.unique) for i in spec.indexes}
         out[spec.name] = TableState(spec.name, columns, spec.pk, indexes)
     return out
 

@@ -1,4 +1,4 @@
-"""Cold archive (RFC §5.4, DESIGN §7): move whole old UTC days out of the databases into JSONL.
+"""Cold archive: move whole old UTC days out of the databases into JSONL.
 
 For each database (logs.db, events.db and every data/senses/<name>.db), one day at a time:
 

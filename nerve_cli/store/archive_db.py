@@ -1,6 +1,6 @@
 """One database as the archiver sees it: its time-marked tables, watermark and file manifest.
 
-logs.db keeps its bookkeeping in `meta` (RFC §5.4); a sense database keeps
+logs.db keeps its bookkeeping in `meta`; a sense database keeps
 the same keys in an archiver-owned table `_nerve_meta(key, value)`:
 - `archived_up_to` = YYYY-MM-DD, every whole day up to it has been archived;
 - `archive_file:<file name>` = {"rows": n, "bytes": b}, one per archive file
@@ -92,9 +92,6 @@ class ArchiveDb:
         self.keep_sql = "(ref_id IS NULL OR ref_id NOT IN (SELECT run_id FROM temp.nerve_live))"
         # rows of a finished thread that were held back while it was live
         self.late_sql = "(ref_id IS NOT NULL AND ref_id IN (SELECT run_id FROM temp.nerve_done))"
-
-    def live_threads(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM temp.nerve_live").fetchone()[0] if self.is_logs else 0
 
     # -- bookkeeping -----------------------------------------------------------
     def ensure_meta(self) -> None:

@@ -159,7 +159,8 @@ class DbRun:
                 continue  # committed, only the rename is pending (done by the next real run)
             if not path.exists():
                 problems.append(f"{path} is missing, but {self.db.path.name} recorded it as archived "
-                                f"({plural(entry['rows'], 'row')}, {plural(entry['bytes'], 'byte')}) and no longer has those rows. "
+                                f"({plural(entry['rows'], 'row')}, {plural(entry['bytes'], 'byte')}) "
+                                "and no longer has those rows. "
                                 "Restore the file from a backup; nothing more is archived from this database until then.")
             elif path.stat().st_size != entry["bytes"] or jsonl.is_truncated(path):
                 problems.append(f"{path} is {path.stat().st_size} bytes but {entry['bytes']} were written when it "

@@ -39,16 +39,13 @@ from nerve_cli.errors import NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.logview import LogReader
-from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.store.sqlitefile import open_writer
+from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
-
 
 BUSY_TIMEOUT_MS = 5000
 MAX_KEY = 200  # characters in an idempotency key
 CURSORS = "_nerve_cursors"
-CURSORS_SQL = (f"CREATE TABLE IF NOT EXISTS {CURSORS} "
-               "(source TEXT PRIMARY KEY, last_id INTEGER NOT NULL, ts INTEGER NOT NULL)")
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, "
@@ -110,10 +107,6 @@ class Trigger:
     compute_id: int = 0
     home: Path | None = field(default=None, repr=False)
     _log: list = field(default_factory=list, repr=False, compare=False)
-
-    def of(self, source: str) -> list[Event]:
-        """The events of one source, in order."""
-        return [e for e in self.events if e.source == source]
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)

@@ -1,4 +1,4 @@
-"""data/logs.db: the kernel's append-only log, workflow_runs and meta (RFC §5.4).
+"""data/logs.db: the kernel's append-only log, workflow_runs and meta.
 
 `LogStore` is the single writer. It buffers operations and writes them in
 order, one transaction per `flush()`, so a batch of log rows, the
@@ -32,7 +32,7 @@ CREATE INDEX IF NOT EXISTS idx_logs_ref_id ON logs(ref_id);
 CREATE TABLE IF NOT EXISTS workflow_runs (run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL, ts INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS idx_workflow_runs_status ON workflow_runs(status);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+"""  # noqa: E501 (the SQL as SQLite keeps it, one statement a line)
 
 # workflow event types that change a thread's status in workflow_runs: the ThreadStatus values
 STATUSES = frozenset(ThreadStatus)

@@ -1,4 +1,4 @@
-"""The Log as a compute may read it (RFC §2.4): `trigger.log`, read-only, archived days on request.
+"""The Log as a compute may read it: `trigger.log`, read-only, archived days on request.
 
 The same filters as `nerve logs` (source, type, ref, since, limit), over the
 same reader: hot rows from data/logs.db through a `mode=ro` + `query_only`

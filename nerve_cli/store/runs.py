@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.store.logs import open_readonly, query_logs
 from nerve_cli.automaton.model import WorkflowMessage
+from nerve_cli.store.logs import open_readonly, query_logs
 
 MESSAGE_FIELDS = ("role", "content", "meta", "timestamp")
 

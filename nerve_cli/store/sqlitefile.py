@@ -166,7 +166,7 @@ def open_reader(path: Path, *, fix: str = READ_FIX, **connect: object) -> sqlite
 
 
 def _connect(uri: str, path: Path, fix: str, connect: dict[str, object]) -> "NamedConnection":
-    conn = sqlite3.connect(uri, uri=True, factory=NamedConnection, **connect)  # type: ignore[arg-type, call-overload]
+    conn = sqlite3.connect(uri, uri=True, factory=NamedConnection, **connect)  # type: ignore[call-overload]
     conn.path, conn.fix = path, fix
     return conn
 
@@ -176,8 +176,8 @@ def _named(conn: "NamedConnection", exc: sqlite3.DatabaseError) -> sqlite3.Datab
     if isinstance(exc, DamagedRead) or not is_damage(exc):
         return exc
     named = DamagedRead(str(damaged(conn.path, str(exc), conn.fix)))
-    named.sqlite_errorcode = exc.sqlite_errorcode  # type: ignore[attr-defined]
-    named.sqlite_errorname = exc.sqlite_errorname  # type: ignore[attr-defined]
+    named.sqlite_errorcode = exc.sqlite_errorcode
+    named.sqlite_errorname = exc.sqlite_errorname
     return named
 
 

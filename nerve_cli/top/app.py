@@ -27,15 +27,16 @@ from nerve_cli.home import Layout
 from nerve_cli.ops.client import compute
 from nerve_cli.ops.senses.chart import sense_series
 from nerve_cli.ops.senses.chart_view import draw, summary
-from nerve_cli.store.history import sense_history
-from nerve_cli.top.source import Snapshot, Source
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import thread_detail
+from nerve_cli.store.history import sense_history
+from nerve_cli.top.source import Snapshot, Source
 from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
 STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
-               "quarantined": "bold red", "load-failed": "bold red", "disabled": "dim", "stopped": "dim", "ready": "green", "backoff": "red",
+               "quarantined": "bold red", "load-failed": "bold red", "disabled": "dim", "stopped": "dim",
+               "ready": "green", "backoff": "red",
                "started": "cyan", "waiting": "bold yellow", "queued": "blue", "completed": "green",
                "failed": "red", "crashed": "red"}
 

@@ -21,10 +21,10 @@ from nerve_cli.contract.engine import status as status_document
 from nerve_cli.contract.threads import thread_list
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.ops.client import request
 from nerve_cli.kernel.supervision.guards import load_quarantines
-from nerve_cli.store.logs import last_completions
+from nerve_cli.ops.client import request
 from nerve_cli.ops.workflows.threads import list_threads
+from nerve_cli.store.logs import last_completions
 from nerve_cli.vocab.states import SenseStatus
 
 EVENTS_AT_START = 20

@@ -228,7 +228,7 @@ def decode(line: bytes) -> Message | Malformed:
         return Malformed(line[:200], f"not JSON: {exc}")
     if not isinstance(body, dict):
         return Malformed(line[:200], "not a JSON object")
-    cls = _TYPES.get(body.pop("type", None))  # type: ignore[arg-type]
+    cls = _TYPES.get(body.pop("type", None))
     if cls is None:
         return Malformed(line[:200], "unknown or missing message type")
     try:

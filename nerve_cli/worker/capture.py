@@ -104,8 +104,8 @@ class _Stream(io.TextIOBase):
 def install_capture() -> None:
     """Route this process's sys.stdout / sys.stderr through the capture (after the protocol took fd 1)."""
     fallback = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
-    sys.stdout = _Stream("stdout", fallback)  # type: ignore[assignment]
-    sys.stderr = _Stream("stderr", fallback)  # type: ignore[assignment]
+    sys.stdout = _Stream("stdout", fallback)
+    sys.stderr = _Stream("stderr", fallback)
 
 
 class ComputeAwareFormatter(logging.Formatter):

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import orjson
 
+from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
 from nerve_cli.home import Layout
 from nerve_cli.worker.load import check_sense
 from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
-from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
 
 
 def check(home: Path, senses: list[str], workflows: list[str],

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
+from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.sensedb import Peers, SenseDB
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import Reason
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
 from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors
 from nerve_cli.worker.failure import error_info, shown_path
-from nerve_cli.automaton.directive import SenseResult
-from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.vocab.reasons import Reason
 
 if TYPE_CHECKING:
     import asyncio

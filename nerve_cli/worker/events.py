@@ -15,7 +15,7 @@ or dies with its worker rolls back, and the next compute receives them again.
 What the return value does to the cursor:
 - a value: rows, signal and cursor commit together;
 - `KEEP`: rows and cursor commit, no signal (a projection advancing its state);
-- `None`: the compute's own rows roll back (RFC §4.1), but the cursor still
+- `None`: the compute's own rows roll back (None stores nothing), but the cursor still
   moves past the events it was given — it looked at them and found nothing
   worth a signal. Were they left in place, a filter that returns None for
   uninteresting events would be handed them again with every later event,
@@ -41,8 +41,17 @@ from typing import Mapping
 
 import orjson
 
-from nerve_cli.store.events import (KEEP, Event, Trigger, connect_readonly, head, read_cursors,
-                                     read_source, source_path, write_cursors)
+from nerve_cli.store.events import (
+    KEEP,
+    Event,
+    Trigger,
+    connect_readonly,
+    head,
+    read_cursors,
+    read_source,
+    source_path,
+    write_cursors,
+)
 
 __all__ = ["KEEP", "Event", "Trigger", "EventReader", "Batch", "commit_cursors"]
 

@@ -69,6 +69,7 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
     problem = compute_problem(compute, code, layout.home)
     if problem is not None:
         raise _LoadFailed(problem)
+    assert compute is not None  # compute_problem refuses a missing compute
     specs = schema_specs(schema, folder, name, layout.home)
     db = _open_db(layout, name, folder, specs, blobs)
     peers = Peers(name, peer_names, layout.sense_db, blobs)

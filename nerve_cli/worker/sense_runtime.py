@@ -48,11 +48,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from nerve_cli.errors import NerveError
-from nerve_cli.wire.protocol import (LOG_PREFIX, MAX_LINE, Cancel, Compute, Error, ErrorInfo, Malformed, Ready,
-                                     Shutdown, Signal, Silent, decode)
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.wire.protocol import (
+    LOG_PREFIX,
+    MAX_LINE,
+    Cancel,
+    Compute,
+    Error,
+    ErrorInfo,
+    Malformed,
+    Ready,
+    Shutdown,
+    Signal,
+    Silent,
+    decode,
+)
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
-from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.worker.compute import Answer, Job, LoadedSense, async_lock, run_async, run_sync
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds

@@ -16,7 +16,7 @@ import stat
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from nerve_cli.wire.protocol import MAX_LINE, Message
 
@@ -105,7 +105,11 @@ class _ThreadLineReader:
         return await self._queue.get()
 
 
-async def protocol_reader(fd: int) -> asyncio.StreamReader | _ThreadLineReader:
+# what protocol_reader gives: something with `async readline()` (a string: asyncio loads only where it runs)
+ProtocolReader: TypeAlias = "asyncio.StreamReader | _ThreadLineReader"
+
+
+async def protocol_reader(fd: int) -> ProtocolReader:
     """An asyncio line reader on the protocol's input fd whose line limit matches the protocol's.
 
     Only a worker that runs an event loop calls this, so only it imports asyncio.

@@ -28,12 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.wire import protocol
-from nerve_cli.worker.stdio import protocol_reader, take_protocol_fds
 from nerve_cli.automaton.context import ThreadInfo, enter_thread
 from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
 from nerve_cli.automaton.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import FAILED, ThreadContext, run_thread
+from nerve_cli.wire import protocol
+from nerve_cli.worker.stdio import ProtocolReader, protocol_reader, take_protocol_fds
 
 LOAD_FAILED_EXIT = 3
 
@@ -61,7 +61,7 @@ class Runtime:
         self.acks: dict[tuple[str, int], asyncio.Future[None]] = {}
         self.ctx = ThreadContext(source=(home / "workflows" / f"{name}.py").resolve(), root=home.resolve())
 
-    async def serve(self, reader: asyncio.StreamReader) -> None:
+    async def serve(self, reader: ProtocolReader) -> None:
         while True:
             try:
                 line = await reader.readline()
@@ -96,7 +96,8 @@ class Runtime:
             return
         task = asyncio.get_running_loop().create_task(self.thread(message))
         self.tasks[message.run_id] = task
-        task.add_done_callback(lambda _t, run_id=message.run_id: self.tasks.pop(run_id, None))
+        run_id = message.run_id
+        task.add_done_callback(lambda _t: self.tasks.pop(run_id, None))
 
     async def thread(self, start: protocol.ThreadStart) -> None:
         run_id = start.run_id

@@ -1,4 +1,4 @@
-"""The built-in `nerve-health` sense (RFC §5.7): the engine watching itself.
+"""The built-in `nerve-health` sense: the engine watching itself.
 
 It is engine code, so the kernel computes it in-process; otherwise it is a
 sense like any other: scheduled by the same rules, its signals stored in

@@ -205,7 +205,7 @@ class MetricsServer:
     def __init__(self, engine: Observed, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(EngineCollector(engine))  # type: ignore[arg-type]
+        self.registry.register(EngineCollector(engine))
         ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=self.registry)
         self.server: asyncio.AbstractServer | None = None
 

@@ -19,16 +19,16 @@ from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.control.health import HEALTH_SENSE
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
+from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import channel_problem
-from nerve_cli.wire.control import COMPUTE_WAIT_MAX
-from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.states import SenseStatus, WorkerState
+from nerve_cli.wire.control import COMPUTE_WAIT_MAX
+from nerve_cli.wire.protocol import ErrorInfo
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
@@ -179,6 +179,7 @@ async def _emit(engine: Target, request: dict) -> dict:
         raise NerveError(f"emit needs a channel name: {problem} ({shown})")
     if channel in engine.config.senses or channel == HEALTH_SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
+    assert isinstance(channel, str)  # channel_problem refuses anything else
     refused = emit_refusal(engine.config.fleet, channel)
     if refused is not None:
         raise NerveError(refused)
@@ -211,7 +212,9 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
         raise NerveError('answer_thread needs a run_id and a decision, "approve" or "reject"')
     if note is not None and not isinstance(note, str):
         raise NerveError("answer_thread: note must be a string")
-    by = request.get("by") if isinstance(request.get("by"), str) else "control socket"
+    by = request.get("by")
+    if not isinstance(by, str):
+        by = "control socket"
     return engine.workflows.answer(run_id, decision, note, by)
 
 
@@ -251,7 +254,7 @@ def status(engine: Target) -> dict:
             "interval": state.interval, "errors": errors.get("count", 0), "last_error": errors.get("last"),
             "last_error_at": errors.get("last_ts"),
             "load_error": load_error.to_dict() if load_error is not None else None,
-            "load_failed_since": supervisor.failed_since.get(name) if load_error is not None else None,
+            "load_failed_since": supervisor.failed_since.get(name) if supervisor and load_error else None,
             "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
             "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
             "state": _state(state, load_error is not None),

@@ -1,4 +1,4 @@
-"""The engine's daily cold archive (RFC §5.4): once at start-up, then every day.
+"""The engine's daily cold archive: once at start-up, then every day.
 
 It runs in a thread with its own connections and bounded, one-day
 transactions, so computes and log writes carry on. VACUUM is left to

@@ -20,6 +20,7 @@ worker says which in `Ready`); the others run exactly as before.
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -75,7 +76,7 @@ class Delivery:
         loop = asyncio.get_running_loop()
         for sense, sources in wanted:
             done = loop.run_in_executor(None, has_backlog, self.data, sense, sources)
-            done.add_done_callback(lambda f, s=sense: self._checked(s, reason, f))
+            done.add_done_callback(functools.partial(self._checked, sense, reason))
 
     def _checked(self, sense: str, reason: Reason, done: asyncio.Future) -> None:
         if done.cancelled() or done.exception() is not None or not done.result():

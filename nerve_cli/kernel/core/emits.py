@@ -7,8 +7,8 @@ commits it, and only then are the events logged, their listeners triggered
 readable.
 
 Where the commit runs: on the loop itself, when it can take the write lock at
-once and the batch is small (a large payload always goes to the thread) (a one-row WAL commit costs tens of µs; a hop through a thread costs
-more and, on a busy machine, much more at the tail). When it cannot — another
+once and the batch is small (a large payload always goes to the thread) (a one-row WAL commit costs
+tens of µs; a hop through a thread costs more and, on a busy machine, much more at the tail). When it cannot — another
 writer (`nerve archive`, an offline `nerve emit`) holds the lock, or a write
 is already waiting — the batch goes to the one writer thread, which waits for
 the lock (busy_timeout) while the loop carries on; emits arriving meanwhile
@@ -30,8 +30,7 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.store.events import (EventError, EventStore, StoredEvent, check_channel, check_key, checkpoint,
-                                     encode_payload)
+from nerve_cli.store.events import EventError, EventStore, StoredEvent, check_channel, check_key, checkpoint, encode_payload
 
 # Gets each stored event with its payload (the stored JSON, as an orjson.Fragment), in order; returns the
 # senses each one woke.

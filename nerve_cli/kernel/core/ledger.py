@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import orjson
 
 from nerve_cli.home import Layout
-from nerve_cli.store.events import connect_readonly, head
 from nerve_cli.kernel.core.report import Log
+from nerve_cli.store.events import connect_readonly, head
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome

@@ -1,4 +1,4 @@
-"""The reflex rules of RFC-001 §4.2 as pure logic: time is passed in, nothing sleeps.
+"""The reflex rules as pure logic: time is passed in, nothing sleeps.
 
 The engine feeds it events (a signal, a demand, a completion) and asks two
 questions: which senses start now (`take_due`), and when is the next moment
@@ -105,7 +105,8 @@ class SenseState:
         return due if cron is None or due <= cron else cron
 
     def keys(self) -> tuple[float | None, float | None]:
-        """(`visit_time`, `next_start`) at once: the two heap keys, computed on every change of this sense."""
+        """(when `take_due` must next look at this sense, `next_start`): the two heap keys, computed on every
+        change of this sense. Looking may start it, defer it into pending, or lift its block."""
         wanted = self.wants_at()
         if self.blocked_until is not None:
             visit: float | None = self.blocked_until
@@ -118,15 +119,6 @@ class SenseState:
         if wanted is None:
             return visit, None
         return visit, max(wanted, self.throttle_free(), self.blocked_until or NOW)
-
-    def visit_time(self) -> float | None:
-        """When `take_due` must next look at this sense: it may start, defer into pending, or lift its block."""
-        if self.blocked_until is not None:
-            return self.blocked_until
-        wanted = self.wants_at()
-        if wanted is None:
-            return None
-        return max(wanted, self.throttle_free()) if self.pending else wanted
 
     def next_start(self) -> float | None:
         """The earliest this sense could start without a new event (a quarantine wakes to lift itself)."""
@@ -429,5 +421,6 @@ class Scheduler:
         self._visits = [(s.visit_at, s.name) for s in self.states.values() if s.visit_at is not None]
         self._wakes = [(s.wake_at, s.name) for s in self.states.values() if s.wake_at is not None]
         self._bursts = [(b.fire_at, b.seq, key) for key, b in self.debounces.items()]
-        for heap in (self._visits, self._wakes, self._bursts):
-            heapq.heapify(heap)
+        heapq.heapify(self._visits)
+        heapq.heapify(self._wakes)
+        heapq.heapify(self._bursts)

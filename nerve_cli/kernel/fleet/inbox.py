@@ -40,15 +40,15 @@ from nats.js.errors import NotFoundError
 
 from nerve_cli.config.fleet import KEY_PREFIX, subscriptions
 from nerve_cli.config.model import FleetConfig
-from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
 from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
 
 BATCH = 256
 EXPIRES = 5.0  # seconds a pull request waits on the server
 LAG_EVERY = 2.0  # seconds between two reads of each consumer's lag
 
 # Stores (channel, payload, key, origin) events in order; one future per event, resolved once committed
-Deliver = Callable[[list[tuple[str, Any, str, str | None]]], list[asyncio.Future]]
+Deliver = Callable[[list[tuple[str, Any, str | None, str | None]]], list[asyncio.Future]]
 
 
 class CommitFailed(Exception):
@@ -180,7 +180,7 @@ class Inbox:
                 pass
 
     async def _commit(self, sub: Subscription, messages: list[Msg]) -> None:
-        items: list[tuple[str, Any, str, str | None]] = []
+        items: list[tuple[str, Any, str | None, str | None]] = []
         kept: list[Msg] = []
         for msg in messages:
             headers = msg.headers or {}

@@ -22,10 +22,10 @@ from typing import Any, Callable, TypeVar
 
 from nerve_cli.config.fleet import channel_subject, sense_subject
 from nerve_cli.config.model import FleetConfig
-from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
 from nerve_cli.kernel.core.report import Log, Report
-from nerve_cli.vocab import logrows
+from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
 from nerve_cli.store.fleet import OutboxStore, Row, Source
+from nerve_cli.vocab import logrows
 
 MAX_BATCH = 256  # rows in one pipelined window
 MAX_BATCH_BYTES = 4 << 20  # payload bytes read for one window
@@ -142,14 +142,15 @@ class Outbox:
         for task in tasks:
             if not task.done():
                 task.cancel()  # the connection went: these are sent again on the next one
-        for i, (row, task) in enumerate(zip(rows, sends)):
-            if task is None:
+        for i, (row, sent) in enumerate(zip(rows, sends)):
+            if sent is None:
                 self._too_large(kind, name, row)
-            elif task.cancelled() or task.exception() is not None:
+            elif sent.cancelled() or sent.exception() is not None:
                 for rest in tasks:
                     if rest.done() and not rest.cancelled():
                         rest.exception()  # retrieved: an error after the first one says nothing new
-                self.link.trouble(task.exception() if not task.cancelled() else "the connection went", "could not publish")
+                error = None if sent.cancelled() else sent.exception()
+                self.link.trouble(error or "the connection went", "could not publish")
                 return i
         return len(rows)
 

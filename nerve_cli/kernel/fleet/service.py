@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.inbox import Deliver, Inbox
 from nerve_cli.kernel.fleet.link import MAX_RETRY, Link
 from nerve_cli.kernel.fleet.outbox import Outbox
-from nerve_cli.kernel.core.report import Log, Report
-from nerve_cli.vocab import logrows
 from nerve_cli.store.fleet import OutboxStore
+from nerve_cli.vocab import logrows
 
 
 class Fleet:

@@ -1,4 +1,4 @@
-"""Hot reload (RFC §5.5): apply a changed nerve.yaml, sense or workflow to the running engine.
+"""Hot reload: apply a changed nerve.yaml, sense or workflow to the running engine.
 
 - nerve.yaml: validate; an invalid file keeps the current config and logs every
   problem (`config_rejected`); a valid one is applied as a diff — new senses
@@ -28,9 +28,9 @@ from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.words import plural
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.words import plural
 
 if TYPE_CHECKING:
     from nerve_cli.kernel.reload.watch import Changes  # only its type: watch imports watchfiles
@@ -118,14 +118,14 @@ async def reload_config(engine: Target) -> set[str]:
         new, warnings = await asyncio.to_thread(load_config_and_warnings, engine.home)
     except ConfigError as exc:
         errors = [str(p) for p in exc.problems if getattr(p, "severity", "error") == "error"] or [str(exc)]
-        warnings = [str(p) for p in exc.problems if getattr(p, "severity", "error") != "error"]
-        engine.log(logrows.config_rejected(errors, warnings))
+        doubts = [str(p) for p in exc.problems if getattr(p, "severity", "error") != "error"]
+        engine.log(logrows.config_rejected(errors, doubts))
         engine.report("error", f"nerve.yaml rejected, still running the previous config ({plural(len(errors), 'error')}"
-                               + (f", {plural(len(warnings), 'warning')}" if warnings else "") + "):")
-        for problem in errors:
-            engine.report("error", f"  {problem}")
-        for problem in warnings:
-            engine.report("warn", f"  {problem}")
+                               + (f", {plural(len(doubts), 'warning')}" if doubts else "") + "):")
+        for line in errors:
+            engine.report("error", f"  {line}")
+        for line in doubts:
+            engine.report("warn", f"  {line}")
         return set()
     old = engine.config
     engine.warnings = [str(w) for w in warnings]
@@ -138,8 +138,8 @@ async def reload_config(engine: Target) -> set[str]:
     engine.config_applied()
     engine.log(logrows.config_reloaded(changes, sorted(restarted), [str(w) for w in warnings]))
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
-    for problem in warnings:
-        engine.report("warn", str(problem))
+    for warning in warnings:
+        engine.report("warn", str(warning))
     return restarted
 
 

@@ -72,7 +72,7 @@ class _Filter(DefaultFilter):
     def __init__(self) -> None:
         super().__init__(ignore_dirs=tuple(set(DefaultFilter.ignore_dirs) | IGNORED_DIRS))
 
-    def __call__(self, change, path: str) -> bool:  # type: ignore[override]
+    def __call__(self, change, path: str) -> bool:
         name = Path(path).name
         if name.endswith(("~", ".swp", ".swx", ".tmp")) or name.startswith((".#", "#")):
             return False

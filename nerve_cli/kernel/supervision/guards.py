@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from nerve_cli.config.model import EngineConfig
-from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
 from nerve_cli.store.logs import LogStore, open_readonly
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome

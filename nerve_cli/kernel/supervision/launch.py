@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -361,10 +362,12 @@ class ForkedTransport(asyncio.SubprocessTransport):
         loop = asyncio.get_running_loop()
         for fd, raw in ((0, stdin_w), (1, out_r), (2, err_r)):
             self._open.add(fd)
+            pipe: asyncio.BaseTransport
             if fd == 0:
                 pipe, _ = await loop.connect_write_pipe(lambda: _Pipe(self, 0), os.fdopen(raw, "wb", buffering=0))
             else:
-                pipe, _ = await loop.connect_read_pipe(lambda f=fd: _Pipe(self, f), os.fdopen(raw, "rb", buffering=0))
+                pipe, _ = await loop.connect_read_pipe(functools.partial(_Pipe, self, fd),
+                                                       os.fdopen(raw, "rb", buffering=0))
             self._pipes[fd] = pipe
         self._pidfd = os.pidfd_open(self.pid)
         loop.add_reader(self._pidfd, self._reap)

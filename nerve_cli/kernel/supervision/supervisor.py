@@ -17,15 +17,15 @@ from typing import Callable, Protocol
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.supervision.crash_site import crash_site
-from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
+from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
-from nerve_cli.wire import protocol
-from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.reasons import Reason
 from nerve_cli.vocab.states import WorkerState
+from nerve_cli.wire import protocol
+from nerve_cli.wire.spec import GroupSpec
 
 STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
 READY_TIMEOUT = 30.0

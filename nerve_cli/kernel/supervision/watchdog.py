@@ -119,7 +119,8 @@ class Watchdog:
         for group, limits in self.limited_groups().items():
             supervisor = self.supervisors.get(group)
             worker = supervisor.worker if supervisor else None
-            if worker is None or not worker.alive or worker.pid is None or supervisor.state is not WorkerState.READY:
+            if (supervisor is None or worker is None or not worker.alive or worker.pid is None
+                    or supervisor.state is not WorkerState.READY):
                 self.sampled.pop(group, None)
                 continue
             sampled = self.sampled.get(group)

@@ -51,7 +51,7 @@ def capped_rounds(config: NerveConfig, requested: Any) -> int:
     if isinstance(requested, bool) or not isinstance(requested, int) or not 1 <= requested <= MAX_REQUEST:
         raise WorkflowError(f"max_rounds must be a whole number from 1 to {MAX_REQUEST}, got {requested!r:.40} "
                             f"(the engine caps it at engine.max_rounds, {cap}, anyway)")
-    return min(requested, cap)  # the engine has the last word (PR #81 review, point 1)
+    return min(requested, cap)  # the engine has the last word: engine.max_rounds caps any request
 
 
 def admit(journal: Journal, kind: Kind, cfg: WorkflowConfig, thread: Thread, *, holding: bool) -> str:

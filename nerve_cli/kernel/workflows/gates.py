@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nerve_cli.automaton.model import pending_question, person_answer
 from nerve_cli.config.model import WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs, workflow_runs
 from nerve_cli.store.runs import persisted_chain, queued_request
-from nerve_cli.automaton.model import pending_question, person_answer
 from nerve_cli.vocab.states import ThreadStatus
 
 WAITING = ThreadStatus.WAITING
@@ -76,7 +76,8 @@ def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: st
         thread.timer.cancel()
         thread.timer = None
     journal.message(thread, len(thread.messages), message.to_dict())
-    journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds, origin=thread.origin, answer=decision, by=by)
+    journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds,
+                   origin=thread.origin, answer=decision, by=by)
     thread.waiting_since = None
     thread.started_ms = None
     thread.resumed = True

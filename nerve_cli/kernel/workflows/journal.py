@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
+from nerve_cli.automaton.model import WorkflowMessage, is_round
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.workflows.kind import Thread
 from nerve_cli.store.logs import LogStore
-from nerve_cli.automaton.model import WorkflowMessage, is_round
-from typing import Any
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.states import ThreadStatus

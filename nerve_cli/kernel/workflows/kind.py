@@ -11,8 +11,8 @@ from typing import Any
 from nerve_cli.automaton.model import is_round
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.process import WorkerProcess
-from nerve_cli.wire import protocol
 from nerve_cli.vocab.states import WorkerState
+from nerve_cli.wire import protocol
 
 
 @dataclass

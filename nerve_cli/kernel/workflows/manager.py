@@ -30,25 +30,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.directive import parse_directive
+from nerve_cli.automaton.model import start_message
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
-from nerve_cli.kernel.supervision.launch import PLAIN, Launch
-from nerve_cli.kernel.workflows import admission
-from nerve_cli.kernel.workflows import gates
-from nerve_cli.kernel.workflows import recovery
-from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.kernel.core.report import Report
+from nerve_cli.kernel.supervision.launch import PLAIN, Launch
+from nerve_cli.kernel.supervision.process import WorkerProcess
+from nerve_cli.kernel.workflows import admission, gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal, Listener
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.kernel.workflows.spawn import Spawner
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts
-from nerve_cli.wire import protocol
-from nerve_cli.automaton.directive import parse_directive
-from nerve_cli.automaton.model import start_message
-from nerve_cli.vocab.states import WorkerState
-from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.vocab import logrows
+from nerve_cli.vocab.states import ThreadStatus, WorkerState
+from nerve_cli.wire import protocol
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +169,9 @@ class WorkflowManager:
                     self.journal.status(thread, ThreadStatus.DROPPED, reason=f"cancelled: {reason}")
                     self._flush()
                     return True
-            thread = kind.running.get(run_id)
-            if thread is not None:
+            running = kind.running.get(run_id)
+            if running is not None:
+                thread = running
                 if thread.dispatched and kind.worker is not None:
                     kind.worker.send(protocol.ThreadCancel(run_id, reason))
                 else:  # not on a worker yet: end it here

@@ -19,8 +19,8 @@ from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs
 from nerve_cli.store.runs import persisted_chain, queued_request
-from nerve_cli.wire import protocol
 from nerve_cli.vocab.states import ThreadStatus
+from nerve_cli.wire import protocol
 
 
 def thread_deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float, str] | None:

@@ -15,17 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig
-from nerve_cli.kernel.workflows import gates
-from nerve_cli.kernel.workflows import recovery
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+from nerve_cli.kernel.workflows import gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.states import ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
 from nerve_cli.words import plural
-from nerve_cli.vocab.states import WorkerState
-from nerve_cli.vocab.states import ThreadStatus
-from nerve_cli.vocab import logrows
 
 END_STATUSES = (ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING)  # what a worker may report
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]

@@ -1,4 +1,4 @@
-"""`nerve sense delete` and `nerve workflow delete`: soft deletes (RFC-001 §7: nothing is destroyed).
+"""`nerve sense delete` and `nerve workflow delete`: soft deletes (nothing is destroyed: it goes to the attic).
 
 Deleting a sense disables it with its cascade (exactly as `nerve sense disable`),
 then moves `senses/NAME/` to `attic/senses/NAME.<UTC stamp>/`. Its entry stays in
@@ -18,12 +18,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nerve_cli.config.lifecycle import (check_sense, check_workflow, load_for_edit, plan_disable, plan_workflow,
-                                        write_plan)
+from nerve_cli.config.lifecycle import check_sense, check_workflow, load_for_edit, plan_disable, plan_workflow, write_plan
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import attic_entries, new_attic_path
 from nerve_cli.instance.change import Change
+
 
 @dataclass
 class Deleted:

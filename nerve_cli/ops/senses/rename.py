@@ -73,7 +73,7 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
     return result
 
 
-def _check_free(layout: Layout, config, old: str, new: str) -> None:  # type: ignore[no-untyped-def]
+def _check_free(layout: Layout, config, old: str, new: str) -> None:
     if new == old:
         raise SenseError(f"`{old}` already has that name")
     if new == HEALTH_SENSE or new in config.senses:

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from nerve_cli.errors import NerveError
-from nerve_cli.wire.process_group import kill_group
 from nerve_cli.vocab.reasons import DEMAND, Reason
-from nerve_cli.wire.protocol import (Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent,
-                                     decode)
+from nerve_cli.wire.process_group import kill_group
+from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent, decode
 
 Answer = Signal | Silent | Error
 

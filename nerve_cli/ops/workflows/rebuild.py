@@ -16,8 +16,8 @@ import orjson
 
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.ops.client import engine_running
 from nerve_cli.kernel.core.lock import InstanceLock
+from nerve_cli.ops.client import engine_running
 from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
 
 
@@ -64,7 +64,7 @@ def rebuild_runs(logs_path: Path, archive_dir: Path | None = None) -> dict[str, 
         run_id = row.get("ref_id")
         if not isinstance(run_id, str):
             continue
-        payload = row.get("payload") if isinstance(row.get("payload"), dict) else {}
+        payload: dict = row["payload"] if isinstance(row.get("payload"), dict) else {}
         previous = runs.get(run_id)
         workflow = payload.get("workflow") or (previous.workflow if previous else "?")
         runs[run_id] = RunState(run_id, str(workflow), str(row["type"]), int(row["ts"]))

@@ -10,13 +10,13 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.model import PERSON, START, is_round
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
-from nerve_cli.automaton.model import PERSON, START, is_round
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
 
@@ -40,7 +40,7 @@ def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]
                 out[run_id].pop("reason", None)  # queued again after an answer: the question is answered
             else:
                 out[run_id]["reason"] = reason  # for a waiting thread: its question
-        # the start message (PR #81 review, warning 3) and a person's answers are not rounds
+        # the start message and a person's answers are not rounds
         rows = conn.execute(
             f"SELECT ref_id, COUNT(DISTINCT json_extract(payload, '$.seq')) FROM logs WHERE source = 'workflow' "
             f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') NOT IN (?, ?) "
