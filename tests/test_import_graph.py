@@ -30,7 +30,7 @@ LAYERS = [
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh
     ["instance"],             # scaffold, git
-    ["home", "names", "usercode", "eventloop", "words", "durations", "address"],
+    ["home", "names", "usercode", "eventloop", "words", "durations", "address", "clock"],
     ["errors", "vocab", ""],  # "" is nerve_cli/__init__.py | vocab: typed reasons, outcomes, states, log rows
 ]
 ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS) for name in row}

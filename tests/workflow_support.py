@@ -12,6 +12,7 @@ import yaml
 from loadclock import IdleClock
 
 from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.store.logs import LogStore, query_logs, workflow_runs
 
 # Roles used across tests. `blocking` waits for a gate file at the round named
@@ -74,7 +75,7 @@ def manager(home: Path, config: NerveConfig, **kwargs: Any):
 
     logs = LogStore(home / "data" / "logs.db")
     reports: list[tuple[str, str]] = []
-    options = {"idle_timeout": 5.0, "backoff": (0.05, 0.5), **kwargs}
+    options = {"idle_timeout": 5.0, "policy": Policy(backoff_first=0.05, backoff_max=0.5), **kwargs}
     mgr = WorkflowManager(home, config, logs, lambda level, line: reports.append((level, line)), **options)
     return mgr, logs, reports
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from nerve_cli.automaton.model import (
     pending_question,
     rounds_used,
 )
+from nerve_cli.clock import now_ms
 from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.wire.protocol import MAX_PAYLOAD
 from nerve_cli.wire.protocol import ErrorInfo as Failure  # where user code went wrong: one type everywhere
@@ -60,7 +60,7 @@ class ThreadContext:
 
     source: Path | None = None  # the workflow file: its frames are preferred in reasons
     root: Path | None = None
-    clock: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+    clock: Callable[[], int] = now_ms
     role_timeout: float | None = None  # an async role taking longer is cancelled (a sync one cannot be)
     role_retries: int = 0  # extra attempts when a role raises or times out
     role_backoff: float = 1.0  # the first pause before a retry; each next one doubles (with jitter)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +9,7 @@ import typer
 
 from nerve_cli.cli import complete
 from nerve_cli.cli.choices import Format
+from nerve_cli.clock import now_ms
 
 
 def _set_utc(value: bool) -> bool:
@@ -58,7 +58,7 @@ def instant(text: str | None, option: str) -> int | None:
     from nerve_cli.contract.times import parse_instant
 
     try:
-        return parse_instant(text, now_ms=time.time_ns() // 1_000_000, utc=output.utc())
+        return parse_instant(text, now_ms=now_ms(), utc=output.utc())
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None
 

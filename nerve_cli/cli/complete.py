@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.home import Layout
+
 HEALTH_SENSE = "nerve-health"
 MAX_THREADS = 200
 
@@ -66,11 +68,13 @@ def threads(ctx: Any, incomplete: str) -> list[str]:
     """The newest thread ids, newest first (the shell may sort them again)."""
     import sqlite3
 
-    path = _home(ctx) / "data" / "logs.db"
+    from nerve_cli.store.sqlitefile import open_reader
+
+    path = Layout(_home(ctx)).logs_db
     if not path.is_file():
         return []
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = open_reader(path)
         try:
             rows = conn.execute("SELECT run_id FROM workflow_runs WHERE run_id LIKE ? "
                                 "ORDER BY CAST(substr(run_id, 5) AS INTEGER) DESC LIMIT ?",

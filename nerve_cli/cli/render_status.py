@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from nerve_cli.cli import output
+from nerve_cli.clock import now_ms
 
 
 def render_status(doc: dict[str, Any]) -> None:
     from nerve_cli.contract.times import ago, span
 
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     engine = doc["engine"]
     output.info(f"engine pid {engine['pid']} on {engine['home']}, up {span(engine['uptime_s'])} "
                 f"(since {output.when(engine['started_ms'])})", style="bold")

@@ -2,7 +2,6 @@
 
 import shutil
 import sys
-import time
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_reset
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
+from nerve_cli.clock import now_ms
 from nerve_cli.words import plural
 
 app = typer.Typer(
@@ -189,7 +189,7 @@ def _render_list(senses) -> None:
     if not senses:
         info("No senses yet. Create one with: nerve sense new NAME")
         return
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     rows = [(s.name, s.group, "yes" if s.enabled else "no", ", ".join(s.triggers) or "on demand",
              ago(s.last_signal_ts, now), s.signal_count) for s in senses]
     show(table(None, ["sense", "group", "enabled", "triggers", "last signal", "signals"], rows))
@@ -199,7 +199,7 @@ def _render_show(detail) -> None:
     from nerve_cli.cli.output import info, show, table, when
     from nerve_cli.ops.senses.inspect import ago, sparkline
 
-    s, now = detail.summary, time.time_ns() // 1_000_000
+    s, now = detail.summary, now_ms()
     info(f"{s.name}", style="bold")
     info(f"  group {s.group} · {'enabled' if s.enabled else 'disabled'} · triggers: {', '.join(s.triggers) or 'on demand'}")
     info(f"  {_settings_line(detail.config)}")

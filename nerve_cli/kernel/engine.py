@@ -32,6 +32,7 @@ import orjson
 
 from nerve_cli import eventloop
 from nerve_cli.address import ListenAddress
+from nerve_cli.clock import now_ms
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
@@ -49,6 +50,7 @@ from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch, WarmLaunch, warm_wanted
 from nerve_cli.kernel.supervision.penalty import Blame
+from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
@@ -463,7 +465,7 @@ class Engine:
                 self.fleet.committed("sense", sense)
 
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
-        grace = self.config.senses[inflight.sense].grace if inflight.sense in self.config.senses else 0
+        grace = Policy.limits(self.config.senses.get(inflight.sense)).grace
         self._record_error(inflight.sense, {
             "message": f"compute exceeded its timeout of {timeout:g}s; result discarded "
                        f"(worker group={group} is killed if it still runs after {grace:g}s more)",
@@ -563,7 +565,7 @@ class Engine:
         stats = self.errors.setdefault(sense, {"count": 0, "last": None, "last_ts": None})
         stats["count"] += 1
         stats["last"], stats["last_ts"] = detail.get("message"), time.time()
-        self.recent_errors.append({"sense": sense, "message": detail.get("message"), "ts": int(time.time() * 1000)})
+        self.recent_errors.append({"sense": sense, "message": detail.get("message"), "ts": now_ms()})
         del self.recent_errors[:-20]
         where = f" at {detail['file']}:{detail['line']}" if detail.get("file") else ""
         named = detail.get("error_type") and detail["error_type"] not in ("TimeoutError", "WorkerDied")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nerve_cli.clock import now_ms
 from nerve_cli.errors import MigrationError
 from nerve_cli.schema import views
 
@@ -163,7 +163,7 @@ def _apply_one(conn: sqlite3.Connection, migration: MigrationFile) -> bool:
     statements = split_statements(migration.text())
     record = (
         "INSERT INTO _migrations (name, checksum, applied_at) VALUES (?, ?, ?)",
-        (migration.name, migration.checksum(), time.time_ns() // 1_000_000),
+        (migration.name, migration.checksum(), now_ms()),
     )
     return _transaction(conn, statements, str(migration.path), record=record)
 

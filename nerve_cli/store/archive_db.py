@@ -19,7 +19,8 @@ from typing import Iterator
 import orjson
 
 from nerve_cli.store.jsonl import encode
-from nerve_cli.store.logs import BUSY_TIMEOUT_MS, LIVE_STATUSES, log_row, parse_payload
+from nerve_cli.store.logs import LIVE_STATUSES, log_row, parse_payload
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS
 
 DAY_MS = 86_400_000
 WATERMARK = "archived_up_to"

@@ -28,22 +28,21 @@ commit (p99 ≈ 8 ms on the reference machine) for that last case.
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
+from nerve_cli.clock import now_ms
 from nerve_cli.errors import NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.logview import LogReader
-from nerve_cli.store.sqlitefile import open_writer
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
-BUSY_TIMEOUT_MS = 5000
 MAX_KEY = 200  # characters in an idempotency key
 CURSORS = "_nerve_cursors"
 
@@ -141,10 +140,6 @@ class StoredEvent:
 Item = tuple[str, "str | None", "str | None"] | tuple[str, "str | None", "str | None", "str | None"]
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def check_channel(channel: Any) -> str:
     """A channel name as `on:` accepts it (names.channel_problem: the one rule), or EventError."""
     problem = channel_problem(channel)
@@ -224,11 +219,7 @@ def damage_fix(path: Path) -> str:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None,
-                           check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA query_only = ON")
-    return conn
+    return open_reader(Path(path), isolation_level=None, check_same_thread=False)
 
 
 class EventStore:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
 
+from nerve_cli.clock import now_ms
 from nerve_cli.contract.times import iso
 from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
@@ -42,7 +42,6 @@ LAST_COMPLETE = "last_complete:"
 # meta key present once every sense's last completion is in a `last_complete:` key: the logs are
 # never scanned for them again (a logs.db made before the keys is scanned once, see backfill_anchors)
 ANCHORED = "completion_anchors"
-BUSY_TIMEOUT_MS = 5000
 
 _INSERT_LOG = "INSERT INTO logs (source, type, ref_id, payload, ts) VALUES (?, ?, ?, ?, ?)"
 _UPSERT_RUN = (
@@ -50,10 +49,6 @@ _UPSERT_RUN = (
     "ON CONFLICT(run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, ts = excluded.ts"
 )
 _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def dumps(payload: Any) -> str | None:

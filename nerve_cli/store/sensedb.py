@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
     from nerve_cli.schema.declare import TableSpec
 
-BUSY_TIMEOUT_MS = 5000
 # Statements that would end or nest the transaction Nerve holds around a compute.
 _TXN_RE = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK(?!\s+TO\b))\b", re.IGNORECASE)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
+from nerve_cli.clock import now_ms
 from nerve_cli.contract.threads import thread_show
 from nerve_cli.contract.times import ago, display, span
 from nerve_cli.errors import NerveError
@@ -79,7 +79,7 @@ class Dashboard(Screen):
         self.query_one("#senses", DataTable).focus()
 
     def show(self, snap: Snapshot) -> None:
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         utc = self.app.utc  # type: ignore[attr-defined]
         headline = self.query_one("#headline", Static)
         if snap.live:

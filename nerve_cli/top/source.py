@@ -25,6 +25,7 @@ from nerve_cli.kernel.supervision.guards import load_quarantines
 from nerve_cli.ops.client import request
 from nerve_cli.ops.workflows.threads import list_threads
 from nerve_cli.store.logs import last_completions
+from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.states import SenseStatus
 
 EVENTS_AT_START = 20
@@ -186,7 +187,7 @@ def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
     if not path.is_file():
         return []
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = open_reader(path)
     except sqlite3.Error:
         return []
     try:

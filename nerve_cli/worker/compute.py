@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import orjson
 
 from nerve_cli.automaton.directive import SenseResult
+from nerve_cli.clock import now_ms
 from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.vocab.outcomes import Outcome
@@ -259,7 +260,7 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Answer:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_too_large(sense, size)))
     if not sense.db.conn.in_transaction:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
-    ts = time.time_ns() // 1_000_000
+    ts = now_ms()
     try:
         signal_id = sense.db.record_signal(ts, encoded)
     except BaseException as exc:
@@ -275,7 +276,7 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
     if not conn.in_transaction:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
     try:
-        commit_cursors(conn, job.batch, time.time_ns() // 1_000_000)
+        commit_cursors(conn, job.batch, now_ms())
         if not job.settle():
             return _rolled_back(sense, job, ABANDONED)
         _quiet(sense)

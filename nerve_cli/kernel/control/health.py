@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import psutil
 
+from nerve_cli.clock import now_ms
 from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
@@ -63,7 +64,7 @@ class HealthStore:
 
     def record(self, payload: dict[str, Any]) -> int:
         """Insert one signal row (runs in a thread: SQLite may wait for a lock here); its `_signals` id."""
-        ts = time.time_ns() // 1_000_000
+        ts = now_ms()
         try:
             cur = self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts, orjson.dumps(payload).decode()))
         except sqlite3.DatabaseError as exc:

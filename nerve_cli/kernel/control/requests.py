@@ -22,9 +22,11 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel.control.health import HEALTH_SENSE
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.guards import Guards
+from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import channel_problem
+from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.states import SenseStatus, WorkerState
 from nerve_cli.wire.control import COMPUTE_WAIT_MAX
@@ -112,7 +114,7 @@ def compute_wait(config: NerveConfig, sense: str) -> float:
     settings = config.senses.get(sense)
     if settings is None:
         return HEALTH_WAIT
-    return min(MAX_COMPUTE_WAIT, 2 * (settings.timeout + settings.grace) + QUEUE_SLACK)
+    return min(MAX_COMPUTE_WAIT, 2 * Policy.limits(settings).hard + QUEUE_SLACK)
 
 
 def _timeout(value: Any, default: float) -> float:
@@ -160,7 +162,7 @@ def _last_signal(engine: Target, sense: str, result: dict) -> dict:
         return {}  # an error is in the result itself: type, message, file, line, traceback
     path = engine.layout.sense_db(sense)
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = open_reader(path)
         try:
             row = conn.execute("SELECT ts, payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
         finally:

@@ -210,6 +210,19 @@ class WorkerProcess:
             self._transport.close()
 
 
+def start_worker(
+    label: str,
+    argv: Sequence[str],
+    on_message: Callable[[WorkerProcess, protocol.Message | protocol.Malformed], None],
+    on_stderr: Callable[[WorkerProcess, str], None] | None = None,
+    cwd: str | None = None,
+    launch: Launch = PLAIN,
+) -> WorkerProcess:
+    """The one place the kernel makes a worker's handle (sense groups and workflows alike); `start()` on it
+    starts the process the way `launch` says (a fresh interpreter, or a fork of the warm template)."""
+    return WorkerProcess(label, argv, on_message, on_stderr, cwd=cwd, launch=launch)
+
+
 def worker_argv(*args: str) -> list[str]:
     """`python -m nerve_cli.worker ...` with this interpreter."""
     return [sys.executable, "-m", "nerve_cli.worker", *args]

@@ -1,10 +1,11 @@
 """Keep one sense group's worker alive and run computes on it.
 
-Policy lives here, the child lives in `process.WorkerProcess`: respawn with
-exponential backoff when the worker dies (a worker that keeps dying at start
-is backed off, not spun), the soft timeout (cancel, discard the result) and the
-grace period (kill the whole group worker and respawn it). Everything the
-engine must record or route goes out through `GroupHooks`.
+The supervisor acts, the `policy.Policy` says how long, the child lives in
+`process.WorkerProcess`: respawn with exponential back-off when the worker
+dies (a worker that keeps dying at start is backed off, not spun), the soft
+timeout (cancel, discard the result) and the grace period (kill the whole
+group worker and respawn it). Everything the engine must record or route goes
+out through `GroupHooks`.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.supervision.crash_site import crash_site
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.penalty import Blame
-from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+from nerve_cli.kernel.supervision.policy import Policy
+from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.reasons import Reason
 from nerve_cli.vocab.states import WorkerState
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
-
-STABLE_AFTER = 10.0  # a worker that lived this long resets the backoff
-READY_TIMEOUT = 30.0
 
 
 @dataclass
@@ -98,6 +97,11 @@ class GroupSupervisor:
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
 
     @property
+    def policy(self) -> Policy:
+        """Back-off, waits and limits, from the current config (a reload changes them)."""
+        return Policy.of(self.config.engine)
+
+    @property
     def state(self) -> WorkerState:
         return self._state
 
@@ -134,15 +138,15 @@ class GroupSupervisor:
         spec = GroupSpec.from_config(self.config, self.group, self.senses).to_json()
         argv = worker_argv("sense", "--group", self.group, "--home", str(self.home),
                            "--senses", ",".join(self.senses), "--spec", spec)
-        worker = WorkerProcess(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home),
-                               launch=self.launch)
+        worker = start_worker(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home),
+                              launch=self.launch)
         self.worker = worker
         try:
             await worker.start()
             self.started_at = self.clock()
-            ready = await worker.wait_ready(READY_TIMEOUT)
+            ready = await worker.wait_ready(self.policy.ready_timeout)
         except (OSError, RuntimeError, TimeoutError) as exc:
-            await worker.terminate(1.0)
+            await worker.terminate(self.policy.term_wait)
             self._died(worker, str(exc))
             return
         asyncio.get_running_loop().create_task(self._watch(worker))
@@ -185,9 +189,8 @@ class GroupSupervisor:
         if self._stopping:
             self.state = WorkerState.STOPPED
             return
-        self.failures = 0 if lived >= STABLE_AFTER else self.failures + 1
-        first, most = self.config.engine.respawn_backoff_first, self.config.engine.respawn_backoff_max
-        delay = min(most, first * (2 ** max(0, self.failures - 1))) if self.failures else first
+        self.failures = self.policy.failures_after(self.failures, lived)
+        delay = self.policy.backoff(max(1, self.failures))
         self.restarts += 1
         self.hooks.group_event(self.group, logrows.worker_exited(
             self.group, worker.pid, why=why, code=worker.returncode, respawn_in=delay,
@@ -254,7 +257,7 @@ class GroupSupervisor:
 
     def _deadline(self, sense: str) -> float:
         settings = self.config.senses.get(sense)
-        return settings.timeout + settings.grace + 1.0 if settings else 5.0
+        return self.policy.limits(settings).hard + 1.0 if settings else 5.0
 
     def kill(self) -> None:
         """Forced shutdown: no waiting."""
@@ -321,7 +324,7 @@ class GroupSupervisor:
             return
         inflight.cancelled = True
         settings = self.config.senses.get(inflight.sense)
-        grace = settings.grace if settings is not None else 0.0
+        grace = self.policy.limits(settings).grace if settings is not None else 0.0
         inflight.handles.append(asyncio.get_running_loop().call_later(grace, self._grace_expired, inflight))
         if self.worker is not None:
             self.worker.send(protocol.Cancel(id=inflight.id))
@@ -339,7 +342,7 @@ class GroupSupervisor:
         self.hooks.group_event(self.group, logrows.worker_killed(
             self.group, worker.pid, inflight.sense, f"compute of {inflight.sense} still running past its grace period"))
         self._kill_evidence = Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
-        asyncio.get_running_loop().create_task(worker.terminate(1.0))
+        asyncio.get_running_loop().create_task(worker.terminate(self.policy.term_wait))
 
     def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:
         if isinstance(message, protocol.Malformed):

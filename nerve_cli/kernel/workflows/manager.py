@@ -36,6 +36,7 @@ from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
+from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.kernel.workflows import admission, gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal, Listener
@@ -59,8 +60,7 @@ class WorkflowManager:
         report: Report,
         *,
         idle_timeout: float = 30.0,
-        ready_timeout: float = 30.0,
-        backoff: tuple[float, float] = (0.2, 5.0),
+        policy: Policy | None = None,
         max_crashes: int = 5,
         start_tries: int = 3,
         launch: Launch = PLAIN,
@@ -72,7 +72,8 @@ class WorkflowManager:
         self.idle_timeout = idle_timeout
         self.kinds: dict[str, Kind] = {}
         self.journal = Journal(logs, report)
-        self.spawner = Spawner(self.home, self.journal, ready_timeout=ready_timeout, backoff=backoff,
+        self._own_policy = policy is not None  # a caller's policy stays; else nerve.yaml's, kept current
+        self.spawner = Spawner(self.home, self.journal, policy or Policy.of(config.engine),
                                max_crashes=max_crashes, start_tries=start_tries, launch=launch)
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()  # background tasks, referenced until done
@@ -130,6 +131,8 @@ class WorkflowManager:
     def update_config(self, config: NerveConfig) -> None:
         """New settings apply to the next start; queued threads of a removed workflow are dropped."""
         self.config = config
+        if not self._own_policy:
+            self.spawner.policy = Policy.of(config.engine)
         for kind in self.kinds.values():
             if kind.name not in config.workflows:
                 while kind.queue:

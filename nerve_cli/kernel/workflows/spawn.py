@@ -1,7 +1,8 @@
 """The WorkflowManager's worker side: spawn a workflow worker, hear it, notice when it dies.
 
-Policy lives here (backoff, how many failed starts before giving up, what a
-death means for running threads, what a worker's line means for its thread);
+Decisions live here (how many failed starts before giving up, what a death means
+for running threads, what a worker's line means for its thread); the waits
+(back-off, ready, TERM to KILL) are the one supervision `Policy`;
 the process handle (`WorkerProcess`) only knows the child. `Spawner` writes
 through the journal and tells the manager by its return values when there may
 be room for the next thread; it never calls the manager.
@@ -16,7 +17,8 @@ from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
-from nerve_cli.kernel.supervision.process import WorkerProcess, worker_argv
+from nerve_cli.kernel.supervision.policy import Policy
+from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
 from nerve_cli.kernel.workflows import gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
@@ -29,19 +31,13 @@ END_STATUSES = (ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITIN
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
 
 
-def backoff_delay(backoff: tuple[float, float], crashes: int) -> float:
-    base, cap = backoff
-    return 0.0 if crashes <= 0 else min(base * 2 ** (crashes - 1), cap)
-
-
 class Spawner:
-    def __init__(self, home: Path, journal: Journal, *, ready_timeout: float, backoff: tuple[float, float],
-                 max_crashes: int, start_tries: int, launch: Launch = PLAIN) -> None:
+    def __init__(self, home: Path, journal: Journal, policy: Policy, *, max_crashes: int, start_tries: int,
+                 launch: Launch = PLAIN) -> None:
         self.home = home
         self.launch = launch
         self.journal = journal
-        self.ready_timeout = ready_timeout
-        self.backoff = backoff
+        self.policy = policy  # back-off, ready and stop waits: the one supervision policy
         self.max_crashes = max_crashes
         self.start_tries = start_tries
 
@@ -50,12 +46,12 @@ class Spawner:
 
         Either way the kind's threads have been dealt with; the caller serves them next.
         """
-        delay = backoff_delay(self.backoff, kind.crashes)
+        delay = self.policy.backoff(kind.crashes)
         if delay:
             await asyncio.sleep(delay)
         stat = kind.file_stat(self.home)  # before the import: an edit after it means "try again"
         argv = worker_argv("workflow", "--name", kind.name, "--home", str(self.home))
-        worker = WorkerProcess(
+        worker = start_worker(
             f"workflow={kind.name}", argv,
             on_message=lambda w, m: on_message(kind, w, m),
             on_stderr=lambda w, line: self.journal.report("info", f"workflow {kind.name} pid {w.pid}: {line}"),
@@ -65,7 +61,7 @@ class Spawner:
         kind.worker = worker
         try:
             await worker.start()
-            ready = await worker.wait_ready(self.ready_timeout)
+            ready = await worker.wait_ready(self.policy.ready_timeout)
         except (OSError, RuntimeError, TimeoutError) as exc:
             await self._start_failed(kind, worker, exc)
             return None
@@ -79,7 +75,7 @@ class Spawner:
     async def _start_failed(self, kind: Kind, worker: WorkerProcess, exc: BaseException) -> None:
         kind.crashes += 1
         if worker.alive:
-            await worker.terminate(1.0)
+            await worker.terminate(self.policy.term_wait)
         kind.worker, kind.state = None, WorkerState.STOPPED
         tail = " | ".join(list(worker.stderr_tail)[-3:])
         why = f"{exc}" + (f" (stderr: {tail})" if tail else "")
@@ -94,7 +90,7 @@ class Spawner:
                            stat: tuple[int, int] | None) -> None:
         info = ready.failed.get(kind.name) or next(iter(ready.failed.values()))
         if await worker.wait_exit(2.0) is None:
-            await worker.terminate(1.0)
+            await worker.terminate(self.policy.term_wait)
         kind.worker, kind.state = None, WorkerState.STOPPED
         kind.load_error = (stat, info)  # the manager's next pump fails the waiting threads with it
         self.journal.system(logrows.error(kind.name, f"workflow {kind.name} failed to load: {info.summary()}",
@@ -118,7 +114,7 @@ class Spawner:
             kind.crashes = 0
         recovery.lose_threads(self.journal, kind, reason, resume=resume)
         if kind.running:
-            delay = backoff_delay(self.backoff, kind.crashes)
+            delay = self.policy.backoff(kind.crashes)
             self.journal.system(logrows.worker_respawn(kind.name, kind.crashes, delay))
             self.journal.report("warn", f"workflow {kind.name}: worker pid {worker.pid} died ({exit_text}), "
                                         f"respawning in {delay:g}s")

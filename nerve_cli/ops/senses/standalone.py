@@ -19,6 +19,7 @@ from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.delivery import sources_of
 from nerve_cli.kernel.core.ledger import Ledger
+from nerve_cli.kernel.supervision.policy import Limits, Policy
 from nerve_cli.ops.client import compute, engine_running
 from nerve_cli.ops.senses.worker_client import SenseWorkerClient, WorkerGone
 from nerve_cli.store.logs import LogStore
@@ -78,19 +79,22 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
     if recorder:
         recorder.start()
     # its `on:` sources: a compute that takes `trigger` consumes its events here as it would under the engine
-    result = _run(home, name, settings.group, settings.timeout, settings.grace, stderr, sources_of(config).get(name))
+    # the engine's supervision policy, but a longer wait for the worker to load (a first import is cold)
+    policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)
+    result = _run(home, name, settings.group, policy, policy.limits(settings), stderr, sources_of(config).get(name))
     if recorder:
         recorder.finish(result)
     return result
 
 
-def _run(home: Path, name: str, group: str, soft: float, grace: float, stderr: Any,
+def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
          sources: dict[str, str] | None = None) -> ComputeResult:
     # By default the sense's own output passes through to our stderr, but not the worker's
     # log lines: what they say (e.g. a load failure) is in the result we render.
     forward = _user_output if stderr is None else None
     client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward)
-    ready = client.start(START_TIMEOUT)
+    ready = client.start(policy.ready_timeout)
+    soft, grace = limits.timeout, limits.grace
     try:
         if name in ready.failed:
             return ComputeResult(name, Outcome.ERROR, error=ready.failed[name])
