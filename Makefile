@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
 
-.PHONY: install test lint run bench clean tools
+.PHONY: install test test-fast lint run bench clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ tools:
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the in-process tests (tests/conftest.py FAST): no worker, engine or CLI process; under a minute
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m fast $(PYTEST_ARGS)
 
 # the gate CI runs before the tests: ruff (mistakes, import order) and mypy (types), both configured in
 # pyproject.toml; every change passes it

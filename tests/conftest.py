@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets its own NERVE_HOME, never the real one.
+"""Shared fixtures and helpers: every test gets its own NERVE_HOME, never the real one; `cli()` runs the
+CLI in this process, `nerve()` as a real one.
 
 The suite runs as it would on a fresh machine, whatever machine runs it: HOME is
 an empty folder, git has no identity (no global or system config, no
@@ -6,6 +7,10 @@ GIT_AUTHOR_*/GIT_COMMITTER_* variables), and Python writes bytecode as it does
 by default, so a test that needs more must bring it and a product path that
 depends on the machine fails here first. Set at import time, so
 every test process and every child they start inherits it.
+
+Two tiers: `make test-fast` runs the modules in FAST (`-m fast`): in-process tests (no worker, engine or
+CLI process; git may run), under a minute; `make test` runs everything. In the fast tier starting a Python
+process fails the test, so a module that starts one cannot stay in FAST by mistake.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import atexit
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -21,7 +27,44 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loadclock import IdleClock
+from loadclock import IdleClock, scaled
+
+# the in-process tier (`make test-fast`)
+FAST = {
+    "test_archive_events", "test_archive_history", "test_archive_problems", "test_blobs",
+    "test_config_edit", "test_config_validate", "test_import_graph", "test_lifecycle_marks",
+    "test_llm_role", "test_logs_store", "test_migrate_apply", "test_migrate_generate", "test_migrate_templates",
+    "test_readme", "test_scheduler", "test_scheduler_equivalence", "test_scheduler_guards", "test_schema_declare",
+    "test_sense_chart", "test_sensedb", "test_supervision_policy", "test_thread_archived",
+    "test_views", "test_vocab", "test_workflow_thread",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__ in FAST:
+            item.add_marker(pytest.mark.fast)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fast: in-process, no child process (make test-fast)")
+
+
+@pytest.fixture(autouse=True)
+def _no_process_in_the_fast_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.config.getoption("-m") != "fast":
+        return
+
+    popen = subprocess.Popen.__init__
+
+    def refuse_python(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        if argv and "python" in os.path.basename(str(argv[0])):  # a worker, an engine, the CLI (git may run)
+            raise AssertionError(f"{request.node.nodeid} starts {argv[:4]}: it does not belong in conftest.FAST")
+        popen(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
+
 
 os.environ.setdefault("TERMINAL_WIDTH", "200")
 os.environ.setdefault("COLUMNS", "200")
@@ -85,3 +128,25 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     signal.signal(signal.SIGALRM, tick)
     signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
     return True
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    """Run `nerve ARGS` in this process (Typer's CliRunner); the Rich console is rebuilt around it."""
+    from typer.testing import CliRunner  # imported by the tests that run the CLI, not by every test
+
+    from nerve_cli.cli import output
+    from nerve_cli.cli.app import app
+
+    output.reset()
+    try:
+        return CliRunner().invoke(app, list(args), env=env)
+    finally:
+        output.reset()
+
+
+def nerve(*args: str, home: Path, timeout: float = 60.0, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run `nerve ARGS --home HOME` as a real process (`stdin`: text piped into it), without colour."""
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    env.pop("NERVE_HOME", None)
+    return subprocess.run([sys.executable, "-m", "nerve_cli", *args, "--home", str(home)],
+                          capture_output=True, text=True, timeout=scaled(timeout), env=env, input=stdin)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from conftest import nerve  # noqa: F401 (re-exported: engine tests take it from here)
 from loadclock import IdleClock, scaled
 
 NO_TABLES = "# no tables: this sense only emits signals\n"
@@ -108,11 +109,6 @@ def completes(home: Path, sense: str) -> list[dict]:
 def errors(home: Path, sense: str | None = None) -> list[dict]:
     return read_logs(home, "system", "error", sense)
 
-
-def nerve(*args: str, home: Path, timeout: float = 30.0, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run the CLI as a real process (`stdin`: text piped into it)."""
-    return subprocess.run([sys.executable, "-m", "nerve_cli", *args, "--home", str(home)],
-                          capture_output=True, text=True, timeout=scaled(timeout), env=_env(), input=stdin)
 
 
 def _env() -> dict[str, str]:

@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from enginekit import write_instance
-from typer.testing import CliRunner
 
 import nerve_cli
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.cli.choices import LogSource, ThreadStatus
 from nerve_cli.store.logs import STATUSES, LogStore
 
@@ -30,10 +28,6 @@ workflows:
   review: {}
 """
 
-
-def cli(*args: str, env: dict[str, str] | None = None):
-    output.reset()
-    return CliRunner().invoke(app, list(args), env=env)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -5,17 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
-
-
-def cli(*args: str):
-    output.reset()
-    result = CliRunner().invoke(app, list(args))
-    output.reset()
-    return result
+from conftest import cli
 
 
 def git(home: Path, *args: str) -> str:

@@ -8,10 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from conftest import cli
 
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.config.lifecycle import plan_disable
 from nerve_cli.config.load import load_config, validate
 from nerve_cli.instance.git import commit, init_repo
@@ -48,10 +46,6 @@ CASCADE = [  # what `nerve sense disable fetch` turns off, and why
     ("reflexes[3] (audit every 1m)", "triggers audit (via fetch → audit)"),
 ]
 
-
-def cli(*args: str):
-    output.reset()
-    return CliRunner().invoke(app, list(args))
 
 
 def make(home: Path, text: str = CHAIN) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from archive_data import day_ms, make_logs
+from conftest import nerve
 from typer.testing import CliRunner
 
 from nerve_cli.cli.app import app
@@ -27,11 +28,6 @@ def instance(home: Path) -> Layout:
     (home / "nerve.yaml").write_text("")
     return Layout(home)
 
-
-def nerve(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NERVE_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "nerve_cli", "logs", *args], env=env,
-                          capture_output=True, text=True, timeout=30)
 
 
 def test_no_log_yet_says_so(instance: Layout) -> None:
@@ -95,10 +91,10 @@ def test_since_reads_archived_days_and_says_so(instance: Layout) -> None:
     first = 20_000  # 2024-10-04
     make_logs(instance, first, 10, 12)
     assert archive(instance.home, older_than_s=3 * 86400, now_ms=day_ms(first + 10) + 1).ok
-    hot_only = nerve(instance.home, "--json", "-n", "1000")
+    hot_only = nerve("logs", "--json", "-n", "1000", home=instance.home)
     assert len(hot_only.stdout.splitlines()) == 36 and "archived" not in hot_only.stderr
 
-    result = nerve(instance.home, "--since", "2024-10-05", "--utc", "--json", "-n", "1000")
+    result = nerve("logs", "--since", "2024-10-05", "--utc", "--json", "-n", "1000", home=instance.home)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 9 * 12
@@ -106,11 +102,11 @@ def test_since_reads_archived_days_and_says_so(instance: Layout) -> None:
     assert rows[0]["time"].startswith("2024-10-05")
     assert "including archived days 2024-10-05 … 2024-10-10 from data/archive/logs" in result.stderr
 
-    newest_two = nerve(instance.home, "--since", "3000d", "--json", "-n", "2", "--source", "signal")
+    newest_two = nerve("logs", "--since", "3000d", "--json", "-n", "2", "--source", "signal", home=instance.home)
     assert [json.loads(l)["type"] for l in newest_two.stdout.splitlines()] == ["emit", "emit"]
     assert "including archived days 2024-10-04" in newest_two.stderr
 
-    bad = nerve(instance.home, "--since", "yesterday")
+    bad = nerve("logs", "--since", "yesterday", home=instance.home)
     assert bad.returncode == 2 and "Invalid value for --since: 'yesterday' is not a time" in bad.stderr
 
 

@@ -9,10 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from conftest import cli
 
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import build, observed_launches
 from nerve_cli.store.logs import LogStore
@@ -41,10 +39,6 @@ workflows:
   code-review: {enabled: false}
 """
 
-
-def cli(*args: str):
-    output.reset()
-    return CliRunner().invoke(app, list(args))
 
 
 @pytest.fixture

@@ -7,16 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from typer.testing import CliRunner
+from conftest import cli
 from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
-
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
-
-
-def cli(*args: str):
-    output.reset()
-    return CliRunner().invoke(app, list(args))
 
 
 def variant(old: str, new: str) -> str:

@@ -11,27 +11,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cli, nerve
 from loadclock import IdleClock
-from typer.testing import CliRunner
 from workflow_support import PINGPONG, make_instance
 
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.ops.client import engine_running
 from nerve_cli.store.logs import query_logs, workflow_runs
 
 LOGS = Path("data") / "logs.db"
 
 
-def cli(*args: str):
-    output.reset()
-    return CliRunner().invoke(app, list(args))
-
-
-def nerve(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NERVE_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "nerve_cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
 
 
 @pytest.fixture
@@ -54,7 +43,7 @@ def test_new_scaffolds_registers_commits_and_the_scaffold_runs_end_to_end(instan
                          capture_output=True, text=True).stdout
     assert "nerve: workflow new review" in log and "workflows/review.py" in log and "nerve.yaml" in log
 
-    run = nerve(instance, "workflow", "run", "review", "--prompt", "the release notes")
+    run = nerve("workflow", "run", "review", "--prompt", "the release notes", home=instance)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert "run-1 started: max 100 rounds" in lines
@@ -77,7 +66,7 @@ def test_new_refuses_bad_and_existing_names(instance: Path) -> None:
 def test_list_shows_settings_and_counts(home: Path) -> None:
     make_instance(home, {"x": PINGPONG}, {"workflows": {"x": {"concurrency": 2, "overflow": "drop"},
                                                         "ghost": {"idempotent": True}}})
-    assert nerve(home, "workflow", "run", "x", "--prompt", "rounds=1").returncode == 0
+    assert nerve("workflow", "run", "x", "--prompt", "rounds=1", home=home).returncode == 0
     result = cli("workflow", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.output)["workflows"]}
@@ -93,14 +82,14 @@ def test_run_exit_codes_and_refusals(home: Path) -> None:
     failing = PINGPONG.replace("def until(messages):", "def until(messages):\n    raise ValueError('lost')")
     make_instance(home, {"x": PINGPONG, "bad": failing}, {"engine": {"max_rounds": 2},
                                                           "workflows": {"x": {}, "bad": {}, "off": {"enabled": False}}})
-    capped = nerve(home, "workflow", "run", "x", "--prompt", "forever", "--max-rounds", "9")
+    capped = nerve("workflow", "run", "x", "--prompt", "forever", "--max-rounds", "9", home=home)
     assert capped.returncode == 0 and capped.stdout.splitlines()[-1] == "run-1 completed (max_rounds) after 2 rounds"
-    failed = nerve(home, "workflow", "run", "bad", "--prompt", "p")
+    failed = nerve("workflow", "run", "bad", "--prompt", "p", home=home)
     assert failed.returncode == 1
     assert "run-2 failed (moderator raised ValueError: lost at workflows/bad.py:" in failed.stdout
-    unknown = nerve(home, "workflow", "run", "nope", "--prompt", "p")
+    unknown = nerve("workflow", "run", "nope", "--prompt", "p", home=home)
     assert unknown.returncode == 1 and "unknown workflow 'nope'" in unknown.stderr
-    off = nerve(home, "workflow", "run", "off", "--prompt", "p")
+    off = nerve("workflow", "run", "off", "--prompt", "p", home=home)
     assert off.returncode == 1 and "workflow off is disabled" in off.stderr
 
 
@@ -109,7 +98,7 @@ def test_disable_and_enable_edit_and_commit(instance: Path) -> None:
     assert cli("workflow", "disable", "review").exit_code == 0
     rows = {r["name"]: r for r in json.loads(cli("workflow", "list", "--json").output)["workflows"]}
     assert rows["review"]["config"]["enabled"] is False
-    refused = nerve(instance, "workflow", "run", "review", "--prompt", "p")
+    refused = nerve("workflow", "run", "review", "--prompt", "p", home=instance)
     assert refused.returncode == 1 and "disabled" in refused.stderr
     assert cli("workflow", "enable", "review").exit_code == 0
     subjects = subprocess.run(["git", "-C", str(instance), "log", "--format=%s", "-2"],
@@ -128,7 +117,7 @@ def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path)
             assert engine.poll() is None, engine.stderr.read()
             assert not clock.expired(), "engine did not start"
             time.sleep(0.05)
-        run = nerve(home, "workflow", "run", "x", "--prompt", "id=e rounds=3 sleep=0.05")
+        run = nerve("workflow", "run", "x", "--prompt", "id=e rounds=3 sleep=0.05", home=home)
         assert run.returncode == 0, run.stdout + run.stderr
         assert [line for line in run.stdout.splitlines() if line.startswith("e round")] == [
             "e round 1", "e round 2", "e round 3"]
@@ -141,7 +130,7 @@ def test_run_goes_through_a_running_engine_and_doctor_fix_is_refused(home: Path)
         conn = open_db(home / LOGS)
         conn.execute("UPDATE workflow_runs SET status = 'queued' WHERE run_id = 'run-1'")
         conn.close()
-        refused = nerve(home, "doctor", "--fix")
+        refused = nerve("doctor", "--fix", home=home)
         assert refused.returncode == 1 and "an engine is running" in refused.stderr
     finally:
         engine.send_signal(signal.SIGTERM)
@@ -166,7 +155,7 @@ def test_run_through_the_engine_exits_4_when_dropped_and_130_when_interrupted(ho
                                      "id=s rounds=3 gate=2", "--json"], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal)
         assert json.loads(follower.stdout.readline())["round"] == 1  # its first round printed; round 2 waits for the gate file
-        dropped = nerve(home, "workflow", "run", "x", "--prompt", "id=d rounds=1", "--json")
+        dropped = nerve("workflow", "run", "x", "--prompt", "id=d rounds=1", "--json", home=home)
         assert dropped.returncode == 4, dropped.stdout + dropped.stderr
         assert json.loads(dropped.stdout.splitlines()[-1])["status"] == "dropped"
         follower.send_signal(signal.SIGINT)
@@ -191,7 +180,7 @@ def test_a_max_rounds_too_large_to_log_is_refused_cleanly_standalone_and_through
     huge = str(10**20)  # beyond a 64-bit JSON integer
 
     def refused() -> None:
-        done = nerve(home, "workflow", "run", "x", "--prompt", "id=h rounds=1", "--max-rounds", huge)
+        done = nerve("workflow", "run", "x", "--prompt", "id=h rounds=1", "--max-rounds", huge, home=home)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "max_rounds must be a whole number from 1 to" in done.stderr and "Error:" not in done.stderr
         assert "Traceback" not in done.stderr and "TypeError" not in done.stderr, done.stderr

@@ -6,20 +6,14 @@ import asyncio
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
+from conftest import cli
 from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.ops.workflows.rebuild import compare_runs, current_runs, rebuild_runs
 from nerve_cli.store.logs import open_db, query_logs
 
 LOGS = Path("data") / "logs.db"
 
-
-def cli(*args: str):
-    output.reset()
-    return CliRunner().invoke(app, list(args))
 
 
 def some_history(home: Path) -> None:
