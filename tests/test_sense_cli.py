@@ -212,3 +212,11 @@ def test_standalone_compute_timeout_then_grace_kill(inst) -> None:
     data = json.loads(result.output)
     assert data["error"]["type"] == "TimeoutError" and "worker was killed" in data["error"]["message"]
     assert time.monotonic() - start < 5
+
+
+def test_sense_compute_without_an_engine_hands_the_worker_its_settings(inst) -> None:
+    """The CLI has read nerve.yaml: its one-off worker is not made to read it again (pydantic, ruamel)."""
+    _custom(inst, "looker", "import sys\n\ndef compute(db, peers):\n"
+                            "    return sorted(m for m in ('pydantic', 'ruamel') if m in sys.modules)\n")
+    data = json.loads(cli("sense", "compute", "looker", "--json").output)
+    assert data["via"] == "worker" and data["payload"] == []

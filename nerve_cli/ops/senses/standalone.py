@@ -28,6 +28,7 @@ from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND
 from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
+from nerve_cli.wire.spec import GroupSpec
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
 
@@ -81,18 +82,22 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
     # its `on:` sources: a compute that takes `trigger` consumes its events here as it would under the engine
     # the engine's supervision policy, but a longer wait for the worker to load (a first import is cold)
     policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)
-    result = _run(home, name, settings.group, policy, policy.limits(settings), stderr, sources_of(config).get(name))
+    # the worker gets this sense's settings as the kernel hands them over: it need not read nerve.yaml
+    # again (pydantic and ruamel, about half its start-up)
+    spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
+    result = _run(home, name, settings.group, policy, policy.limits(settings), stderr, sources_of(config).get(name),
+                  spec)
     if recorder:
         recorder.finish(result)
     return result
 
 
 def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
-         sources: dict[str, str] | None = None) -> ComputeResult:
+         sources: dict[str, str] | None = None, spec: str | None = None) -> ComputeResult:
     # By default the sense's own output passes through to our stderr, but not the worker's
     # log lines: what they say (e.g. a load failure) is in the result we render.
     forward = _user_output if stderr is None else None
-    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward)
+    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward, spec=spec)
     ready = client.start(policy.ready_timeout)
     soft, grace = limits.timeout, limits.grace
     try:

@@ -29,11 +29,14 @@ class WorkerGone(NerveError):
     """The worker exited (or closed its stdout) while we waited for it."""
 
 
-def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None) -> list[str]:
+def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None, spec: str | None = None) -> list[str]:
+    """The worker's command line; `spec` (GroupSpec JSON) spares it reading nerve.yaml again."""
     argv = [sys.executable, "-m", "nerve_cli.worker", "sense", "--group", group, "--home", str(home)]
     names = list(senses or [])
     if names:
         argv += ["--senses", ",".join(names)]
+    if spec is not None:
+        argv += ["--spec", spec]
     return argv
 
 
@@ -42,9 +45,11 @@ class SenseWorkerClient:
 
     def __init__(self, home: Path, group: str, senses: Iterable[str] | None = None, *,
                  stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None,
-                 on_stderr: Callable[[str], None] | None = None) -> None:
-        """`stderr` goes to Popen as is; or pass `on_stderr` to receive each stderr line (from a thread)."""
-        self.argv = worker_argv(Path(home), group, senses)
+                 on_stderr: Callable[[str], None] | None = None, spec: str | None = None) -> None:
+        """`stderr` goes to Popen as is; or pass `on_stderr` to receive each stderr line (from a thread).
+        `spec`: the group's settings as the kernel hands them over (GroupSpec JSON), when the caller has
+        loaded nerve.yaml already."""
+        self.argv = worker_argv(Path(home), group, senses, spec)
         self.stderr = subprocess.PIPE if on_stderr is not None else stderr
         self.on_stderr = on_stderr
         self.env = env
