@@ -8,6 +8,7 @@ the same port with the same store, as a restarted server does.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -28,8 +29,11 @@ def nats_server_binary() -> str:
 
 
 class NatsServer:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, config: Path | None = None, env: dict[str, str] | None = None) -> None:
+        """`config`: a server configuration file (it must not set the port or store_dir: they are given here)."""
         self.folder = folder
+        self.config = config
+        self.env = env
         self.store = folder / "jetstream"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.port: int | None = None
@@ -48,7 +52,10 @@ class NatsServer:
             old.unlink()
         args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port or -1), "-js", "-sd", str(self.store),
                 "--ports_file_dir", str(ports), "-l", str(self.log)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.config is not None:
+            args += ["-c", str(self.config)]
+        env = None if self.env is None else {**os.environ, **self.env}
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + timeout
         while self.port is None:
             files = list(ports.iterdir())

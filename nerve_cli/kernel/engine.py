@@ -414,7 +414,7 @@ class Engine:
         if isinstance(message, protocol.Signal):
             self._log_skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump inside _finish starts them
-            self._route_signal(sense, message.payload, message.workflow)
+            self._route_signal(sense, message.payload, message.workflow, message.signal_id, message.ts)
             self.delivery.answered(sense, message.more)
             self._finish(sense, inflight.id, inflight.reason, Outcome.SIGNAL, duration,
                          signal_id=message.signal_id, events=message.events)
@@ -546,12 +546,13 @@ class Engine:
                 self.waiters.setdefault(sense, []).append((after_id, future))
         self.pump()
 
-    def _route_signal(self, sense: str, payload: Any, directive: str | None) -> None:
+    def _route_signal(self, sense: str, payload: Any, directive: str | None, signal_id: int | None = None,
+                      ts: int | None = None) -> None:
         if self.report_signals:
             self.report("signal", f"{sense}: {_short(payload)}")
         self.stats.signalled(self.scheduler.on_signal(sense, time.time()))
-        if self.fleet is not None:
-            self.fleet.committed("sense", sense)
+        if self.fleet is not None:  # (the fleet reads the row from the database when its id is not at hand)
+            self.fleet.committed("sense", sense, signal_id, ts, payload)
         if directive and self.workflows is not None:
             self.workflows.launch_directive(sense, directive)
 
@@ -621,7 +622,7 @@ class Engine:
         now = time.time()
         for event, payload in stored:
             if event.origin is None and self.fleet is not None:
-                self.fleet.committed("channel", event.channel)
+                self.fleet.committed("channel", event.channel, event.id, event.ts, payload)
             self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin), event.ts,
                      self.ledger.event_mark(event.id))
             self.ledger.event_logged(event.id)

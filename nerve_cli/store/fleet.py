@@ -37,7 +37,7 @@ class Row:
 
     id: int
     ts: int
-    payload: str | None  # JSON text as stored (None: an emit without a payload)
+    payload: str | bytes | None  # its JSON (text as stored, or bytes handed over by the kernel); None: no payload
 
 
 class OutboxStore:

@@ -54,20 +54,32 @@ class Outbox:
                                             for s in fleet.publish.senses}
         self.subjects.update({("channel", c): channel_subject(fleet.stream, host, c) for c in fleet.publish.channels})
         self.sent: dict[Source, int] = {}
-        self.dirty: set[Source] = set(self.subjects)  # sources that may have rows above their sent mark
+        self.dirty: set[Source] = set(self.subjects)  # sources whose database must be read for rows to send
+        self.fresh: dict[Source, list[Row]] = {}  # rows the kernel handed over as it committed them, in order
         self.depth = 0  # rows waiting, as last counted
         self.published = 0
         self.too_large = 0
         self._wake = asyncio.Event()
         self._uncounted = True
 
-    def poke(self, kind: str, name: str) -> None:
-        """Something of (kind, name) was committed here; sent soon when the source is published."""
+    def poke(self, kind: str, name: str, row: Row | None = None) -> None:
+        """Something of (kind, name) was committed here (`row`, when the kernel has it at hand); sent soon when
+        the source is published.
+
+        A row handed over is sent from memory, without reading the database, as long as nothing is pending for
+        its source there: every row the kernel commits is handed over in order, and the database is read again
+        when one is not (`row` None), after a failed send, and while NATS is away.
+        """
         source = (kind, name)
-        if source in self.subjects:
+        if source not in self.subjects:
+            return
+        if row is None or source in self.dirty or not self.link.connected:
             self.dirty.add(source)
-            self._uncounted = True
-            self._wake.set()
+            self.fresh.pop(source, None)
+        else:
+            self.fresh.setdefault(source, []).append(row)
+        self._uncounted = True
+        self._wake.set()
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.thread, fn, *args)
@@ -77,14 +89,15 @@ class Outbox:
         self.sent = {source: marks.get(source, 0) for source in self.subjects}
         while True:
             self._wake.clear()
-            if self.link.connected and self.dirty:
+            if self.link.connected and (self.dirty or self.fresh):
                 await self._drain()
-            if self.link.connected and not self.dirty:
+            if self.link.connected and not self.dirty and not self.fresh:
                 self.depth, self._uncounted = 0, False  # everything poked so far was acknowledged
             elif self._uncounted:
                 self._uncounted = False
+                self.fresh.clear()  # NATS is away: the rows wait where they were committed
                 self.depth = await self._in_thread(self._count)
-            if self.dirty and self.link.connected:
+            if (self.dirty or self.fresh) and self.link.connected:
                 continue
             waits = [self._wake.wait()] + ([self.link.ready.wait()] if self.dirty else [])
             await first_of(*waits)
@@ -95,9 +108,17 @@ class Outbox:
         return sum(self.store.depth(source, self.sent.get(source, 0)) for source in self.subjects)
 
     async def _drain(self) -> None:
-        while self.dirty and self.link.connected:
-            source = self.dirty.pop()
-            rows = await self._in_thread(self._read, source)
+        while (self.dirty or self.fresh) and self.link.connected:
+            read = bool(self.dirty)
+            if read:
+                source = self.dirty.pop()
+                rows = await self._in_thread(self._read, source)
+            else:
+                source, handed = self.fresh.popitem()
+                pending = [r for r in handed if r.id > self.sent.get(source, 0)]  # a read may have sent some
+                rows = pending[:MAX_BATCH]
+                if pending[MAX_BATCH:]:
+                    self.fresh[source] = pending[MAX_BATCH:]
             if not rows:
                 continue
             done = await self._publish(source, rows)
@@ -108,9 +129,10 @@ class Outbox:
                 self.published += done
             if done < len(rows):
                 self.dirty.add(source)
+                self.fresh.pop(source, None)
                 self._uncounted = True
                 return
-            if len(rows) == MAX_BATCH or sum(len(r.payload or "") for r in rows) >= MAX_BATCH_BYTES:
+            if read and (len(rows) == MAX_BATCH or sum(len(r.payload or "") for r in rows) >= MAX_BATCH_BYTES):
                 self.dirty.add(source)  # more may wait behind this window
 
     def _read(self, source: Source) -> list[Row]:
@@ -129,8 +151,9 @@ class Outbox:
         subject, limit = self.subjects[source], self.link.max_payload - HEADER_ROOM
         sends: list[asyncio.Task | None] = []
         for row in rows:
-            data = row.payload.encode() if row.payload is not None else b""
+            data = row.payload.encode() if isinstance(row.payload, str) else (row.payload or b"")
             if len(data) > limit:
+                self._too_large(kind, name, row, len(data))
                 sends.append(None)
                 continue
             headers = {"Nats-Msg-Id": message_id(self.host, kind, name, row), "Nerve-Host": self.host,
@@ -144,7 +167,7 @@ class Outbox:
                 task.cancel()  # the connection went: these are sent again on the next one
         for i, (row, sent) in enumerate(zip(rows, sends)):
             if sent is None:
-                self._too_large(kind, name, row)
+                continue  # too large to send: skipped (and logged) so the rest of its source is not held up
             elif sent.cancelled() or sent.exception() is not None:
                 for rest in tasks:
                     if rest.done() and not rest.cancelled():
@@ -154,8 +177,8 @@ class Outbox:
                 return i
         return len(rows)
 
-    def _too_large(self, kind: str, name: str, row: Row) -> None:
-        size, limit = len((row.payload or "").encode()), self.link.max_payload
+    def _too_large(self, kind: str, name: str, row: Row, size: int) -> None:
+        limit = self.link.max_payload
         what = f"signal #{row.id} of sense {name}" if kind == "sense" else f"event #{row.id} of channel {name}"
         message = (f"{what} is {size:,} bytes, more than the NATS server's max_payload of {limit:,}; not sent "
                    "(raise max_payload in the server's configuration to send payloads this large)")

@@ -18,12 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
+import orjson
+
 from nerve_cli.config.model import FleetConfig
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.inbox import Deliver, Inbox
 from nerve_cli.kernel.fleet.link import MAX_RETRY, Link
 from nerve_cli.kernel.fleet.outbox import Outbox
-from nerve_cli.store.fleet import OutboxStore
+from nerve_cli.store.fleet import OutboxStore, Row
 from nerve_cli.vocab import logrows
 
 
@@ -60,9 +62,15 @@ class Fleet:
                                      f"restarting it in {MAX_RETRY:g}s")
                 await asyncio.sleep(MAX_RETRY)
 
-    def committed(self, kind: str, name: str) -> None:
-        """A signal of sense `name` or an emit on channel `name` was committed here."""
-        self.outbox.poke(kind, name)
+    def committed(self, kind: str, name: str, row_id: int | None = None, ts: int | None = None,
+                  payload: Any = None) -> None:
+        """A signal of sense `name` or an emit on channel `name` was committed here: its row id, time and payload
+        (a value, or an orjson.Fragment of its JSON) when the kernel has them at hand."""
+        if (kind, name) not in self.outbox.subjects:
+            return
+        row = None if row_id is None or ts is None else Row(row_id, ts, None if payload is None else orjson.dumps(
+            payload, option=orjson.OPT_NON_STR_KEYS))
+        self.outbox.poke(kind, name, row)
 
     def committed_offline(self, channel: str | None) -> None:
         """Emits were stored without the engine (on `channel`, or any): look at the published channels again."""
