@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _kit import Engine, Report, instance, machine, median, pct, query, signals, us, wait_until  # noqa: E402
-from engine_events import Client  # noqa: E402  (one control-socket connection, request after request)
-from fleetkit import NatsServer  # noqa: E402  (the tests' real nats-server on a free loopback port)
+from _kit import Engine, Report, instance, machine, median, pct, query, signals, us, wait_until
+from engine_events import Client
+from fleetkit import NatsServer
 
 HOPS = 600  # per direction
 WARMUP = 30

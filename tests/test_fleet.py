@@ -12,15 +12,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from contractkit import Checked
 from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
 from eventkit import Emitter
 from fleetkit import NatsServer
 from test_metrics import free_port, scrape, value
-from typer.testing import CliRunner
 
-from nerve_cli.cli import output
-from nerve_cli.cli.app import app
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.top.source import Source
 
@@ -118,10 +116,9 @@ def ticks(home: Path) -> list:
     return [n for s, _, p in got(home) if s == "a/ticker" for n in p["n"]]
 
 
-def cli(home: Path, *args: str):
-    """A command in this process (no interpreter start-up): its JSON document with --json, else its text."""
-    output.reset()
-    result = CliRunner().invoke(app, [*args, "--home", str(home)])
+def run(home: Path, *args: str):
+    """A command in this process (conftest.cli): its JSON document with --json, else its text."""
+    result = cli(*args, "--home", str(home))
     assert result.exit_code == 0, (args, result.output)
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
@@ -161,13 +158,13 @@ def test_signals_and_fleet_channel_emits_reach_the_other_host_once_in_order(tmp_
         to_a.close()
         to_b.close()
         check = Checked()
-        check.doc("status", cli(b, "status", "--json"), "status --json")
-        live = check.doc("fleet", cli(b, "fleet", "--json"), "fleet --json")
+        check.doc("status", run(b, "status", "--json"), "status --json")
+        live = check.doc("fleet", run(b, "fleet", "--json"), "fleet --json")
         assert live["engine_running"] and live["connected"] and live["hosts"][0]["host"] == "a"
         assert live["hosts"][0]["events"] == len(got(b)) - 1  # all but b's own emit came from a
-        sent = check.doc("fleet", cli(a, "fleet", "--json"), "fleet --json (a)")
+        sent = check.doc("fleet", run(a, "fleet", "--json"), "fleet --json (a)")
         assert sent["outbox"] == 0 and sent["last_sent_ms"] and all(p["waiting"] == 0 for p in sent["publishes"])
-        assert "Hosts heard from" in cli(b, "fleet")
+        assert "Hosts heard from" in run(b, "fleet")
         metrics = scrape(port)
         assert value(metrics, "nerve_fleet_connected") == 1
         assert value(metrics, "nerve_fleet_received", "nerve_fleet_received_total", source="deploys") == 150
@@ -178,7 +175,7 @@ def test_signals_and_fleet_channel_emits_reach_the_other_host_once_in_order(tmp_
         code_b, out_b = engine_b.stop()
     assert code_a == code_b == 0, out_a + out_b
     assert "Traceback" not in out_a + out_b
-    offline = check.doc("fleet", cli(b, "fleet", "--json"), "fleet --json (stopped)")
+    offline = check.doc("fleet", run(b, "fleet", "--json"), "fleet --json (stopped)")
     assert not offline["engine_running"] and offline["connected"] is None
     assert offline["hosts"] == live["hosts"]  # read from events.db: the same with the engine stopped
 
@@ -247,10 +244,10 @@ def test_with_nats_down_local_work_goes_on_and_the_outbox_drains_when_it_returns
         status = wait_for(lambda: (s := fleet_status(engine_a))["outbox"] >= 41 and s, 10,
                           what="the outbox depth to count what waits")
         assert status["connected"] is False and status["last_error"]
-        document = cli(a, "status", "--json")
+        document = run(a, "status", "--json")
         # (ticker may still be signalling its backlog: the outbox only grows while NATS is away)
         assert document["fleet"]["connected"] is False and document["fleet"]["outbox"] >= status["outbox"]
-        table = cli(a, "status")
+        table = run(a, "status")
         assert "disconnected" in table and int(re.search(r"outbox (\d+)", table).group(1)) >= 41
         server.start()  # same port, same store
         with RunningEngine(b) as engine_b:

@@ -7,15 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from enginekit import write_sense
-from typer.testing import CliRunner
 
-from nerve_cli.cli.app import app
 from nerve_cli.config.fleet import channel_subject, sense_subject, subscriptions
 from nerve_cli.config.load import validate
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "instance"
-runner = CliRunner()
 
 BAD_FLEET = """\
 senses:
@@ -46,7 +44,7 @@ def instance(home: Path) -> Path:
 
 def test_a_bad_fleet_section_lists_every_problem_with_its_line(instance: Path) -> None:
     (instance / "nerve.yaml").write_text(BAD_FLEET)
-    result = runner.invoke(app, ["config", "check", "--fast", "--json"])
+    result = cli("config", "check", "--fast", "--json")
     assert result.exit_code == 1, result.output
     problems = {p["path"]: p for p in json.loads(result.stdout)["problems"]}
     expected = {
@@ -69,7 +67,7 @@ def test_a_bad_fleet_section_lists_every_problem_with_its_line(instance: Path) -
         assert problems[path]["severity"] == severity and text in problems[path]["message"], problems[path]
         assert problems[path]["line"] is not None
     assert "fleet.subscribe.senses[1]" not in problems  # another host's sense: fine
-    plain = runner.invoke(app, ["config", "check", "--fast"])
+    plain = cli("config", "check", "--fast")
     assert plain.exit_code == 1 and "nerve.yaml:13: error: fleet.subscribe.senses[0]" in plain.stdout
 
 
@@ -90,7 +88,7 @@ fleet:
   publish: {senses: [disk-usage, nerve-health], channels: [deploys]}
   subscribe: {senses: [build-box/disk-usage], channels: [deploys]}
 """)
-    result = runner.invoke(app, ["config", "check", "--fast", "--json"])
+    result = cli("config", "check", "--fast", "--json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["valid"] and not document["problems"]

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
 from enginekit import RunningEngine, read_logs, wait_for, write_instance
 from fleetkit import NatsServer, nats_server_binary
 

@@ -165,7 +165,7 @@ class Outbox:
         for task in tasks:
             if not task.done():
                 task.cancel()  # the connection went: these are sent again on the next one
-        for i, (row, sent) in enumerate(zip(rows, sends)):
+        for i, sent in enumerate(sends):
             if sent is None:
                 continue  # too large to send: skipped (and logged) so the rest of its source is not held up
             elif sent.cancelled() or sent.exception() is not None:
