@@ -126,14 +126,15 @@ class LogStore:
         A thread row whose kind is a status also sets the thread's status in workflow_runs, in the
         same transaction; `mark=(key, id)` raises that watermark with the row (see `mark`).
         """
-        status = row.kind.status
+        kind = row.kind
+        status = kind.status
         if status is None:
-            self.append(row.source, row.type, row.ref, row.payload, ts, mark)
+            self.append(kind.source_text, kind.type, row.ref, row.payload, ts, mark)
             return
         ts = now_ms() if ts is None else ts
         workflow = (row.payload or {}).get("workflow", "")
         with self._lock:
-            self.append(row.source, row.type, row.ref, row.payload, ts, mark)
+            self.append(kind.source_text, kind.type, row.ref, row.payload, ts, mark)
             self._ops.append((_UPSERT_RUN, (row.ref, workflow, status.value, ts)))
 
     def append(

@@ -12,9 +12,8 @@ thread's status in `workflow_runs` (`LogKind.status`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
@@ -79,14 +78,11 @@ class LogKind(Enum):
 
     def __init__(self, source: LogSource, type_: str) -> None:
         self.source = source
+        self.source_text: str = source.value  # the column's value, read per row without the enum's descriptor
         self.type = type_
-
-    @property
-    def status(self) -> ThreadStatus | None:
-        """The thread status a row of this kind sets in workflow_runs, if any."""
-        if self.source is not LogSource.WORKFLOW or self is LogKind.THREAD_MESSAGE:
-            return None
-        return ThreadStatus(self.type)
+        # the thread status a row of this kind sets in workflow_runs, if any (looked up once, not per row)
+        self.status: ThreadStatus | None = (ThreadStatus(type_) if source is LogSource.WORKFLOW and type_ != "message"
+                                            else None)
 
     @classmethod
     def of_status(cls, status: ThreadStatus) -> LogKind:
@@ -96,9 +92,8 @@ class LogKind(Enum):
 _BY_STATUS = {kind.status: kind for kind in LogKind if kind.status is not None}
 
 
-@dataclass(frozen=True, slots=True)
-class LogRow:
-    """One row to append to logs.db (its time is given when it is appended)."""
+class LogRow(NamedTuple):
+    """One row to append to logs.db (its time is given when it is appended). A tuple: a hop writes two."""
 
     kind: LogKind
     ref: str | None
@@ -113,36 +108,36 @@ class LogRow:
         return self.kind.type
 
 
-_UNSET: Any = object()
-
-
-def _body(**fields: Any) -> dict[str, Any]:
-    """A payload without the optional fields left unset (rows have always omitted them)."""
-    return {k: v for k, v in fields.items() if v is not _UNSET}
-
-
 # -- computes -------------------------------------------------------------------------------
 
-def run_start(sense: str, compute_id: int, reason: Reason, *, lateness_ms: float = _UNSET,
-              standalone: bool = _UNSET) -> LogRow:
+def run_start(sense: str, compute_id: int, reason: Reason, *, lateness_ms: float | None = None,
+              standalone: bool = False) -> LogRow:
     """A compute started (`standalone`: by `nerve sense run` with no engine)."""
-    return LogRow(LogKind.RUN_START, sense, _body(compute_id=compute_id, reason=reason.text,
-                                                  lateness_ms=lateness_ms, standalone=standalone))
+    body: dict[str, Any] = {"compute_id": compute_id, "reason": reason.text}
+    if lateness_ms is not None:
+        body["lateness_ms"] = lateness_ms
+    if standalone:
+        body["standalone"] = True
+    return LogRow(LogKind.RUN_START, sense, body)
 
 
-def output(sense: str, compute_id: int, lines: list[dict[str, str]], *, standalone: bool = _UNSET) -> LogRow:
+def output(sense: str, compute_id: int, lines: list[dict[str, str]], *, standalone: bool = False) -> LogRow:
     """What a compute printed: `lines` of {"stream": stdout|stderr, "text"}."""
-    return LogRow(LogKind.OUTPUT, sense, _body(compute_id=compute_id, lines=lines, standalone=standalone))
+    body: dict[str, Any] = {"compute_id": compute_id, "lines": lines}
+    if standalone:
+        body["standalone"] = True
+    return LogRow(LogKind.OUTPUT, sense, body)
 
 
 def run_complete(sense: str, compute_id: int | None, outcome: Outcome, reason: Reason | None, *,
-                 duration_ms: float = _UNSET, signal_id: int | None = None, discarded: bool = False,
+                 duration_ms: float | None = None, signal_id: int | None = None, discarded: bool = False,
                  kept: bool = False, events: int = 0, standalone: bool = False) -> LogRow:
     """A compute ended. `reason` None: a signal found committed without its row (the ledger recovered it);
     its reason is unknown and shows as `recovered`."""
-    body = _body(compute_id=compute_id, outcome=outcome.value,
-                 duration_ms=round(duration_ms, 3) if duration_ms is not _UNSET else _UNSET,
-                 reason=reason.text if reason is not None else "recovered")
+    body: dict[str, Any] = {"compute_id": compute_id, "outcome": outcome}  # a StrEnum: serialised as its value
+    if duration_ms is not None:
+        body["duration_ms"] = round(duration_ms, 3)
+    body["reason"] = reason.text if reason is not None else "recovered"
     if discarded:
         body["discarded"] = True
     if signal_id is not None:

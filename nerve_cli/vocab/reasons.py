@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property, lru_cache
 
 
 class TriggerKind(StrEnum):
@@ -27,9 +28,13 @@ class TriggerKind(StrEnum):
 _WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Reason:
-    """Why one compute runs. `source` is the sense or channel that woke it (signal and debounced only)."""
+    """Why one compute runs. `source` is the sense or channel that woke it (signal and debounced only).
+
+    Reasons are shared: `Reason.signal(x)` is one object per source (a hop costs no allocation), and
+    its text is made once.
+    """
 
     kind: TriggerKind
     source: str | None = None
@@ -40,13 +45,13 @@ class Reason:
 
     @classmethod
     def signal(cls, source: str) -> Reason:
-        return cls(TriggerKind.SIGNAL, source)
+        return _shared(TriggerKind.SIGNAL, source)
 
     @classmethod
     def debounced(cls, source: str) -> Reason:
-        return cls(TriggerKind.DEBOUNCED, source)
+        return _shared(TriggerKind.DEBOUNCED, source)
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The reason as logs.db and `nerve logs` have always shown it: `interval`, `on x`, `on x (debounced)`."""
         if self.kind is TriggerKind.SIGNAL:
@@ -65,6 +70,11 @@ class Reason:
     def from_dict(cls, body: dict) -> Reason:
         """From `to_dict`'s two fields (the wire); ValueError on an unknown kind or a missing source."""
         return cls(TriggerKind(body["kind"]), body.get("source"))
+
+
+@lru_cache(maxsize=4096)
+def _shared(kind: TriggerKind, source: str) -> Reason:
+    return Reason(kind, source)
 
 
 INTERVAL = Reason(TriggerKind.INTERVAL)
