@@ -58,6 +58,10 @@ class Layout:
     def sense_db(self, name: str) -> Path:
         return self.sense_data / f"{name}.db"
 
+    def sense_archive(self, name: str) -> Path:
+        """A sense's archived days (JSONL, one folder per table), under data/archive/senses/."""
+        return self.archive / "senses" / name
+
     def migrations(self, name: str) -> Path:
         return self.senses / name / "migrations"
 

@@ -295,6 +295,17 @@ def test_code_states_its_rules_rather_than_citing_documents() -> None:
     assert not found, "citations of documents outside the repository:\n" + "\n".join(found)
 
 
+def test_instance_paths_are_built_only_by_layout() -> None:
+    """Where a file of the instance lives is said once, in home.Layout: no module spells data/, logs.db
+    or the archive's senses/ folder itself."""
+    spelled = re.compile(r'/ "data"|"logs\.db"|archive / "senses" /')
+    found = [f"{path.relative_to(ROOT.parent)}:{n}: {line.strip()}"
+             for path in sorted(ROOT.rglob("*.py")) if "templates" not in path.parts and path.name != "home.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if spelled.search(line) and not line.lstrip().startswith("#")]
+    assert not found, "instance paths built outside home.Layout:\n" + "\n".join(found)
+
+
 if __name__ == "__main__":
     packages = package_graph(graph())
     for source, targets in sorted(packages.items(), key=lambda kv: (ROW.get(kv[0], -1), kv[0])):

@@ -19,6 +19,7 @@ from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import TooLarge, line_of, parse, read_text, to_plain
 from nerve_cli.errors import ConfigError, InstanceNotFound
+from nerve_cli.home import Layout
 
 SECTIONS = tuple(NerveConfig.model_fields)  # engine, groups, senses, reflexes, workflows (the model decides)
 
@@ -127,7 +128,7 @@ def read_config(path: Path) -> str:
 
 
 def config_path(home: Path) -> Path:
-    path = Path(home) / "nerve.yaml"
+    path = Layout(Path(home)).config
     if not path.is_file():
         raise InstanceNotFound(
             f"no Nerve instance at {home}: there is no nerve.yaml there. Run `nerve init --home {home}` to create one."

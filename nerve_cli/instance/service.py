@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nerve_cli.errors import NerveError
+from nerve_cli.home import Layout
 
 RESTART_SEC = 5
 USER_SESSION = ("is a systemd user session running? `loginctl enable-linger` keeps one for a user who is not "
@@ -111,7 +112,7 @@ def _escape_text(text: str) -> str:
 
 
 def _plist(label: str, home: Path, argv: tuple[str, ...]) -> str:
-    log = str(home / "data" / "engine.log")
+    log = str(Layout(home).data / "engine.log")
     body = {
         "Label": label,
         "ProgramArguments": list(argv),
@@ -128,7 +129,7 @@ def _plist(label: str, home: Path, argv: tuple[str, ...]) -> str:
 
 def install(home: Path, unit: Unit) -> ServiceState:
     """Write the unit and enable + start it."""
-    (Path(home) / "data").mkdir(parents=True, exist_ok=True)
+    Layout(Path(home)).data.mkdir(parents=True, exist_ok=True)
     unit.path.parent.mkdir(parents=True, exist_ok=True)
     unit.path.write_text(unit.text, encoding="utf-8")
     commands = _install_commands(unit)

@@ -160,7 +160,7 @@ def _data(layout: Layout, config: NerveConfig, now: float) -> list[tuple[Garbage
             why, age = "its sense was deleted", deleted
         else:
             why, age = "its sense is disabled", now - touched
-        archived = layout.archive / "senses" / name
+        archived = layout.sense_archive(name)
         shown = f"data/senses/{name}.db" + (" and its archive" if archived.is_dir() and any(archived.iterdir()) else "")
         out.append((Garbage("data", shown, f"{why}; last written {_ago(now - touched)}",
                             sum(_size(p) for p in files), tuple(files), name), age))
@@ -274,7 +274,7 @@ def _has_data(layout: Layout, name: str) -> bool:
 
 def _data_files(layout: Layout, name: str) -> list[Path]:
     db = layout.sense_db(name)
-    candidates = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), layout.archive / "senses" / name]
+    candidates = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), layout.sense_archive(name)]
     return [p for p in candidates if p.exists()]
 
 

@@ -46,7 +46,7 @@ def databases(layout: Layout) -> list[tuple[str, Path, Path, bool]]:
         found.append(("events", layout.events_db, layout.archive / "events", False))
     if layout.sense_data.is_dir():
         for path in sorted(layout.sense_data.glob("*.db")):
-            found.append((f"sense {path.stem}", path, layout.archive / "senses" / path.stem, False))
+            found.append((f"sense {path.stem}", path, layout.sense_archive(path.stem), False))
     return found
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from nerve_cli.home import Layout
 from nerve_cli.store.sqlitefile import open_reader
 
 # a digest standing alone: not part of a longer run of hex digits
@@ -87,10 +88,11 @@ def referenced(data: Path, wanted: set[str], skip: Iterable[Path] = ()) -> set[s
 
 
 def _places(data: Path) -> Iterator[Path]:
-    for name in ("logs.db", "events.db"):
-        if (data / name).is_file():
-            yield data / name
-    senses = data / "senses"
+    layout = Layout(data.parent)
+    for path in (layout.logs_db, layout.events_db):
+        if path.is_file():
+            yield path
+    senses = layout.sense_data
     if senses.is_dir():
         yield from sorted(senses.glob("*.db"))
     archive = data / "archive"

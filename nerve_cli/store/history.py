@@ -128,7 +128,7 @@ SIGNAL_LINE = b'{"table":"_signals",'
 def archived_counts(home: Path, name: str) -> dict[str, int]:
     """table → rows of that table in a sense's archive files (lines are counted, not parsed)."""
     counts: dict[str, int] = {}
-    for f in list_files(Layout(Path(home)).archive / "senses" / check_name(name)):
+    for f in list_files(Layout(Path(home)).sense_archive(check_name(name))):
         with open(f.path, "rb") as lines:
             for line in lines:
                 if line.startswith(SIGNAL_LINE):
@@ -141,7 +141,7 @@ def archived_counts(home: Path, name: str) -> dict[str, int]:
 
 def last_archived_signal(home: Path, name: str) -> int | None:
     """The ts of the newest archived signal of a sense (None when it has no archived signal)."""
-    files = list_files(Layout(Path(home)).archive / "senses" / check_name(name))
+    files = list_files(Layout(Path(home)).sense_archive(check_name(name)))
     for day in sorted({f.day for f in files}, reverse=True):
         stamps = [line["row"]["ts"] for f in files if f.day == day for line in iter_lines(f.path)
                   if isinstance(line, dict) and line.get("table") == "_signals" and line.get("row")]
@@ -162,7 +162,7 @@ def sense_history(home: Path, name: str, since_ms: int | None = None, limit: int
     if limit is not None and len(hot) >= limit:
         return hot
     since_day = day_of(since_ms) if since_ms is not None else None
-    files = list_files(layout.archive / "senses" / name, since_day)
+    files = list_files(layout.sense_archive(name), since_day)
     older: list[dict] = []
     # newest day first, so a `limit` stops reading as soon as it is met
     for day in sorted({f.day for f in files}, reverse=True):

@@ -137,7 +137,7 @@ def _table_rows(layout: Layout, name: str, table: str, col: str, since_ms: int |
     out = [(ts, value, 0) for ts, value in hot if isinstance(ts, int)]
     seen = {ts for ts, _, _ in out}
     since_day = day_of(since_ms) if since_ms is not None else None
-    for f in list_files(layout.archive / "senses" / name, since_day):
+    for f in list_files(layout.sense_archive(name), since_day):
         for line in iter_lines(f.path):
             row = line.get("row") if isinstance(line, dict) and line.get("table") == table else None
             if not isinstance(row, dict):

@@ -82,7 +82,7 @@ def _check_free(layout: Layout, config, old: str, new: str) -> None:
         raise SenseError(f"`{new}` is a workflow's name; pick another name")
     if not layout.sense_dir(old).is_dir():
         raise SenseError(f"senses/{old}/ does not exist, so there is nothing to rename")
-    for path in (layout.sense_dir(new), layout.sense_db(new), layout.archive / "senses" / new):
+    for path in (layout.sense_dir(new), layout.sense_db(new), layout.sense_archive(new)):
         if path.exists():
             raise SenseError(f"{path.relative_to(layout.home)} already exists (left by an earlier sense?); "
                              f"remove it (`nerve gc` clears old data) or pick another name")
@@ -109,7 +109,7 @@ def _move(layout: Layout, old: str, new: str) -> list[str]:
     db = layout.sense_db(old)
     for suffix in ("", "-wal", "-shm"):
         moves.append((db.with_name(db.name + suffix), layout.sense_db(new).with_name(f"{new}.db{suffix}")))
-    moves.append((layout.archive / "senses" / old, layout.archive / "senses" / new))
+    moves.append((layout.sense_archive(old), layout.sense_archive(new)))
     done: list[tuple[Path, Path]] = []
     try:
         for src, dst in moves:
