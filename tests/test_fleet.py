@@ -303,3 +303,29 @@ def test_2000_events_through_two_server_kills_and_a_receiver_kill_arrive_exactly
     finally:
         for engine in (engine_a, engine_b):
             engine.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_subscription_added_by_reload_receives_what_the_stream_holds(tmp_path: Path, server: NatsServer) -> None:
+    a = host_a(tmp_path, server.url)
+    b = host_b(tmp_path, server.url)
+    config = (b / "nerve.yaml").read_text()
+    (b / "nerve.yaml").write_text(config.replace("channels: [deploys]", "channels: []"))
+    with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+        engine_a.wait_ready()
+        engine_b.wait_ready()
+        to_a = Emitter(a)
+        for i in range(20):
+            assert to_a.emit("deploys", {"d": i})["ok"]
+        to_a.close()
+        wait_for(lambda: fleet_status(engine_a)["outbox"] == 0, 20, what="a's outbox to drain")
+        assert deploys(b) == []  # not subscribed
+        (b / "nerve.yaml").write_text(config)  # hot reload: the fleet's link starts again with the new section
+        wait_for(lambda: len(deploys(b)) >= 20, 30, what="the new subscription to receive the stream's history")
+        assert deploys(b) == list(range(20))
+        reloaded = read_logs(b, "system", "config_reloaded")
+        assert any("fleet changed" in change for row in reloaded for change in row["payload"]["changes"])
+        (b / "nerve.yaml").write_text(config.replace("  ack_wait: 2s", "  ack_wait: 2s\n  enabled: false"))
+        wait_for(lambda: engine_b.status()["fleet"] is None, 20, what="b to leave the fleet")
+        engine_b.stop()
+        engine_a.stop()

@@ -94,6 +94,9 @@ def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
                    "(takes effect at the next start)")
     if old.engine.model_copy(update={"metrics": None}) != new.engine.model_copy(update={"metrics": None}):
         out.append("engine settings changed")
+    if old.live_fleet() != new.live_fleet():
+        what = "left" if new.live_fleet() is None else ("joined" if old.live_fleet() is None else "changed")
+        out.append(f"fleet {what} (the link to NATS starts again)")
     return out
 
 
