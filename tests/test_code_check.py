@@ -141,3 +141,21 @@ def test_a_file_blocking_at_import_is_named_when_the_check_gives_up(home: Path) 
     assert len(found) == 1 and found[0].file == "senses/broken/", found
     assert found[0].path == "senses.broken"
     assert found[0].message.startswith("did not finish importing within 8s: does it block at import time")
+
+
+def test_the_early_check_is_kept_only_for_what_the_validated_config_asks(home: Path, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """config check starts its child before validating nerve.yaml; an answer about other senses never shows."""
+    from nerve_cli.config.check import check_instance
+
+    monkeypatch.setenv("NERVE_TEST_MARK", str(tmp_path / "imported-by"))
+    from nerve_cli.config.code import CodeCheck, early_check
+
+    write_instance(home, CONFIG, {"good": GOOD, "broken": "def compute(db, peers)\n    return 1\n"})
+    report = check_instance(home, early=early_check(home))  # the child's own read of nerve.yaml: kept
+    assert [p.file for p in report.problems] == ["senses/broken/sense.py"]
+    report = check_instance(home, early=CodeCheck(home, ["good"], []))  # about other senses: checked again
+    assert [p.file for p in report.problems] == ["senses/broken/sense.py"]
+    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "bogus_key: 1\n")
+    report = check_instance(home, early=early_check(home))  # an invalid nerve.yaml: no code problems at all
+    assert not report.valid and "senses/broken/sense.py" not in [p.file for p in report.problems]

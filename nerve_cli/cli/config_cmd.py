@@ -32,11 +32,16 @@ def check(
 
     Example: nerve config check --json
     """
-    from nerve_cli.cli import output
-    from nerve_cli.config.check import check_instance
+    from nerve_cli.config.code import early_check
     from nerve_cli.home import require_instance
 
-    report = check_instance(require_instance(home), code=not fast)
+    where = require_instance(home)
+    # the code check's child starts first: its start-up overlaps the validation's imports and work below
+    early = None if fast else early_check(where)
+    from nerve_cli.cli import output
+    from nerve_cli.config.check import check_instance
+
+    report = check_instance(where, code=not fast, early=early)
     if json_:
         from nerve_cli.contract.instance import config_check
 

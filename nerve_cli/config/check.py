@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.config.code import check_code
+from nerve_cli.config.code import CodeCheck, check_code
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
@@ -60,8 +60,12 @@ class CheckReport:
         }
 
 
-def check_instance(home: Path, *, code: bool = True) -> CheckReport:
-    """nerve.yaml, then the folder; with `code`, also import the senses and workflows (in a child process)."""
+def check_instance(home: Path, *, code: bool = True, early: CodeCheck | None = None) -> CheckReport:
+    """nerve.yaml, then the folder; with `code`, also import the senses and workflows (in a child process).
+
+    `early`: a code check already running (`config.code.early_check`), used if it checks what the validated
+    config asks for, discarded otherwise.
+    """
     path = config_path(home)
     result = validate_file(path)
     problems = list(result.problems)
@@ -69,15 +73,22 @@ def check_instance(home: Path, *, code: bool = True) -> CheckReport:
         problems += folder_problems(Path(home), result)
         problems.sort(key=lambda p: (p.file != path.name, p.file, p.line or 0, p.path))
         if code:
-            problems += code_problems(Path(home), result.config)
+            problems += code_problems(Path(home), result.config, early)
+            early = None
+    if early is not None:
+        early.cancel()
     return CheckReport(path, problems, result.channels, _counts(result))
 
 
-def code_problems(home: Path, config: Any) -> list[Problem]:
+def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> list[Problem]:
     """Import every enabled sense and workflow whose files exist, in a child process."""
     layout = Layout(home)
     senses = [n for n, s in config.senses.items() if s.enabled and (layout.sense_dir(n) / "sense.py").is_file()]
     workflows = [n for n, w in config.workflows.items() if w.enabled and layout.workflow_file(n).is_file()]
+    if early is not None:
+        found = early.problems(expect=(senses, workflows))
+        if found is not None:
+            return found
     return check_code(home, senses, workflows)
 
 

@@ -7,6 +7,12 @@ errors with file:line, a missing or unusable `compute`, a missing `workflow`,
 an async moderator, schema.py out of step with its migrations. User code may
 block, print or crash at import: the child is bounded by a timeout and its
 output is kept apart from the answer.
+
+`nerve config check` starts the child before it has imported and run the
+validation (`early_check`): the child picks the senses and workflows from its
+own quick read of nerve.yaml, so its start-up overlaps the parent's. Its answer
+is used only when the validated config asks for exactly those; otherwise the
+check runs again on the validated list.
 """
 
 from __future__ import annotations
@@ -14,38 +20,92 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from nerve_cli.config.problems import Problem
 
 TIMEOUT = 60.0  # a sense whose top level blocks (network, input) must not hang the check
 
 
+class CodeCheck:
+    """The code check running in its child since it was made: of `senses` and `workflows`, or (None) of
+    what the child's own quick read of nerve.yaml names (see `early_check`)."""
+
+    def __init__(self, home: Path, senses: list[str] | None, workflows: list[str] | None) -> None:
+        self.started = time.monotonic()
+        self.proc: subprocess.Popen[bytes] | None = None
+        argv = [sys.executable, "-m", "nerve_cli.worker", "check", "--home", str(home)]
+        if senses is None or workflows is None:
+            argv.append("--from-config")
+        elif senses or workflows:
+            argv += ["--senses", ",".join(senses), "--workflows", ",".join(workflows)]
+        else:
+            return  # nothing to import
+        self.proc = subprocess.Popen(argv, cwd=str(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+
+    def cancel(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.communicate()
+
+    def problems(self, timeout: float = TIMEOUT, expect: tuple[list[str], list[str]] | None = None
+                 ) -> list[Problem] | None:
+        """Problems (errors) found by importing them; [] when all would load. With `expect`, None when the
+        child checked other senses or workflows than those."""
+        proc = self.proc
+        if proc is None:
+            return []
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.0, timeout - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+            return None if expect is not None and _checked(stdout) != expect else [_timed_out(stdout, timeout)]
+        if expect is not None and _checked(stdout) != expect:
+            return None
+        try:
+            answer = json.loads(stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            return [Problem("", f"the code check child failed (exit {proc.returncode}): "
+                                f"{' | '.join(tail) or 'no output'}", file="code check")]
+        return [_problem(item) for item in answer.get("problems", [])]
+
+
 def check_code(home: Path, senses: list[str], workflows: list[str], *, timeout: float = TIMEOUT) -> list[Problem]:
     """Problems (errors) found by importing `senses` and `workflows` in a child; [] when all would load."""
-    if not senses and not workflows:
-        return []
-    argv = [sys.executable, "-m", "nerve_cli.worker", "check", "--home", str(home),
-            "--senses", ",".join(senses), "--workflows", ",".join(workflows)]
+    return CodeCheck(home, senses, workflows).problems(timeout) or []
+
+
+def early_check(home: Path) -> CodeCheck:
+    """The code check started now, before nerve.yaml is validated, on what the child's quick read of it names."""
+    return CodeCheck(home, None, None)
+
+
+def _checked(stdout: bytes | None) -> tuple[list[str], list[str]] | None:
+    """What a `--from-config` child said it checks (its first line)."""
     try:
-        done = subprocess.run(argv, cwd=str(home), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        where = _last_import(exc.stdout)
-        if where is None:
-            return [Problem("", f"importing the senses and workflows took longer than {timeout:g}s (does a file "
-                                "block at import time?); run `nerve config check --fast` to skip this step",
-                            file="code check")]
-        key = where.rstrip("/").removesuffix(".py").replace("/", ".")  # senses/x/ → senses.x, as other problems
-        return [Problem(key, f"did not finish importing within {timeout:g}s: does it block at import time "
-                             "(network, input, a loop)? `nerve config check --fast` skips this step", file=where)]
-    try:
-        answer = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        return [Problem("", f"the code check child failed (exit {done.returncode}): {' | '.join(tail) or 'no output'}",
-                        file="code check")]
-    return [_problem(item) for item in answer.get("problems", [])]
+        first = orjson.loads((stdout or b"").split(b"\n", 1)[0])["checked"]
+        return (list(first["senses"]), list(first["workflows"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def _timed_out(stdout: bytes | None, timeout: float) -> Problem:
+    where = _last_import(stdout)
+    if where is None:
+        return Problem("", f"importing the senses and workflows took longer than {timeout:g}s (does a file "
+                           "block at import time?); run `nerve config check --fast` to skip this step",
+                       file="code check")
+    key = where.rstrip("/").removesuffix(".py").replace("/", ".")  # senses/x/ → senses.x, as other problems
+    return Problem(key, f"did not finish importing within {timeout:g}s: does it block at import time "
+                        "(network, input, a loop)? `nerve config check --fast` skips this step", file=where)
 
 
 def _last_import(stdout: bytes | None) -> str | None:

@@ -9,6 +9,12 @@ non-async moderator). The answer is one JSON object on the protocol fd:
 `{"problems": [{kind, name, type, message, file, line}]}`, after one
 `{"importing": path}` line per sense or workflow as it starts, so a parent that
 gives up waiting can say which file blocked.
+
+With `--from-config` the child picks the enabled senses and workflows itself,
+from a quick read of nerve.yaml (PyYAML's C loader: it need not wait for the
+parent's validation), and says which first: `{"checked": {"senses", "workflows"}}`
+(null when the quick read failed). The parent keeps the answer only if its
+validated config asks for exactly those.
 """
 
 from __future__ import annotations
@@ -41,6 +47,27 @@ def check(home: Path, senses: list[str], workflows: list[str],
     return problems
 
 
+def enabled_in_config(home: Path) -> tuple[list[str], list[str]] | None:
+    """The enabled senses and workflows nerve.yaml names whose files exist, from a quick read; None if it fails."""
+    import yaml  # only this child reads nerve.yaml with it (the CLI's start-up never imports PyYAML)
+
+    layout = Layout(home)
+    try:
+        doc = yaml.load(layout.config.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        senses, workflows = _enabled(doc.get("senses")), _enabled(doc.get("workflows"))
+    except Exception:  # whatever trips the quick read, the parent's validation reports properly
+        return None
+    return ([n for n in senses if (layout.sense_dir(n) / "sense.py").is_file()],
+            [n for n in workflows if layout.workflow_file(n).is_file()])
+
+
+def _enabled(section: Any) -> list[str]:
+    if section is None:
+        return []
+    return [name for name, body in section.items()
+            if isinstance(name, str) and not (isinstance(body, dict) and body.get("enabled", True) is False)]
+
+
 def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
     try:
         load_workflow(home, name)
@@ -54,7 +81,17 @@ def main(args: Any) -> int:
     out = ProtocolWriter(take_protocol_fds().write)  # the user's prints go to stderr, never into the answer
     names = lambda text: [n for n in (text or "").split(",") if n]  # noqa: E731
     importing = lambda where: out.write(orjson.dumps({"importing": where}, option=orjson.OPT_APPEND_NEWLINE))  # noqa: E731
-    problems = check(Path(args.home).resolve(), names(args.senses), names(args.workflows), importing)
+    home = Path(args.home).resolve()
+    senses, workflows = names(args.senses), names(args.workflows)
+    if args.from_config:
+        picked = enabled_in_config(home)
+        out.write(orjson.dumps({"checked": None if picked is None else {"senses": picked[0], "workflows": picked[1]}},
+                               option=orjson.OPT_APPEND_NEWLINE))
+        if picked is None:
+            out.close()
+            return 0
+        senses, workflows = picked
+    problems = check(home, senses, workflows, importing)
     out.write(orjson.dumps({"problems": problems}, option=orjson.OPT_APPEND_NEWLINE))
     out.close()
     return 0

@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--home", required=True)
     chk.add_argument("--senses", default="")
     chk.add_argument("--workflows", default="")
+    chk.add_argument("--from-config", action="store_true",
+                     help="check the enabled senses and workflows a quick read of nerve.yaml names (said first)")
     tpl = sub.add_parser("template", help="import the sense runtime, then fork workers on the kernel's request")
     tpl.add_argument("--fd", type=int, required=True, help="the kernel's SOCK_SEQPACKET socket")
     args = parser.parse_args(argv)
