@@ -604,6 +604,14 @@ class Engine:
     async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
         return await requests.handle(self, request)
 
+    def lift_backoff(self, sense: str) -> None:
+        self.scheduler.unblock(sense)
+
+    def reset_sense(self, sense: str) -> bool:
+        had = self.guards.reset(sense)
+        self.pump()
+        return had
+
     def demand(self, sense: str) -> asyncio.Future:
         """Compute `sense` now; the future resolves when a compute started after this request ends."""
         future = asyncio.get_running_loop().create_future()

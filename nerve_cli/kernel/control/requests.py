@@ -21,7 +21,6 @@ from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.health import HEALTH_SENSE
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
-from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
@@ -38,7 +37,9 @@ HEALTH_WAIT = 30.0  # nerve-health computes in the kernel, in milliseconds
 
 
 class Target(Protocol):
-    """The running engine, as a control-socket request sees it."""
+    """The running engine, as a control-socket request sees it: what it reads (the scheduler's and the
+    supervisors' state, for answers) and the actions it may take. A request changes the engine only
+    through an action (`demand`, `emit`, `lift_backoff`, `reset_sense`...), never by its parts' fields."""
 
     home: Path
     layout: Layout
@@ -48,7 +49,6 @@ class Target(Protocol):
     groups: dict[str, GroupSupervisor]
     errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
     warnings: list[str]  # nerve.yaml's current warnings
-    guards: Guards
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
 
@@ -59,7 +59,11 @@ class Target(Protocol):
 
     def events_stored(self, channel: str | None) -> int: ...
 
-    def pump(self) -> None: ...
+    def lift_backoff(self, sense: str) -> None:
+        """A person asked for this sense now: its failure back-off does not hold this one compute."""
+
+    def reset_sense(self, sense: str) -> bool:
+        """Lift the sense's penalty or quarantine (and start what is due); True if there was one."""
 
 
 async def handle(engine: Target, request: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +141,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
         raise SenseError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
                          f"lift it with `nerve sense reset {sense}`")
     if state.blocked_until:
-        engine.scheduler.unblock(sense)  # asked for by a person: the back-off does not apply to this one
+        engine.lift_backoff(sense)
     if sense == HEALTH_SENSE:
         return
     supervisor = engine.groups.get(engine.config.senses[sense].group)
@@ -236,9 +240,7 @@ async def _reset(engine: Target, request: dict) -> dict:
     sense = request.get("sense")
     if not isinstance(sense, str) or sense not in engine.scheduler.states:
         raise NerveError(f"no enabled sense {sense!r} in this engine")
-    had = engine.guards.reset(sense)
-    engine.pump()
-    return {"sense": sense, "was_blocked": had}
+    return {"sense": sense, "was_blocked": engine.reset_sense(sense)}
 
 
 def status(engine: Target) -> dict:
