@@ -138,6 +138,8 @@ def test_signals_and_fleet_channel_emits_reach_the_other_host_once_in_order(tmp_
         for i in range(150):
             assert to_a.emit("go", i)["ok"]
             assert to_a.emit("deploys", {"d": i, "from": "a"})["ok"]
+            if i == 100:  # over the server's max_payload (1 MiB): logged and skipped, the rest goes on
+                assert to_a.emit("deploys", {"d": "big", "pad": "x" * 1_100_000})["ok"]
         assert to_b.emit("deploys", {"d": "local", "from": "b"})["ok"]  # b's own emit stays on b
         wait_for(lambda: len(deploys(b)) >= 151 and len(ticks(b)) >= 150, 30, what="b to receive 300 events")
         assert ticks(b) == list(range(150))
@@ -150,6 +152,9 @@ def test_signals_and_fleet_channel_emits_reach_the_other_host_once_in_order(tmp_
         wait_for(lambda: fleet_status(engine_a)["outbox"] == 0, 10, what="a's outbox to drain")
         status_a, status_b = fleet_status(engine_a), fleet_status(engine_b)
         assert status_a["connected"] and status_a["host"] == "a" and status_a["published"] >= 151
+        assert status_a["not_sent"] == 1 and "big" not in deploys(b)
+        (skipped,) = read_logs(a, "system", "fleet_not_sent")
+        assert skipped["ref"] == "deploys" and "max_payload" in skipped["payload"]["message"]
         subs = {s["source"]: s for s in status_b["subscriptions"]}
         assert subs["deploys"]["received"] == 150 and subs["a/ticker"]["last_host"] == "a"
         assert status_b["hosts"]["a"]["events"] >= 151

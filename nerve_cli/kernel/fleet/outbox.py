@@ -59,6 +59,7 @@ class Outbox:
         self.depth = 0  # rows waiting, as last counted
         self.published = 0
         self.too_large = 0
+        self._said_too_large: dict[Source, int] = {}  # the last row of each source logged as too large (said once)
         self._wake = asyncio.Event()
         self._uncounted = True
 
@@ -178,6 +179,9 @@ class Outbox:
         return len(rows)
 
     def _too_large(self, kind: str, name: str, row: Row, size: int) -> None:
+        if self._said_too_large.get((kind, name), 0) >= row.id:
+            return  # the same row in a window sent again: said once
+        self._said_too_large[(kind, name)] = row.id
         limit = self.link.max_payload
         what = f"signal #{row.id} of sense {name}" if kind == "sense" else f"event #{row.id} of channel {name}"
         message = (f"{what} is {size:,} bytes, more than the NATS server's max_payload of {limit:,}; not sent "
