@@ -17,7 +17,7 @@ FIRST = 20_000
 def test_old_events_move_to_jsonl_and_ids_never_come_back(home: Path) -> None:
     layout = Layout(home)
     store = EventStore(layout.events_db)
-    store.append([("task.created", f'{{"n": {i}}}', None) for i in range(6)])
+    store.append([("task.created", f'{{"n": {i}}}', None, None) for i in range(6)])
     # three days, two events each (written by hand: the store stamps "now")
     for i in range(6):
         store.conn.execute("UPDATE events SET ts = ? WHERE id = ?", ((FIRST + i // 2) * DAY_MS + i, i + 1))
@@ -33,5 +33,5 @@ def test_old_events_move_to_jsonl_and_ids_never_come_back(home: Path) -> None:
     assert [r[0] for r in conn.execute("SELECT id FROM events ORDER BY id")] == [5, 6]
     conn.close()
     store = EventStore(layout.events_db)
-    assert store.append([("task.created", None, None)])[0].id == 7  # AUTOINCREMENT: an archived id is never reused
+    assert store.append([("task.created", None, None, None)])[0].id == 7  # AUTOINCREMENT: an archived id is never reused
     store.close()

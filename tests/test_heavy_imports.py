@@ -67,3 +67,27 @@ def test_nerve_help_loads_neither() -> None:
     loaded = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
     assert "typer" in loaded  # importtime lines were read
     assert not loaded & set(HEAVY)
+
+
+def test_the_http_server_loads_only_with_webhooks() -> None:
+    """uvicorn and starlette (≈ 0.1 s) are imported by the webhook server alone, itself imported only when
+    webhooks are on: the kernel without them, and every command, never loads them."""
+    web = ("uvicorn", "starlette")
+    users = {_module(p) for p in ROOT.rglob("*.py") if "templates" not in p.parts
+             and {n.split(".")[0] for n in _all_imports(p)} & set(web)}
+    assert {u for u in users if not u.startswith(ALLOWED_PREFIX)} == {"nerve_cli.kernel.webhooks"}
+    code = ("import sys, nerve_cli.kernel.engine, nerve_cli.cli.run_cmd\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {web!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def _all_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module or "")
+    return found

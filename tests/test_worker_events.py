@@ -160,7 +160,7 @@ def test_two_arguments_read_no_events_and_write_no_cursor(home: Path) -> None:
 def test_a_long_backlog_comes_in_batches(home: Path) -> None:
     listener_instance(home)
     store = EventStore(home / "data" / "events.db")
-    store.append([("task.created", str(i), None) for i in range(worker_events.MAX_EVENTS + 3)])
+    store.append([("task.created", str(i), None, None) for i in range(worker_events.MAX_EVENTS + 3)])
     store.close()
     with worker(home) as client:
         first = compute(client)

@@ -39,6 +39,8 @@ def render_status(doc: dict[str, Any]) -> None:
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
     if doc.get("channels"):
         output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
+    if engine.get("webhooks_url"):
+        output.info(f"webhooks: POST {engine['webhooks_url']}CHANNEL")
     if doc.get("fleet"):
         render_fleet(doc["fleet"], now)
     for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors

@@ -7,6 +7,7 @@ a child process (`config.code`), and only once nerve.yaml itself is valid.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
             found.append((("workflows", name), "error", f"workflows/{name}.py does not exist; "
                           f"create it (`nerve workflow new {name}` scaffolds one) or set `enabled: false`"))
     found += _unregistered(layout, config)
+    found += _unset_secrets(config)
     return [Problem(".".join(map(str, loc)), msg, sev, line_of(result.doc, loc), file=layout.config.name)
             for loc, sev, msg in found] + requirement_problems(home)
 
@@ -140,6 +142,14 @@ def requirement_problems(home: Path) -> list[Problem]:
     return [Problem("", f"{r.text}: {r.state.replace('-', ' ')} (installed: {r.installed or 'no'}) where the workers "
                         "run; `nerve deps install` installs requirements.txt", "warning", r.line, file=REQUIREMENTS)
             for r in found if not r.ok]
+
+
+def _unset_secrets(config: Any) -> list[tuple[tuple, Severity, str]]:
+    """A webhook secret missing from this environment is likely missing from the engine's too."""
+    return [(("channels", name, "secret_env"), "warning",
+             f"${c.secret_env} is not set in this environment; the engine needs it in its own, or every post to "
+             f"`{name}` is refused (503)")
+            for name, c in config.webhook_channels().items() if c.secret_env and not os.environ.get(c.secret_env)]
 
 
 def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, Severity, str]]:

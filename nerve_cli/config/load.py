@@ -91,7 +91,7 @@ def _normalized(data: dict, skip: set[int]) -> dict:
     Workflow-kind reflexes are replaced by a stub so pydantic adds nothing to their one error.
     """
     out = {k: v for k, v in data.items() if not (k in SECTIONS and v is None)}
-    for section in ("groups", "senses", "workflows"):  # name → settings sections
+    for section in ("groups", "senses", "workflows", "channels"):  # name → settings sections
         if isinstance(out.get(section), dict):
             out[section] = {k: ({} if v is None else v) for k, v in out[section].items()}
     if skip and isinstance(out.get("reflexes"), list):

@@ -12,7 +12,8 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.rules import nearest
 
 _KIND = {"engine": "engine setting", "groups": "group setting", "senses": "sense setting",
-         "reflexes": "reflex key", "workflows": "workflow setting", "fleet": "fleet setting"}
+         "reflexes": "reflex key", "workflows": "workflow setting", "fleet": "fleet setting",
+         "channels": "channel setting"}
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n", "true", "false", "True", "False", "TRUE", "FALSE"}
 
 

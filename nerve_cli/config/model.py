@@ -99,6 +99,25 @@ def _check_channel(value: str) -> str:
 
 Channel = Annotated[str, AfterValidator(_check_channel)]
 
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP field name (RFC 9110 token)
+
+
+def _check_env_name(value: object) -> str:
+    if not isinstance(value, str) or not ENV_NAME_RE.match(value):
+        raise ValueError(f"expected the name of an environment variable like GITHUB_WEBHOOK_SECRET, got {value!r}")
+    return value
+
+
+def _check_header(value: object) -> str:
+    if not isinstance(value, str) or not HEADER_RE.match(value):
+        raise ValueError(f"expected an HTTP header name like X-Hub-Signature-256, got {value!r}")
+    return value
+
+
+EnvName = Annotated[str, BeforeValidator(_check_env_name)]
+HeaderName = Annotated[str, BeforeValidator(_check_header)]
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -118,6 +137,9 @@ class EngineConfig(_Model):
     respawn_backoff_first: Duration = 0.5
     respawn_backoff_max: Duration = 30.0
     metrics: Address | None = None  # serve Prometheus metrics here (`nerve run --metrics` overrides it)
+    webhooks: Address | None = None  # serve POST /emit/CHANNEL here (`nerve run --webhooks` wins)
+    webhook_connections: StrictInt = Field(default=256, ge=1, le=10_000)  # open at once; the next gets 503
+    webhook_timeout: Duration = 10.0  # a request must arrive whole within this
 
 
 class GroupConfig(_Model):
@@ -187,6 +209,21 @@ class ReflexConfig(_Model):
             raise ValueError("`debounce` applies to `on:` triggers; this reflex has none")
         if self.jitter is not None and (self.interval is None or self.jitter >= self.interval):
             raise ValueError("`jitter` spreads an `interval` and must be shorter than it")
+        return self
+
+
+class ChannelConfig(_Model):
+    """An external channel's own settings: whether HTTP may post to it, and how a post proves itself."""
+
+    webhook: StrictBool = False  # accept POST /emit/NAME when the engine serves webhooks
+    secret_env: EnvName | None = None  # the environment variable holding the HMAC-SHA256 secret
+    signature_header: HeaderName = "X-Hub-Signature-256"  # its value: sha256=<hex digest of the body>
+    delivery_header: HeaderName | None = None  # the delivery id (the emit key); unset: the usual names
+
+    @model_validator(mode="after")
+    def _combinations(self) -> "ChannelConfig":
+        if not self.webhook and self.secret_env is not None:
+            raise ValueError("`secret_env` checks webhook posts; add `webhook: true` or remove it")
         return self
 
 
@@ -300,6 +337,7 @@ class NerveConfig(_Model):
     reflexes: tuple[ReflexConfig, ...] = ()
     workflows: dict[Name, WorkflowConfig] = {}
     fleet: FleetConfig | None = None
+    channels: dict[Channel, ChannelConfig] = {}
 
     def enabled_senses(self) -> dict[str, SenseConfig]:
         return {n: s for n, s in self.senses.items() if s.enabled}
@@ -316,10 +354,15 @@ class NerveConfig(_Model):
         live = self.enabled_senses()
         return [r for r in self.reflexes if r.enabled and r.sense in live]
 
-    def channels(self) -> set[str]:
-        """External channel names: `on:` entries that are not senses."""
-        return {n for r in self.reflexes for n in r.on if n not in self.senses and n != HEALTH_SENSE}
-
     def live_fleet(self) -> FleetConfig | None:
         """The fleet section when it is there and enabled."""
         return self.fleet if self.fleet is not None and self.fleet.enabled else None
+
+    def external_channels(self) -> set[str]:
+        """External channel names: `on:` entries that are not senses, and the `channels:` section's."""
+        listened = {n for r in self.reflexes for n in r.on if n not in self.senses and n != HEALTH_SENSE}
+        return listened | set(self.channels)
+
+    def webhook_channels(self) -> dict[str, ChannelConfig]:
+        """Channels that accept HTTP posts."""
+        return {name: c for name, c in self.channels.items() if c.webhook}

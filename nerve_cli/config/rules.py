@@ -76,7 +76,27 @@ def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
     findings.extend(check_remote_sources(data))
     for name in subscribed(data) & set(channels):
         channels[name].fed_by, channels[name].did_you_mean = "fleet", None
+    declared = _mapping(data.get("channels"))
+    findings.extend(_check_channels(declared, senses, channels))
+    for name in declared:
+        if isinstance(name, str) and name not in senses and name != HEALTH_SENSE:
+            channels.setdefault(name, Channel(name))
     return findings, list(channels.values())
+
+
+def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) -> Iterator[Finding]:
+    """The `channels:` section names external channels: never a sense; one nobody listens to is likely a typo."""
+    for name in declared:
+        if not isinstance(name, str):
+            continue
+        if name in senses or name == HEALTH_SENSE:
+            yield ("channels", name), "error", (
+                f"`{name}` is a sense: senses emit their own signals; a channel here is an external one, "
+                "fed by `nerve emit` or a webhook")
+        elif name not in listened:
+            yield ("channels", name), "warning", (
+                f"no reflex listens to channel `{name}`: its events are stored until one does"
+                f"{hint(name, listened, 'channel ')}")
 
 
 def _check_senses(senses: dict) -> Iterator[Finding]:

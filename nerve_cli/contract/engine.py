@@ -14,7 +14,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "version": VERSION,
         "engine": {"pid": answer["pid"], "home": answer["home"],
                    **stamp("started", seconds_to_ms(answer.get("started_at"))),
-                   "uptime_s": answer.get("uptime_s")},
+                   "uptime_s": answer.get("uptime_s"), "webhooks_url": answer.get("webhooks_url")},
         "workers": [_worker(w) for w in answer.get("workers") or []],
         "senses": [_sense(name, s) for name, s in sorted((answer.get("senses") or {}).items())],
         "channels": [{"name": c} for c in answer.get("channels") or []],

@@ -72,7 +72,8 @@ FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
 class Engine:
     def __init__(self, home: Path, report: Callable[[str, str], None], *, run_for: float | None = None,
-                 watch: bool = True, metrics: ListenAddress | None = None) -> None:
+                 watch: bool = True, metrics: ListenAddress | None = None,
+                 webhooks: ListenAddress | None = None) -> None:
         self.home = home
         self.layout = Layout(home)
         self.report = report
@@ -105,6 +106,8 @@ class Engine:
         self.stats = EngineStats()
         self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
         self.metrics: MetricsServer | None = None
+        self.webhooks_at = webhooks  # from `nerve run --webhooks`; else engine.webhooks, else off
+        self.webhooks = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -179,6 +182,7 @@ class Engine:
         self.control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
         await self.control.start()
         self._start_fleet(self.config.live_fleet())
+        await self._start_webhooks()
         if self.workflows is not None:
             await self.workflows.start()
         for group, senses in self.config.sense_groups().items():
@@ -206,6 +210,18 @@ class Engine:
             self.fleet = None
         if not self.stopping:
             self._start_fleet(config)
+
+    async def _start_webhooks(self) -> None:
+        address = self.webhooks_at or self.config.engine.webhooks
+        if address is None:
+            return
+        # uvicorn and starlette load only when webhooks are on
+        from nerve_cli.kernel.webhooks import WebhookServer
+
+        self.webhooks = WebhookServer(self, address, self.report)
+        await self.webhooks.start()
+        self.log(logrows.webhooks_started(self.webhooks.url, sorted(self.config.webhook_channels())))
+        self.report("info", f"webhooks on {self.webhooks.url}CHANNEL")
 
     def start_group(self, group: str, senses: list[str]) -> None:
         supervisor = GroupSupervisor(group, senses, self.home, self.config, self, launch=self.launch)
@@ -257,6 +273,9 @@ class Engine:
         await self._change_fleet(config)
 
     def config_applied(self) -> None:
+        if self.webhooks_at is None and self.config.engine.webhooks != (self.webhooks and self.webhooks.address):
+            self.report("warn", "engine.webhooks changed: restart the engine to listen there "
+                                "(the channels' settings apply at once)")
         if self.workflows is not None:
             self.workflows.update_config(self.config)
         self.guards.update_config(self.config.engine)
@@ -276,6 +295,8 @@ class Engine:
             await self.control.close()
         if self.metrics is not None:
             await self.metrics.close()
+        if self.webhooks is not None:
+            await self.webhooks.close()  # what is in flight is answered after its commit, below
         if self._fleet_change is not None:
             await asyncio.gather(self._fleet_change, return_exceptions=True)
         if self.fleet is not None:  # before the emit desk: the inbox commits through it
@@ -620,9 +641,10 @@ class Engine:
         self.pump()
         return future
 
-    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
-        """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed."""
-        return self.emits.emit(channel, payload, key)
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None) -> asyncio.Future:
+        """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed.
+        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook")."""
+        return self.emits.emit(channel, payload, key, via=via)
 
     def _route_events(self, stored: list[tuple[Any, Any]]) -> list[list[str]]:
         """Committed events (EmitDesk): log each, wake its listeners, then start them."""
@@ -631,7 +653,7 @@ class Engine:
         for event, payload in stored:
             if event.origin is None and self.fleet is not None:
                 self.fleet.committed("channel", event.channel, event.id, event.ts, payload)
-            self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin), event.ts,
+            self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,
                      self.ledger.event_mark(event.id))
             self.ledger.event_logged(event.id)
             if self.report_signals:

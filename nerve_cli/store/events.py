@@ -48,7 +48,7 @@ CURSORS = "_nerve_cursors"
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, "
-    "payload TEXT, ts INTEGER NOT NULL, key TEXT, origin TEXT)",
+    "payload TEXT, ts INTEGER NOT NULL, key TEXT, origin TEXT, via TEXT)",
     "CREATE INDEX IF NOT EXISTS idx_events_channel ON events(channel, id)",
     "CREATE INDEX IF NOT EXISTS idx_events_ts ON events(ts)",
     "CREATE UNIQUE INDEX IF NOT EXISTS idx_events_key ON events(key) WHERE key IS NOT NULL",
@@ -57,6 +57,11 @@ SCHEMA = (
     "INSERT OR IGNORE INTO _nerve_archive (table_name, time_column) VALUES ('events', 'ts')",
 )
 
+# Columns added after the first release, each with the statement that adds it to an older events.db.
+ADDED_COLUMNS = {
+    "origin": "ALTER TABLE events ADD COLUMN origin TEXT",  # the fleet host it was received from; NULL: here
+    "via": "ALTER TABLE events ADD COLUMN via TEXT",  # how it arrived here: webhook; NULL: nerve emit, socket, MCP
+}
 # the events received from each fleet host (few among many local ones): `nerve fleet` reads them per host
 ORIGIN_INDEX = "CREATE INDEX IF NOT EXISTS idx_events_origin ON events(origin, id) WHERE origin IS NOT NULL"
 
@@ -127,6 +132,14 @@ class EventError(NerveError):
     """An event that cannot be stored as given (bad channel, payload not JSON or too large)."""
 
 
+class PayloadTooLarge(EventError):
+    """A payload over MAX_PAYLOAD bytes of compact JSON (the one size rule)."""
+
+
+class EventNotStored(EventError):
+    """The store refused the write (disk full, the lock held too long): nothing was stored, send it again."""
+
+
 @dataclass(frozen=True)
 class StoredEvent:
     id: int
@@ -134,10 +147,12 @@ class StoredEvent:
     ts: int
     duplicate: bool = False  # its key was already stored: this is the earlier event
     origin: str | None = None  # the fleet host it came from; None: emitted on this host
+    via: str | None = None  # how it arrived here when not by nerve emit, the socket or MCP: "webhook"
 
 
-# (channel, payload JSON, key) or (channel, payload JSON, key, origin host)
-Item = tuple[str, "str | None", "str | None"] | tuple[str, "str | None", "str | None", "str | None"]
+# (channel, payload JSON, key), with the origin host, and how it arrived here
+Item = (tuple[str, "str | None", "str | None"] | tuple[str, "str | None", "str | None", "str | None"]
+        | tuple[str, "str | None", "str | None", "str | None", "str | None"])
 
 
 def check_channel(channel: Any) -> str:
@@ -170,7 +185,7 @@ def encode_payload(value: Any, what: str = "the event payload") -> str | None:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise EventError(f"{what} cannot be stored as JSON: {exc}") from None
     if len(data) > MAX_PAYLOAD:
-        raise EventError(payload_too_large(len(data), f"{what} is"))
+        raise PayloadTooLarge(payload_too_large(len(data), f"{what} is"))
     return data.decode()
 
 
@@ -182,7 +197,7 @@ def parse_payload_text(text: str, what: str = "the payload") -> Any:
     """
     size = len(text.encode())
     if size > 4 * MAX_PAYLOAD:  # no spacing makes this much text fit: refused unparsed
-        raise EventError(payload_too_large(size, f"{what} is"))
+        raise PayloadTooLarge(payload_too_large(size, f"{what} is"))
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
@@ -199,8 +214,10 @@ def connect(path: Path) -> sqlite3.Connection:
     try:
         for statement in SCHEMA:
             conn.execute(statement)
-        if "origin" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
-            conn.execute("ALTER TABLE events ADD COLUMN origin TEXT")  # an events.db from before the fleet
+        have = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+        for column, statement in ADDED_COLUMNS.items():
+            if column not in have:  # an events.db from before it
+                conn.execute(statement)
         conn.execute(ORIGIN_INDEX)
         conn.execute("COMMIT")
         views.sync(conn, views.EVENTS_VIEWS)  # `time` beside `ts`, like every database here
@@ -236,8 +253,9 @@ class EventStore:
             self.conn.execute("PRAGMA busy_timeout = 0")
 
     def append(self, items: Iterable[Item]) -> list[StoredEvent]:
-        """Store (channel, payload JSON, key[, origin]) in one transaction, in order; every one is committed on
-        return. `origin` is the fleet host an event was received from (None: emitted here).
+        """Store (channel, payload JSON, key[, origin[, via]]) in one transaction, in order; every one is committed
+        on return. `origin` is the fleet host an event was received from (None: emitted here); `via` how it
+        arrived here when not by nerve emit, the socket or MCP ("webhook").
 
         An item whose key is already stored is not stored again: its answer is
         the earlier event, marked `duplicate`.
@@ -249,16 +267,17 @@ class EventStore:
         try:
             for channel, payload, key, *rest in items:
                 origin = rest[0] if rest else None
+                via = rest[1] if len(rest) > 1 else None
                 # looked up first, not left to ON CONFLICT: a refused INSERT still
                 # burns an AUTOINCREMENT id, and a resend would leave a gap in the ids
                 row = key is not None and conn.execute(
-                    "SELECT id, channel, ts, origin FROM events WHERE key = ?", (key,)).fetchone()
+                    "SELECT id, channel, ts, origin, via FROM events WHERE key = ?", (key,)).fetchone()
                 if row:
-                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True, origin=row[3]))
+                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True, origin=row[3], via=row[4]))
                     continue
-                cur = conn.execute("INSERT INTO events (channel, payload, ts, key, origin) VALUES (?, ?, ?, ?, ?)",
-                                   (channel, payload, ts, key, origin))
-                out.append(StoredEvent(cur.lastrowid or 0, channel, ts, origin=origin))
+                cur = conn.execute("INSERT INTO events (channel, payload, ts, key, origin, via) VALUES (?, ?, ?, ?, ?, ?)",
+                                   (channel, payload, ts, key, origin, via))
+                out.append(StoredEvent(cur.lastrowid or 0, channel, ts, origin=origin, via=via))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -44,6 +44,7 @@ class LogKind(Enum):
     WARNING = (LogSource.SYSTEM, "warning")
     ERROR = (LogSource.SYSTEM, "error")
     CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
+    WEBHOOKS_STARTED = (LogSource.SYSTEM, "webhooks_started")
     ARCHIVED = (LogSource.SYSTEM, "archived")
     # the fleet (ref_id: this host's name in it; fleet_not_sent: the source)
     FLEET_CONNECTED = (LogSource.SYSTEM, "fleet_connected")
@@ -153,14 +154,17 @@ def run_complete(sense: str, compute_id: int | None, outcome: Outcome, reason: R
     return LogRow(LogKind.RUN_COMPLETE, sense, body)
 
 
-def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, origin: str | None = None) -> LogRow:
+def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, origin: str | None = None,
+         via: str | None = None) -> LogRow:
     """An external event stored (`recovered`: stored while no engine logged it; `origin`: the fleet host it was
-    received from)."""
+    received from; `via`: how it arrived here when not by `nerve emit`, the socket or MCP: "webhook")."""
     body: dict[str, Any] = {"payload": payload, "event_id": event_id}
     if recovered:
         body["recovered"] = True
     if origin is not None:
         body["origin"] = origin
+    if via is not None:
+        body["via"] = via
     return LogRow(LogKind.EMIT, channel, body)
 
 
@@ -203,6 +207,11 @@ def fleet_not_sent(name: str, kind: str, row_id: int, size: int, max_payload: in
 def control_busy(connections: int, limit: int, idle_timeout_s: float) -> LogRow:
     return LogRow(LogKind.CONTROL_BUSY, "control", {"connections": connections, "limit": limit,
                                                     "idle_timeout_s": idle_timeout_s})
+
+
+def webhooks_started(url: str, channels: list[str]) -> LogRow:
+    """The engine serves POST /emit/CHANNEL at `url` for `channels` (those with `webhook: true`)."""
+    return LogRow(LogKind.WEBHOOKS_STARTED, None, {"url": url, "channels": channels})
 
 
 def archived(result: dict[str, Any]) -> LogRow:

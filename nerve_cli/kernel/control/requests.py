@@ -51,6 +51,7 @@ class Target(Protocol):
     warnings: list[str]  # nerve.yaml's current warnings
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
+    webhooks: Any  # kernel.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
@@ -265,10 +266,11 @@ def status(engine: Target) -> dict:
         }
     return {
         "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
+        "webhooks_url": engine.webhooks.url if engine.webhooks is not None else None,
         "uptime_s": round(now - engine.started_at, 1),
         "workers": [s.describe() for s in engine.groups.values()],
         "senses": senses,
-        "channels": sorted(engine.config.channels()),
+        "channels": sorted(engine.config.external_channels()),
         "warnings": list(engine.warnings),  # nerve.yaml's current warnings: counted apart from errors
         "errors": sum(e["count"] for e in engine.errors.values()),
         "workflows": engine.workflows.status() if engine.workflows is not None else {},

@@ -30,7 +30,8 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.store.events import EventError, EventStore, StoredEvent, check_channel, check_key, checkpoint, encode_payload
+from nerve_cli.store.events import (EventNotStored, EventStore, StoredEvent, check_channel, check_key, checkpoint,
+                                     encode_payload)
 
 # Gets each stored event with its payload (the stored JSON, as an orjson.Fragment), in order; returns the
 # senses each one woke.
@@ -38,7 +39,8 @@ OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
 INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on the loop itself
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
-Item = tuple[str, "str | None", "str | None", "str | None", asyncio.Future]  # channel, JSON, key, origin, answer
+# channel, JSON, key, origin (fleet host), via (webhook), answer
+Item = tuple[str, "str | None", "str | None", "str | None", "str | None", asyncio.Future]
 
 
 class EmitDesk:
@@ -55,20 +57,24 @@ class EmitDesk:
         self._checkpointing: asyncio.Future | None = None
         self._commits = 0
 
-    def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None) -> asyncio.Future:
+    def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None, *,
+             via: str | None = None) -> asyncio.Future:
         """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
-        `origin`: the fleet host the event was received from (None: emitted here).
+        `origin`: the fleet host the event was received from (None: emitted here); `via`: how it arrived here
+        when not by nerve emit, the socket or MCP ("webhook").
         Raises EventError at once for an event that cannot be stored as given.
         """
-        return self.emit_many([(channel, payload, key, origin)])[0]
+        return self._queued([(check_channel(channel), encode_payload(payload), check_key(key), origin, via)])[0]
 
     def emit_many(self, events: list[tuple[str, Any, str | None, str | None]]) -> list[asyncio.Future]:
         """Store (channel, payload, key, origin) events in order, in one commit when the lock is free.
 
         Raises EventError before queueing any of them when one cannot be stored as given.
         """
-        checked = [(check_channel(c), encode_payload(p), check_key(k), o) for c, p, k, o in events]
+        return self._queued([(check_channel(c), encode_payload(p), check_key(k), o, None) for c, p, k, o in events])
+
+    def _queued(self, checked: list[tuple[str, str | None, str | None, str | None, str | None]]) -> list[asyncio.Future]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in checked]
         self._queue.extend((*item, future) for item, future in zip(checked, futures))
@@ -78,7 +84,7 @@ class EmitDesk:
 
     def _write(self) -> None:
         batch, self._queue = self._queue, []
-        items = [b[:4] for b in batch]
+        items = [b[:5] for b in batch]
         large = sum(len(b[1] or "") for b in batch) > INLINE_BYTES  # megabytes to copy and write: not on the loop
         if self.store is not None and not large:
             try:
@@ -94,7 +100,7 @@ class EmitDesk:
         self._writing = asyncio.get_running_loop().run_in_executor(self._executor, self._append, items)
         self._writing.add_done_callback(lambda done: self._written(batch, done))
 
-    def _append(self, items: list[tuple[str, str | None, str | None, str | None]]) -> list[StoredEvent]:
+    def _append(self, items: list[tuple[str, str | None, str | None, str | None, str | None]]) -> list[StoredEvent]:
         """In the writer thread."""
         if self._waiting_store is None:
             self._waiting_store = EventStore(self.path, autocheckpoint=False)
@@ -130,7 +136,7 @@ class EmitDesk:
     def _refuse(self, batch: list[Item], error: BaseException) -> None:
         for *_, future in batch:
             if not future.done():
-                future.set_exception(EventError(
+                future.set_exception(EventNotStored(
                     f"could not store the event in {self.path}: {error}; nothing was stored, send it again"))
 
     async def close(self) -> None:

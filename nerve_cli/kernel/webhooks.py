@@ -1,0 +1,326 @@
+"""`nerve run --webhooks HOST:PORT`: `POST /emit/CHANNEL` for the channels nerve.yaml opens to HTTP.
+
+Served by uvicorn (HTTP/1.1 through h11) with starlette's request and
+response types, on the engine's own event loop: a post is validated, stored
+through the same durable emit as `nerve emit` (committed before the answer)
+and routed to its listeners without leaving the loop. uvicorn and starlette
+are imported only here, and this module only when webhooks are on.
+
+One request, one answer, decided in `WebhookServer.answer` (in this order):
+
+- 404 the path is not `/emit/CHANNEL`, or the channel is not open to webhooks
+  (`channels.NAME.webhook: true` in nerve.yaml); 405 a method other than POST;
+- 413 a payload over the limit, counted by the one size rule for signals and
+  events (`store.events.encode_payload`: the bytes of its compact JSON, so
+  spaces in the body do not count); a body over four times that, refused from
+  its Content-Length before it is read, or as soon as a chunked one passes it;
+- 401 a missing or wrong signature, when the channel has `secret_env`: the
+  header (`X-Hub-Signature-256` unless `signature_header` says otherwise)
+  must be `sha256=` and the hex HMAC-SHA256 of the body under the secret;
+  503 when that variable is not set in the engine's environment;
+- 400 a body that is not JSON;
+- 202 with the `emit` document once the event is committed, or 200 with it
+  (`duplicate: true`, the first event's id) when its delivery id was seen:
+  the delivery header (`delivery_header`, else the first of
+  `DELIVERY_HEADERS` present) becomes the emit key, scoped to the channel.
+
+Nothing is stored for any answer but 202. A request must arrive whole within `engine.webhook_timeout` (else 408, or the connection is
+closed mid-body), and an idle keep-alive connection is closed after
+`KEEP_ALIVE` seconds. At most `engine.webhook_connections` are open at once
+(the next is answered 503 and closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+import orjson
+import uvicorn
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from nerve_cli.address import ListenAddress
+from nerve_cli.config.model import ChannelConfig, NerveConfig
+from nerve_cli.contract import errors as error_docs
+from nerve_cli.contract.engine import emit as emit_document
+from nerve_cli.errors import NerveError
+from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge, StoredEvent
+from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
+
+KEEP_ALIVE = 5.0  # an idle keep-alive connection is closed after this
+MAX_BODY = 4 * MAX_PAYLOAD  # as for `nerve emit`'s text: beyond this no spacing could make the JSON fit
+PARSE_OFF_LOOP = 256 * 1024  # bodies larger than this are parsed in a thread, not on the engine's loop
+DELIVERY_HEADERS = ("X-GitHub-Delivery", "X-Gitea-Delivery", "X-Gitlab-Event-UUID", "Webhook-Id", "Idempotency-Key")
+VIA = "webhook"  # how its events arrived, in events.db and their emit log rows
+PREFIX = "/emit/"
+
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+         b"content-length: %d\r\n\r\n%s")
+_SLOW = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+         b"content-length: %d\r\n\r\n%s")
+
+
+class Ingress(Protocol):
+    """The running engine, as the webhook server uses it."""
+
+    config: NerveConfig  # read at every request: a reload applies to the next post
+
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None) -> asyncio.Future:
+        """Resolves to (StoredEvent, woken senses) once the event is committed."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    document: dict[str, Any]
+
+
+def refused(status: int, message: str, type_: str = "webhook_refused") -> Answer:
+    """An answer with the error document (the shape every `--json` failure has)."""
+    return Answer(status, error_docs.error(type_, message, 1))
+
+
+def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
+    """`sha256=<hex>` (GitHub's X-Hub-Signature-256 form; a bare hex digest too) of the body under `secret`."""
+    if not header:
+        return False
+    given = header.strip()
+    if given.lower().startswith("sha256="):
+        given = given[len("sha256="):]
+    expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, given.lower())
+
+
+def delivery_key(channel: str, settings: ChannelConfig, headers: Any) -> str | None:
+    """The emit key of a post: its delivery id, scoped to the channel (ids of two senders never collide)."""
+    names = (settings.delivery_header,) if settings.delivery_header else DELIVERY_HEADERS
+    delivery = next((headers[n] for n in names if headers.get(n)), None)
+    if delivery is None:
+        return None
+    key = f"webhook:{channel}:{delivery}"
+    if len(key) > MAX_KEY:  # a long channel name with a long id: still one key per delivery
+        key = "webhook:sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    return key
+
+
+class WebhookServer:
+    def __init__(self, engine: Ingress, address: ListenAddress, report: Callable[[str, str], None]) -> None:
+        self.engine = engine
+        self.address = address
+        self.host, self.port = address.host, address.port
+        self.report = report
+        self.counts: dict[tuple[str, int], int] = {}  # (channel, status) → answers; unknown channels as ""
+        self._server: uvicorn.Server | None = None
+        self._unset_warned: set[str] = set()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{PREFIX}"
+
+    async def start(self) -> None:
+        limits = self.engine.config.engine
+        try:
+            sock = socket.create_server((self.host, self.port), family=_family(self.host),
+                                        backlog=min(limits.webhook_connections, 1024))
+        except OSError as exc:
+            raise NerveError(f"webhooks {self.host}:{self.port}: cannot listen there ({exc.strerror or exc}); "
+                             "pick another port, e.g. --webhooks 127.0.0.1:8788") from None
+        self.port = sock.getsockname()[1]
+        protocol = type("BoundedH11", (BoundedH11,), {"max_connections": limits.webhook_connections,
+                                                      "request_timeout": limits.webhook_timeout})
+        config = uvicorn.Config(self._asgi, interface="asgi3", http=protocol, lifespan="off", log_config=None, access_log=False,
+                                timeout_keep_alive=int(KEEP_ALIVE), timeout_graceful_shutdown=5,
+                                server_header=False, date_header=False, proxy_headers=False)
+        config.load()
+        logging.getLogger("uvicorn.error").setLevel(logging.ERROR)  # a malformed request is answered, not logged
+        server = uvicorn.Server(config)
+        server.lifespan = config.lifespan_class(config)
+        # startup(), not serve(): serve() would take over SIGINT/SIGTERM and poll every 100 ms; the engine owns both
+        await server.startup(sockets=[sock])
+        self._server = server
+        self._warn_about_secrets()
+
+    def _warn_about_secrets(self) -> None:
+        open_ = self.engine.config.webhook_channels()
+        if not open_:
+            self.report("warn", f"webhooks on {self.url} but no channel accepts them: add "
+                                "`channels: {NAME: {webhook: true}}` to nerve.yaml")
+        if not self.address.loopback:
+            unsigned = sorted(n for n, c in open_.items() if c.secret_env is None)
+            if unsigned:
+                self.report("warn", f"webhooks listen on {self.host} (not loopback): channel(s) "
+                                    f"{', '.join(unsigned)} have no secret_env, so anyone who reaches "
+                                    f"{self.host}:{self.port} can post to them")
+
+    async def close(self) -> None:
+        """Stop accepting; answer what is in flight (each answer waits for its commit)."""
+        if self._server is not None:
+            self._server.force_exit = False
+            await self._server.shutdown()
+            self._server = None
+
+    # the ASGI app ---------------------------------------------------------------------------
+    async def _asgi(self, scope: dict, receive: Callable, send: Callable) -> None:
+        request = Request(scope, receive)
+        try:
+            answer = await self.answer(request)
+        except ClientDisconnect:
+            return  # the client left (or the request timed out mid-body): nothing to answer, nothing stored
+        headers = {"Allow": "POST"} if answer.status == 405 else None
+        body = orjson.dumps(answer.document)
+        await Response(body, answer.status, headers, media_type="application/json")(scope, receive, send)
+
+    async def answer(self, request: Request) -> Answer:
+        """Everything a post gets is decided here, in the order the module docstring lists."""
+        path = request.url.path
+        channel = path[len(PREFIX):] if path.startswith(PREFIX) else ""
+        settings = self.engine.config.webhook_channels().get(channel) if channel else None
+        answer = await self._answer(request, channel, settings)
+        counted = channel if settings is not None else ""
+        self.counts[(counted, answer.status)] = self.counts.get((counted, answer.status), 0) + 1
+        return answer
+
+    async def _answer(self, request: Request, channel: str, settings: ChannelConfig | None) -> Answer:
+        if settings is None:
+            what = f"channel {channel!r} does not accept webhooks" if channel else "nothing is served here"
+            return refused(404, f"{what}; post to {PREFIX}CHANNEL for a channel with `webhook: true` under "
+                                "`channels:` in nerve.yaml")
+        if request.method != "POST":
+            return refused(405, f"{PREFIX}{channel} takes POST with a JSON body")
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY:
+            return refused(413, payload_too_large(int(length), "the request body is"))
+        body = await _read_body(request)
+        if body is None:
+            return refused(413, f"the request body is over {MAX_BODY:,} bytes (no spacing makes that much JSON fit "
+                                f"{MAX_PAYLOAD:,}); nothing was stored")
+        problem = self._signature_problem(channel, settings, request, body)
+        if problem is not None:
+            return problem
+        try:
+            payload = await _parse(body)
+        except orjson.JSONDecodeError as exc:
+            return refused(400, f"the body is not JSON ({exc}); send it with Content-Type: application/json "
+                                "(for GitHub: the webhook's content type `application/json`)")
+        return await self._store(channel, payload, delivery_key(channel, settings, request.headers))
+
+    def _signature_problem(self, channel: str, settings: ChannelConfig, request: Request,
+                           body: bytes) -> Answer | None:
+        if settings.secret_env is None:
+            return None
+        secret = os.environ.get(settings.secret_env)
+        if not secret:
+            if channel not in self._unset_warned:
+                self._unset_warned.add(channel)
+                self.report("error", f"webhook channel {channel}: ${settings.secret_env} is not set in the engine's "
+                                     "environment, so no post can be verified; set it and restart the engine")
+            return refused(503, f"channel {channel!r} cannot verify signatures: its secret "
+                                f"${settings.secret_env} is not set where the engine runs")
+        if not signature_ok(secret.encode(), body, request.headers.get(settings.signature_header)):
+            got = "no" if request.headers.get(settings.signature_header) is None else "a wrong"
+            return refused(401, f"{got} {settings.signature_header} header: expected sha256= and the hex HMAC-SHA256 "
+                                f"of the body under ${settings.secret_env}; nothing was stored")
+        return None
+
+    async def _store(self, channel: str, payload: Any, key: str | None) -> Answer:
+        try:
+            event, woken = await self.engine.emit(channel, payload, key, via=VIA)
+        except PayloadTooLarge as exc:  # its stored JSON, not the body, passed the limit (e.g. 1e5 → 100000.0)
+            return refused(413, str(exc))
+        except EventNotStored as exc:
+            return refused(503, str(exc), "storage_error")
+        except EventError as exc:
+            return refused(400, str(exc))
+        return Answer(200 if event.duplicate else 202, _document(channel, event, woken, self.engine.config))
+
+
+def _document(channel: str, event: StoredEvent, woken: list[str], config: NerveConfig) -> dict[str, Any]:
+    listeners = sorted({r.sense for r in config.active_reflexes() if channel in r.on})
+    return emit_document(channel, woken, event_id=event.id, stored_ms=event.ts, delivered="now",
+                         listeners=listeners, duplicate=event.duplicate)
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The whole body, or None as soon as it passes MAX_BODY (a chunked body has no Content-Length)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _parse(body: bytes) -> Any:
+    if len(body) <= PARSE_OFF_LOOP:
+        return orjson.loads(body)
+    return await asyncio.get_running_loop().run_in_executor(None, orjson.loads, body)
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+class BoundedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with two bounds it lacks: how many connections, and how long a request may
+    take to arrive (uvicorn times out only idle keep-alive connections)."""
+
+    max_connections = 256  # the server makes a subclass with its own limits
+    request_timeout = 10.0  # seconds from a request's first byte (or the connection's start) to its last
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.max_connections:
+            self.transport = transport
+            _close_with(transport, _BUSY, f"{self.max_connections} connections are open; retry shortly")
+            return
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None:  # the first bytes of the next request on a keep-alive connection
+            self._arm()
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        self._disarm()
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._deadline = self.loop.call_later(self.request_timeout, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        cycle = self.cycle
+        if cycle is not None and (not cycle.more_body or cycle.response_started):
+            return  # it arrived whole: the answer waits for its commit, which is not the client's doing
+        if self.transport.is_closing():
+            return
+        if cycle is None:
+            _close_with(self.transport, _SLOW, f"the request did not arrive within {self.request_timeout:g}s")
+        else:
+            self.transport.close()  # mid-body: the app sees the client gone and stores nothing
+
+
+def _close_with(transport: asyncio.BaseTransport, template: bytes, message: str) -> None:
+    body = orjson.dumps(error_docs.error("webhook_refused", message, 1))
+    transport.write(template % (len(body), body))  # type: ignore[attr-defined]
+    transport.close()

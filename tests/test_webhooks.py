@@ -1,0 +1,203 @@
+"""Webhooks on the real engine, with a real HTTP client (httpx): POST /emit/CHANNEL, signed, stored once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance, write_sense
+from eventkit import STORE_SCHEMA, events_db, got, store_sense
+from nerve_cli.schema.migrate import generate_migration
+from nerve_cli.wire.protocol import MAX_PAYLOAD
+
+pytestmark = pytest.mark.timeout(90)
+SECRET = "s3cret-for-tests"
+
+
+def hooked_instance(home: Path, engine: str = "") -> Path:
+    write_instance(home, f"""
+        engine:
+          webhooks: 127.0.0.1:0
+          {engine}
+        senses:
+          store: {{}}
+        reflexes:
+          - {{sense: store, on: [gh.push, open]}}
+        channels:
+          gh.push: {{webhook: true, secret_env: NERVE_TEST_HOOK_SECRET}}
+          open: {{webhook: true}}
+          closed: {{}}
+    """, {})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    return home
+
+
+def signed(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def start(home: Path) -> tuple[RunningEngine, str]:
+    engine = RunningEngine(home, env={"NERVE_TEST_HOOK_SECRET": SECRET})
+    engine.wait_ready()
+    url = engine.status()["webhooks_url"]
+    assert url and url.endswith("/emit/"), url
+    return engine, url
+
+
+def test_webhook_posts_get_the_documented_answers_and_only_accepted_ones_are_stored(home: Path) -> None:
+    hooked_instance(home)
+    engine, url = start(home)
+    with engine, httpx.Client(timeout=30) as client:
+        body = json.dumps({"ref": "refs/heads/main", "n": 1}).encode()
+        headers = {"X-Hub-Signature-256": signed(body), "X-GitHub-Delivery": "delivery-1",
+                   "Content-Type": "application/json"}
+        first = client.post(url + "gh.push", content=body, headers=headers)
+        assert first.status_code == 202, first.text
+        doc = first.json()
+        assert doc["channel"] == "gh.push" and doc["duplicate"] is False and doc["triggered"] == ["store"]
+        wait_for(lambda: got(home, "store"), what="the listener to compute with the payload")
+        again = client.post(url + "gh.push", content=body, headers=headers)  # GitHub's redelivery
+        assert again.status_code == 200 and again.json()["duplicate"] is True
+        assert again.json()["event_id"] == doc["event_id"]
+
+        refused = {
+            "bad signature": client.post(url + "gh.push", content=body,
+                                         headers={**headers, "X-Hub-Signature-256": signed(body, "wrong"),
+                                                  "X-GitHub-Delivery": "d-2"}),
+            "no signature": client.post(url + "gh.push", content=body, headers={"X-GitHub-Delivery": "d-3"}),
+            "signed other body": client.post(url + "gh.push", content=b'{"n": 2}', headers=headers),
+            "unknown channel": client.post(url + "nope", content=body),
+            "closed channel": client.post(url + "closed", content=body),
+            "not /emit": client.post(url.replace("/emit/", "/other/") + "open", content=body),
+            "oversize": client.post(url + "open", content=b"[" + b"1," * (MAX_PAYLOAD // 2) + b"1]"),
+            "oversize chunked": client.post(url + "open", content=iter([b"[", b"2," * (MAX_PAYLOAD // 2), b"2]"])),
+            "not JSON": client.post(url + "open", content=b"{not json"),
+            "empty": client.post(url + "open", content=b""),
+            "GET": client.get(url + "open"),
+        }
+        codes = {what: r.status_code for what, r in refused.items()}
+        assert codes == {"bad signature": 401, "no signature": 401, "signed other body": 401,
+                         "unknown channel": 404, "closed channel": 404, "not /emit": 404, "oversize": 413,
+                         "oversize chunked": 413, "not JSON": 400, "empty": 400, "GET": 405}
+        for what, r in refused.items():
+            assert r.json()["error"]["message"], what
+        assert "X-Hub-Signature-256" in refused["bad signature"].json()["error"]["message"]
+        assert refused["GET"].headers["allow"] == "POST"
+
+        # 200 concurrent posts, no delivery ids: every one stored once
+        async def burst() -> list[httpx.Response]:
+            limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+            async with httpx.AsyncClient(timeout=60, limits=limits) as hc:
+                return await asyncio.gather(*(hc.post(url + "open", json={"i": i}) for i in range(200)))
+
+        answers = asyncio.run(burst())
+        assert [r.status_code for r in answers] == [202] * 200
+        ids = [r.json()["event_id"] for r in answers]
+        assert len(set(ids)) == 200
+        wait_for(lambda: len(got(home, "store")) == 201, 30, what="the listener to store all 201 events")
+        code, out = engine.stop()
+    assert code == 0, out
+    stored = events_db(home, "SELECT channel, payload, key, via FROM events ORDER BY id")
+    assert stored[0] == ("gh.push", json.dumps({"ref": "refs/heads/main", "n": 1}, separators=(",", ":")),
+                         "webhook:gh.push:delivery-1", "webhook")
+    assert sorted(json.loads(p)["i"] for c, p, _, _ in stored[1:]) == list(range(200))
+    assert len(stored) == 201 and {o for *_, o in stored} == {"webhook"}
+    payloads = [p for _, _, p in got(home, "store")]
+    assert payloads.count({"ref": "refs/heads/main", "n": 1}) == 1  # the redelivery computed nothing
+    assert sum(c["payload"].get("events", 0) for c in completes(home, "store")) == 201
+    emits = read_logs(home, "signal", "emit")
+    assert len(emits) == 201 and all(e["payload"]["via"] == "webhook" for e in emits)
+
+
+def test_bounded_connections_request_timeout_and_a_kill_during_a_burst(home: Path) -> None:
+    hooked_instance(home, "webhook_connections: 3\n          webhook_timeout: 400ms")
+    engine, url = start(home)
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    with engine:
+        idle = [socket.create_connection((host, int(port))) for _ in range(3)]
+        time.sleep(0.05)  # the three are accepted (connection_made) before the fourth arrives
+        fourth = socket.create_connection((host, int(port)))
+        fourth.settimeout(10)
+        assert fourth.recv(4096).startswith(b"HTTP/1.1 503")
+        idle[0].sendall(b"POST /emit/open HTTP/1.1\r\nHost: x\r\n")  # headers that never end
+        for sock in idle:
+            sock.settimeout(10)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 408"), "a request that never arrives whole is cut off"
+            sock.close()
+        fourth.close()
+
+        answered: list[int] = []
+        stop = threading.Event()
+
+        def post() -> None:  # keep-alive posts until the engine dies; remember each 202's event id
+            with httpx.Client(timeout=5) as client:
+                for i in range(100_000):
+                    if stop.is_set():
+                        return
+                    try:
+                        r = client.post(url + "open", json={"i": i})
+                    except httpx.HTTPError:
+                        return
+                    if r.status_code == 202:
+                        answered.append(r.json()["event_id"])
+
+        posters = [threading.Thread(target=post) for _ in range(2)]
+        for t in posters:
+            t.start()
+        wait_for(lambda: len(answered) >= 300, 30, what="a burst of answered posts")
+        engine.proc.send_signal(signal.SIGKILL)
+        engine.proc.wait(10)
+        stop.set()
+        for t in posters:
+            t.join(10)
+    stored = {row[0] for row in events_db(home, "SELECT id FROM events")}
+    assert answered and set(answered) <= stored, f"{len(set(answered) - stored)} answered events were not stored"
+
+
+def test_config_names_what_is_wrong_with_webhook_settings(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nerve_cli.config.check import check_instance
+    from nerve_cli.config.load import validate_text
+
+    _, problems = validate_text("""
+engine: {webhooks: "example.org:99999"}
+senses: {store: {}}
+reflexes: [{sense: store, on: [hook]}]
+channels:
+  store: {webhook: true}
+  hook: {webhook: true, secret_env: "not a name", signature_header: "X Sig"}
+  quiet: {secret_env: SECRET}
+""")
+    found = {(p.path, p.severity): p.message for p in problems}
+    assert "HOST:PORT" in found[("engine.webhooks", "error")]
+    assert "is a sense" in found[("channels.store", "error")]
+    assert "environment variable" in found[("channels.hook.secret_env", "error")]
+    assert "HTTP header name" in found[("channels.hook.signature_header", "error")]
+    assert "add `webhook: true`" in found[("channels.quiet", "error")]
+
+    write_instance(home, """
+        senses: {store: {}}
+        reflexes: [{sense: store, on: [hook]}]
+        channels:
+          hook: {webhook: true, secret_env: NERVE_TEST_UNSET_SECRET}
+          nobody: {webhook: true}
+    """, {"store": "def compute(db, peers):\n    return 1\n"})
+    monkeypatch.delenv("NERVE_TEST_UNSET_SECRET", raising=False)
+    report = check_instance(home, code=False)
+    assert report.valid
+    warned = {p.path: p.message for p in report.problems}
+    assert "NERVE_TEST_UNSET_SECRET is not set" in warned["channels.hook.secret_env"]
+    assert "no reflex listens to channel `nobody`" in warned["channels.nobody"]
+    assert {c.name for c in report.channels} == {"hook", "nobody"}
+    refused = nerve("run", "--webhooks", "nowhere", home=home)
+    assert refused.returncode == 1 and "--webhooks: expected HOST:PORT" in refused.stderr + refused.stdout
