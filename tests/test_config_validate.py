@@ -183,7 +183,7 @@ def test_peers_must_exist_and_not_be_itself() -> None:
 def test_reflex_that_can_never_fire_is_an_error(reflex: str) -> None:
     problem = only_error(BASE + reflex)
     assert problem.path == "reflexes[1]" and problem.line == 7
-    assert "no `interval`, `on` or `cron`" in problem.message
+    assert "no `interval`, `on`, `cron` or `paths`" in problem.message
 
 
 def test_a_cron_reflex_fires_without_interval_or_on() -> None:

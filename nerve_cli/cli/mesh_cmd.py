@@ -63,8 +63,10 @@ def render_tree(graph: "Mesh") -> "Tree":
         for edge in edges:
             _grow(graph, branch, edge, (), shown)
     for node in graph.nodes.values():
-        if node.kind == "channel":
-            branch = top.add(Text(f"⚡ channel {node.name}  (nerve emit {node.name})", style="bold"))
+        if node.kind in ("channel", "files"):
+            title = (f"⚡ channel {node.name}  (nerve emit {node.name})" if node.kind == "channel"
+                     else f"📁 files {node.name}  (when they change)")
+            branch = top.add(Text(title, style="bold"))
             for edge in graph.out(node.id, "on"):
                 _grow(graph, branch, edge, (), shown)
     _untriggered(graph, top, shown)

@@ -14,6 +14,7 @@ from typing import Any
 
 from nerve_cli.config.code import CodeCheck, check_code
 from nerve_cli.config.load import Validation, config_path, validate_file
+from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
@@ -129,6 +130,7 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
                           f"create it (`nerve workflow new {name}` scaffolds one) or set `enabled: false`"))
     found += _unregistered(layout, config)
     found += _unset_secrets(config)
+    found += _missing_paths(home, config)
     return [Problem(".".join(map(str, loc)), msg, sev, line_of(result.doc, loc), file=layout.config.name)
             for loc, sev, msg in found] + requirement_problems(home)
 
@@ -142,6 +144,20 @@ def requirement_problems(home: Path) -> list[Problem]:
     return [Problem("", f"{r.text}: {r.state.replace('-', ' ')} (installed: {r.installed or 'no'}) where the workers "
                         "run; `nerve deps install` installs requirements.txt", "warning", r.line, file=REQUIREMENTS)
             for r in found if not r.ok]
+
+
+def _missing_paths(home: Path, config: Any) -> list[tuple[tuple, Severity, str]]:
+    """A file reflex whose folder does not exist sees nothing until it does (and the engine is restarted)."""
+    out: list[tuple[tuple, Severity, str]] = []
+    for i, reflex in enumerate(config.reflexes):
+        for j, text in enumerate(reflex.paths):
+            pattern = resolve(text, home)
+            where = os.path.join(pattern.root, pattern.parts[0]) if pattern.single_file else pattern.root
+            if not os.path.exists(where):
+                out.append((("reflexes", i, "paths", j), "warning",
+                            f"`{text}`: {where} does not exist, so nothing is watched there; create it (the "
+                            "engine starts watching it at its next start or nerve.yaml reload)"))
+    return out
 
 
 def _unset_secrets(config: Any) -> list[tuple[tuple, Severity, str]]:

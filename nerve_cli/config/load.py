@@ -45,8 +45,10 @@ def validate_text(text: str, path: str | Path = "nerve.yaml") -> tuple[NerveConf
     return result.config, result.problems
 
 
-def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
-    """Full validation: syntax, shape (pydantic), references between sections, channels."""
+def validate(text: str, path: str | Path = "nerve.yaml", home: Path | None = None) -> Validation:
+    """Full validation: syntax, shape (pydantic), references between sections, channels.
+
+    `home` (the instance folder, when known) lets path patterns be checked against its data/ folder."""
     file = Path(path).name
     doc, problems = parse(text, file)
     if problems:
@@ -61,11 +63,11 @@ def validate(text: str, path: str | Path = "nerve.yaml") -> Validation:
         kind = type(data).__name__
         message = f"the top level must be a mapping with keys {', '.join(SECTIONS)}; got a {kind}"
         return Validation(None, [Problem("", message, line=1, file=file)], data=data, doc=doc)
-    return _validate_mapping(data, doc, file)
+    return _validate_mapping(data, doc, file, home)
 
 
-def _validate_mapping(data: dict, doc: Any, file: str) -> Validation:
-    findings, channels = rules.check_all(data)
+def _validate_mapping(data: dict, doc: Any, file: str, home: Path | None = None) -> Validation:
+    findings, channels = rules.check_all(data, home)
     skip = rules.workflow_kind_reflexes(data)  # one clear error each (no such reflex kind), nothing more
     config = None
     try:
@@ -116,7 +118,7 @@ def validate_file(path: Path) -> Validation:
     text, problems = read_text(path)
     if text is None:
         return Validation(None, problems)
-    return validate(text, path)
+    return validate(text, path, Path(path).resolve().parent)
 
 
 def read_config(path: Path) -> str:

@@ -1,7 +1,8 @@
 """The reflex mesh as a graph: what triggers what, who reads whom, what launches which workflow.
 
 Nodes: the clock, senses (with their group), the built-in `nerve-health` sense,
-external channels (`on:` names that are not senses) and workflows.
+external channels (`on:` names that are not senses), file patterns (`paths:`)
+and workflows.
 Edges: timer (clock → sense, "every 10s" / "cron 0 9 * * 1-5"), on (source →
 sense), peer (peer ⇢ reader) and launch (sense ⇒ workflow). Launches are not
 in nerve.yaml (a sense returns a directive from its code), so they come from
@@ -21,7 +22,7 @@ from typing import Literal
 
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
 
-NodeKind = Literal["clock", "sense", "builtin", "channel", "workflow"]
+NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow"]
 EdgeKind = Literal["timer", "on", "peer", "launch"]
 CLOCK = "clock"
 Launches = dict[tuple[str, str], int]  # (sense, workflow) → launches seen
@@ -29,7 +30,7 @@ Launches = dict[tuple[str, str], int]  # (sense, workflow) → launches seen
 
 @dataclass(frozen=True)
 class Node:
-    id: str  # "sense:cpu-usage", "channel:task.created", "workflow:cleanup", "clock"
+    id: str  # "sense:cpu-usage", "channel:task.created", "files:notes/*.md", "workflow:cleanup", "clock"
     kind: NodeKind
     name: str
     group: str | None = None
@@ -93,6 +94,11 @@ def build(config: NerveConfig, launches: Launches | None = None) -> Mesh:
             source_on = source not in config.senses or source in on
             label = f"on (debounce {format_duration(reflex.debounce)})" if reflex.debounce else "on"
             mesh.edges.append(Edge(source_id, target, "on", label, live and source_on, i))
+        for pattern in reflex.paths:
+            node_id = f"files:{pattern}"
+            mesh.nodes.setdefault(node_id, Node(node_id, "files", pattern))
+            label = f"on (debounce {format_duration(reflex.debounce)})" if reflex.debounce else "on"
+            mesh.edges.append(Edge(node_id, target, "on", label, live, i))
     for reader, sense in config.senses.items():
         for peer in sense.peers:
             mesh.edges.append(Edge(sense_id(peer), sense_id(reader), "peer", "peer", reader in on and peer in on))
@@ -145,6 +151,7 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
     """`cpu-usage [system]`, `task.created (channel)`, `cleanup (workflow)`, plus `(disabled)`."""
     text = {"clock": "clock", "sense": f"{node.name} [{node.group}]" if node.group else node.name,
             "builtin": f"{node.name} (built-in)", "channel": f"{node.name} (channel)",
+            "files": f"{node.name} (files)",
             "workflow": f"{node.name} (workflow)"}[node.kind]
     if node.note and node.kind != "builtin":
         text += f" ({node.note})"
@@ -156,6 +163,7 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
 # -- text renderers ----------------------------------------------------------------------------
 
 _MERMAID_SHAPE = {"clock": '(("{}"))', "sense": '["{}"]', "builtin": '[["{}"]]', "channel": '>"{}"]',
+                  "files": '[/"{}"/]',
                   "workflow": '{{{{"{}"}}}}'}
 _MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>"}
 
@@ -199,7 +207,8 @@ def to_mermaid(mesh: Mesh) -> str:
     return "\n".join(lines) + "\n"
 
 
-_DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "workflow": "hexagon"}
+_DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "files": "folder",
+              "workflow": "hexagon"}
 
 
 def _dot_text(text: str) -> str:

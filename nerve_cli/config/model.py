@@ -164,10 +164,20 @@ class SenseConfig(_Model):
         return self.grace_period if self.grace_period is not None else 3 * self.timeout
 
 
+def _check_path_pattern(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value or len(value) > 1024:
+        raise ValueError(f"expected a path or glob like notes/**/*.md or ~/inbox/*.pdf, got {value!r}")
+    return value
+
+
+PathText = Annotated[str, BeforeValidator(_check_path_pattern)]
+
+
 class ReflexConfig(_Model):
     sense: Name
     interval: Duration | None = None
     on: tuple[Channel, ...] = ()
+    paths: tuple[PathText, ...] = ()  # file reflex: run when files matching these globs change
     cron: str | None = None
     timezone: str | None = None
     debounce: Duration | None = None
@@ -205,8 +215,8 @@ class ReflexConfig(_Model):
             raise ValueError("`max_wait` bounds a `debounce`; add `debounce: 2s` or remove max_wait")
         if self.max_wait is not None and self.debounce is not None and self.max_wait < self.debounce:
             raise ValueError("`max_wait` must be at least `debounce`")
-        if self.debounce is not None and not self.on:
-            raise ValueError("`debounce` applies to `on:` triggers; this reflex has none")
+        if self.debounce is not None and not self.on and not self.paths:
+            raise ValueError("`debounce` applies to `on:` and `paths:` triggers; this reflex has neither")
         if self.jitter is not None and (self.interval is None or self.jitter >= self.interval):
             raise ValueError("`jitter` spreads an `interval` and must be shorter than it")
         return self

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
 from nerve_cli.config.model import HEALTH_SENSE, parse_duration
+from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
 
 Finding = tuple[Loc, Severity, str]
@@ -63,7 +65,8 @@ def workflow_kind_reflexes(data: dict) -> set[int]:
     return {i for i, r in enumerate(_names(data.get("reflexes"))) if isinstance(r, dict) and "workflow" in r}
 
 
-def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
+def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list[Channel]]:
+    """`home`, when known, lets absolute path patterns be checked against the instance's own data/ too."""
     senses = _mapping(data.get("senses"))
     findings = list(_check_senses(senses))
     findings.extend(_check_groups(_mapping(data.get("groups")), senses))
@@ -76,12 +79,39 @@ def check_all(data: dict) -> tuple[list[Finding], list[Channel]]:
     findings.extend(check_remote_sources(data))
     for name in subscribed(data) & set(channels):
         channels[name].fed_by, channels[name].did_you_mean = "fleet", None
+    findings.extend(_check_paths(_names(data.get("reflexes")), home))
     declared = _mapping(data.get("channels"))
     findings.extend(_check_channels(declared, senses, channels))
     for name in declared:
         if isinstance(name, str) and name not in senses and name != HEALTH_SENSE:
             channels.setdefault(name, Channel(name))
     return findings, list(channels.values())
+
+
+def _check_paths(reflexes: list, home: Path | None) -> Iterator[Finding]:
+    """A file reflex must not watch the instance's data/ (every compute writes there: a feedback loop), and a
+    pattern must not share its name with a channel the same sense listens to (both name a source)."""
+    listened: dict[str, set[str]] = {}
+    for reflex in reflexes:
+        if isinstance(reflex, dict) and isinstance(reflex.get("sense"), str):
+            listened.setdefault(reflex["sense"], set()).update(n for n in _names(reflex.get("on")) if isinstance(n, str))
+    base = home if home is not None else Path("/nerve-instance")  # relative patterns are checked either way
+    data = base / "data"
+    for i, reflex in enumerate(reflexes):
+        if not isinstance(reflex, dict):
+            continue
+        for j, text in enumerate(_names(reflex.get("paths"))):
+            if not isinstance(text, str) or not text.strip():
+                continue
+            known = home is not None or not text.startswith(("/", "~"))  # else where data/ is is unknown here
+            if known and resolve(text, base).may_contain(data):
+                yield ("reflexes", i, "paths", j), "error", (
+                    f"`{text}` would watch the instance's own data/ folder, where every compute writes: each "
+                    "change would trigger another compute (a feedback loop); point it at your files instead")
+            if text in listened.get(reflex.get("sense"), ()):
+                yield ("reflexes", i, "paths", j), "error", (
+                    f"`{text}` is also a channel in this sense's on: list; rename the channel (both would be "
+                    "called that in trigger.events)")
 
 
 def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) -> Iterator[Finding]:
@@ -179,10 +209,10 @@ def _check_target(i: int, target: Any, reflex: dict, senses: dict) -> Iterator[F
 
 def _check_trigger(i: int, reflex: dict) -> Iterator[Finding]:
     interval = reflex.get("interval")
-    if interval is None and not reflex.get("on") and reflex.get("cron") is None:
+    if interval is None and not reflex.get("on") and reflex.get("cron") is None and not reflex.get("paths"):
         yield ("reflexes", i), "error", (
-            "this reflex has no `interval`, `on` or `cron`, so it would never fire; "
-            "add `interval: 10s`, `on: [some-sense]` or `cron: '0 9 * * *'`"
+            "this reflex has no `interval`, `on`, `cron` or `paths`, so it would never fire; "
+            "add `interval: 10s`, `on: [some-sense]`, `cron: '0 9 * * *'` or `paths: [notes/*.md]`"
         )
         return
     try:

@@ -108,6 +108,7 @@ class Engine:
         self.metrics: MetricsServer | None = None
         self.webhooks_at = webhooks  # from `nerve run --webhooks`; else engine.webhooks, else off
         self.webhooks = None
+        self.files = None  # kernel.files.FileReflexes while a reflex watches paths
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -187,6 +188,7 @@ class Engine:
             await self.workflows.start()
         for group, senses in self.config.sense_groups().items():
             self.start_group(group, senses)
+        self._apply_file_reflexes()
         self.watchdog.update()
         if self.watch:
             self._watcher = loop.create_task(self._watch_files())
@@ -222,6 +224,16 @@ class Engine:
         await self.webhooks.start()
         self.log(logrows.webhooks_started(self.webhooks.url, sorted(self.config.webhook_channels())))
         self.report("info", f"webhooks on {self.webhooks.url}CHANNEL")
+
+    def _apply_file_reflexes(self) -> None:
+        if self.files is None:
+            if not any(r.paths for r in self.config.active_reflexes()):
+                return
+            # watchfiles' file reflexes load only when a reflex watches paths
+            from nerve_cli.kernel.files import FileReflexes
+
+            self.files = FileReflexes(self.home, self._trigger, self.log, self.report)
+        self.files.apply_config(self.config)
 
     def start_group(self, group: str, senses: list[str]) -> None:
         supervisor = GroupSupervisor(group, senses, self.home, self.config, self, launch=self.launch)
@@ -263,6 +275,7 @@ class Engine:
         self.scheduler.apply_config(config, completions, now=time.time())
         self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
         self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
+        self._apply_file_reflexes()
         if config.live_fleet() != (self.fleet.config if self.fleet is not None else None):
             previous = self._fleet_change
             self._fleet_change = asyncio.get_running_loop().create_task(self._after(previous, config.live_fleet()))
@@ -302,6 +315,8 @@ class Engine:
         if self.fleet is not None:  # before the emit desk: the inbox commits through it
             await self.fleet.close()
         await self.emits.close()
+        if self.files is not None:
+            await self.files.close()
         timeout = 0.0 if self.forced else self.config.engine.shutdown_timeout
         await asyncio.gather(*(s.stop(timeout) for s in self.groups.values()))
         if self.workflows is not None:

@@ -38,6 +38,7 @@ from nerve_cli.clock import now_ms
 from nerve_cli.errors import NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
+from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
@@ -92,19 +93,19 @@ KEEP = _Keep()
 class Event:
     """One event: a signal of sense `source` (kind "sense") or an event sent to channel `source` (kind "channel")."""
 
-    source: str
+    source: str  # a sense, a channel, or a file reflex's path pattern
     id: int  # grows within a source
     ts: int  # unix ms when it was stored
-    payload: Any
-    kind: str  # "sense" | "channel"
+    payload: Any  # for kind "file": {"path", "change" (added, modified, deleted), "size", "mtime_ms"}
+    kind: str  # "sense" | "channel" | "file"
 
 
 @dataclass(frozen=True)
 class Trigger:
     """Why this compute runs and the events it receives (see the module docstring)."""
 
-    reason: TriggerKind  # interval | cron | overdue | signal | debounced | demand | backlog | retry (a str)
-    source: str | None = None  # for signal/debounced: the source whose event woke it
+    reason: TriggerKind  # interval | cron | overdue | signal | debounced | files | demand | backlog | retry (a str)
+    source: str | None = None  # for signal/debounced: the source whose event woke it; for files: the pattern
     events: tuple[Event, ...] = ()
     sources: tuple[str, ...] = ()  # the sense's `on:` sources
     more: bool = False  # more events wait beyond this batch; another compute follows at once
@@ -212,7 +213,7 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = open_writer(path, fix=damage_fix(path))
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in SCHEMA:
+        for statement in (*SCHEMA, *FILE_SCHEMA):
             conn.execute(statement)
         have = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
         for column, statement in ADDED_COLUMNS.items():
@@ -352,9 +353,12 @@ def write_cursors(conn: sqlite3.Connection, cursors: Mapping[str, int], ts: int)
 
 # -- reading one source ----------------------------------------------------------
 
+SOURCE_TABLES = {"channel": "events", "file": "file_events", "sense": "_signals"}
+
+
 def head(conn: sqlite3.Connection, kind: str) -> int:
     """The highest id a source ever gave (archived rows included): `sqlite_sequence` of its table."""
-    table = "events" if kind == "channel" else "_signals"
+    table = SOURCE_TABLES[kind]
     try:
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
     except sqlite3.Error:  # no table yet, or a damaged file (reported by whoever opens it for writing)
@@ -362,12 +366,19 @@ def head(conn: sqlite3.Connection, kind: str) -> int:
     return int(row[0]) if row else 0
 
 
-def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limit: int) -> list[tuple[int, int, str | None]]:
-    """(id, ts, payload JSON) of up to `limit` events of one source with id > `after`, oldest first."""
+def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limit: int,
+                listener: str = "") -> list[tuple[int, int, str | None]]:
+    """(id, ts, payload JSON) of up to `limit` events of one source with id > `after`, oldest first.
+
+    A file source (`name`, a path pattern) is the listener's own: `listener` names it."""
     try:
         if kind == "channel":
             sql = "SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? ORDER BY id LIMIT ?"
             return conn.execute(sql, (name, after, limit)).fetchall()
+        if kind == "file":
+            sql = ("SELECT id, ts, payload FROM file_events WHERE sense = ? AND pattern = ? AND id > ? "
+                   "ORDER BY id LIMIT ?")
+            return conn.execute(sql, (listener, name, after, limit)).fetchall()
         sql = "SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id LIMIT ?"
         return conn.execute(sql, (after, limit)).fetchall()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing to read
@@ -375,8 +386,8 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
 
 
 def source_path(data: Path, kind: str, name: str) -> Path:
-    """Where a source's events live: data/events.db, or the sense's own database."""
-    return data / "events.db" if kind == "channel" else data / "senses" / f"{name}.db"
+    """Where a source's events live: data/events.db (channels, files), or the sense's own database."""
+    return data / "events.db" if kind != "sense" else data / "senses" / f"{name}.db"
 
 
 def has_backlog(data: Path, listener: str, sources: Mapping[str, str]) -> bool:
@@ -400,7 +411,7 @@ def has_backlog(data: Path, listener: str, sources: Mapping[str, str]) -> bool:
             after = cursors.get(name, 0)
             if after > head(conn, kind):
                 after = 0  # the source's database was recreated: its ids started again
-            if read_source(conn, kind, name, after, 1):
+            if read_source(conn, kind, name, after, 1, listener):
                 return True
         except sqlite3.Error:
             continue  # unreadable now: the next trigger will tell

@@ -36,6 +36,7 @@ class LogKind(Enum):
     RUN_START = (LogSource.REFLEX, "run_start")
     OUTPUT = (LogSource.REFLEX, "output")
     RUN_COMPLETE = (LogSource.REFLEX, "run_complete")
+    FILES_CHANGED = (LogSource.REFLEX, "files_changed")
     # external events
     EMIT = (LogSource.SIGNAL, "emit")
     # the engine
@@ -152,6 +153,12 @@ def run_complete(sense: str, compute_id: int | None, outcome: Outcome, reason: R
     if reason is None:
         body["recovered"] = True
     return LogRow(LogKind.RUN_COMPLETE, sense, body)
+
+
+def files_changed(sense: str, reflex: int, paths: list[dict[str, str]], shown: int = 20) -> LogRow:
+    """A file reflex recorded a burst of changes for `sense`: how many, and the first `shown` of `paths`
+    ({pattern, path, change})."""
+    return LogRow(LogKind.FILES_CHANGED, sense, {"reflex": reflex, "changes": len(paths), "paths": paths[:shown]})
 
 
 def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, origin: str | None = None,

@@ -23,14 +23,16 @@ class TriggerKind(StrEnum):
     DEMAND = "demand"        # asked for: `nerve sense run`, the control socket, MCP
     BACKLOG = "backlog"      # events wait for it (its worker started, or a batch left more)
     RETRY = "retry"          # its compute failed while events wait for it
+    FILES = "files"          # files matching `source`, one of its reflexes' `paths:` patterns, changed
 
 
-_WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED})
+_WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED, TriggerKind.FILES})
 
 
 @dataclass(frozen=True)
 class Reason:
-    """Why one compute runs. `source` is the sense or channel that woke it (signal and debounced only).
+    """Why one compute runs. `source` is the sense or channel that woke it (signal and debounced), or the
+    path pattern whose files changed (files).
 
     Reasons are shared: `Reason.signal(x)` is one object per source (a hop costs no allocation), and
     its text is made once.
@@ -51,6 +53,10 @@ class Reason:
     def debounced(cls, source: str) -> Reason:
         return _shared(TriggerKind.DEBOUNCED, source)
 
+    @classmethod
+    def files(cls, pattern: str) -> Reason:
+        return _shared(TriggerKind.FILES, pattern)
+
     @cached_property
     def text(self) -> str:
         """The reason as logs.db and `nerve logs` have always shown it: `interval`, `on x`, `on x (debounced)`."""
@@ -58,6 +64,8 @@ class Reason:
             return f"on {self.source}"
         if self.kind is TriggerKind.DEBOUNCED:
             return f"on {self.source} (debounced)"
+        if self.kind is TriggerKind.FILES:
+            return f"files {self.source}"
         return self.kind.value
 
     def __str__(self) -> str:

@@ -76,8 +76,9 @@ class Batch:
 class EventReader:
     """Reads one sense's unconsumed events; keeps a read-only connection per source open between computes."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, listener: str = "") -> None:
         self.data = Path(data)
+        self.listener = listener  # the sense reading: a file source is its own
         self._conns: dict[Path, tuple[sqlite3.Connection, int]] = {}
 
     def read(self, own: sqlite3.Connection, sources: Mapping[str, str]) -> Batch:
@@ -95,12 +96,12 @@ class EventReader:
                 continue
             after = cursors.get(name, 0)
             if budget <= 0 or room <= 0:
-                more = more or bool(read_source(conn, kind, name, after, 1))
+                more = more or bool(read_source(conn, kind, name, after, 1, self.listener))
                 continue
-            rows = read_source(conn, kind, name, after, budget + 1)
+            rows = read_source(conn, kind, name, after, budget + 1, self.listener)
             if not rows and after > head(conn, kind):  # its database was recreated and its ids start again
                 after = moved[name] = 0
-                rows = read_source(conn, kind, name, after, budget + 1)
+                rows = read_source(conn, kind, name, after, budget + 1, self.listener)
             if len(rows) > budget:
                 rows, more = rows[:budget], True
             for event_id, ts, payload in rows:

@@ -77,7 +77,7 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
         is_async=inspect.iscoroutinefunction(compute), nargs=nargs,
-        events=EventReader(layout.data) if nargs >= 3 else None,
+        events=EventReader(layout.data, name) if nargs >= 3 else None,
     )
 
 

@@ -30,12 +30,15 @@ from nerve_cli.vocab.reasons import BACKLOG, RETRY, Reason
 
 
 def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
-    """listener → {source: "sense" | "channel"}, from the active reflexes, in `on:` order."""
+    """listener → {source: "sense" | "channel" | "file"}, from the active reflexes, in `on:` order, then each
+    `paths:` pattern (a file source: the listener's own)."""
     out: dict[str, dict[str, str]] = {}
     for reflex in config.active_reflexes():
         for source in reflex.on:
             kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
             out.setdefault(reflex.sense, {})[source] = kind
+        for pattern in reflex.paths:
+            out.setdefault(reflex.sense, {})[pattern] = "file"
     return out
 
 
