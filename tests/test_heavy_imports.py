@@ -75,7 +75,7 @@ def test_the_http_server_loads_only_with_webhooks() -> None:
     web = ("uvicorn", "starlette")
     users = {_module(p) for p in ROOT.rglob("*.py") if "templates" not in p.parts
              and {n.split(".")[0] for n in _all_imports(p)} & set(web)}
-    assert {u for u in users if not u.startswith(ALLOWED_PREFIX)} == {"nerve_cli.kernel.webhooks"}
+    assert {u for u in users if not u.startswith(ALLOWED_PREFIX)} == {"nerve_cli.kernel.ingress.webhooks"}
     code = ("import sys, nerve_cli.kernel.engine, nerve_cli.cli.run_cmd\n"
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {web!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

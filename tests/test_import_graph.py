@@ -40,7 +40,8 @@ ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS
 ROOMS = {
     "kernel": [
         ["engine"],                 # the Engine: runs the loop, owns one part of each room below
-        ["control", "reload"],      # socket server, requests, metrics, health | watch and hot reload
+        ["control", "reload", "ingress"],  # socket server, requests, metrics, health | watch and hot reload
+                                           # | webhooks and file reflexes
         ["workflows", "fleet"],     # the workflow manager | this host in its fleet (NATS)
         ["supervision"],            # sense worker groups, processes, penalties, guards, watchdog
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report

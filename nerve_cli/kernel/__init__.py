@@ -3,6 +3,7 @@
 - `control/`: what the engine answers: the control socket server, its requests, the metrics
   endpoint, the built-in nerve-health sense;
 - `reload/`: file watching and hot reload of nerve.yaml, senses and workflows;
+- `ingress/`: events from outside: the webhook server, file reflexes;
 - `workflows/`: the workflow manager (admission, a worker's life, recovery, gates, the journal);
 - `supervision/`: sense worker groups and their processes, penalties and quarantine, guards,
   the watchdog, crash sites;

@@ -108,7 +108,7 @@ class Engine:
         self.metrics: MetricsServer | None = None
         self.webhooks_at = webhooks  # from `nerve run --webhooks`; else engine.webhooks, else off
         self.webhooks = None
-        self.files = None  # kernel.files.FileReflexes while a reflex watches paths
+        self.files = None  # kernel.ingress.files.FileReflexes while a reflex watches paths
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -218,7 +218,7 @@ class Engine:
         if address is None:
             return
         # uvicorn and starlette load only when webhooks are on
-        from nerve_cli.kernel.webhooks import WebhookServer
+        from nerve_cli.kernel.ingress.webhooks import WebhookServer
 
         self.webhooks = WebhookServer(self, address, self.report)
         await self.webhooks.start()
@@ -230,7 +230,7 @@ class Engine:
             if not any(r.paths for r in self.config.active_reflexes()):
                 return
             # watchfiles' file reflexes load only when a reflex watches paths
-            from nerve_cli.kernel.files import FileReflexes
+            from nerve_cli.kernel.ingress.files import FileReflexes
 
             self.files = FileReflexes(self.home, self._trigger, self.log, self.report)
         self.files.apply_config(self.config)

@@ -51,7 +51,7 @@ class Target(Protocol):
     warnings: list[str]  # nerve.yaml's current warnings
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
-    webhooks: Any  # kernel.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
+    webhooks: Any  # kernel.ingress.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
