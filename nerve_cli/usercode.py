@@ -15,6 +15,7 @@ the user's files import cannot be met stale.
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import importlib.util
 import sys
@@ -55,3 +56,17 @@ def import_file(qualified: str, path: Path) -> types.ModuleType:
         sys.modules.pop(qualified, None)
         raise
     return module
+
+
+def compute_takes_trigger(sense_py: Path) -> bool:
+    """Whether sense.py's `compute` names a third parameter (receives `trigger`), read from its source
+    without running it: for a sense no worker has loaded (a disabled one, an engine not running)."""
+    try:
+        tree = ast.parse(Path(sense_py).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "compute":
+            args = node.args
+            return args.vararg is None and len(args.posonlyargs) + len(args.args) >= 3
+    return False

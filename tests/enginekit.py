@@ -178,3 +178,23 @@ class RunningEngine:
             self.proc.kill()
             self.proc.wait(scaled(10))
         self._out.close()
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for --metrics / --webhooks)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metric_samples(port: int) -> list[tuple[str, dict, float]]:
+    """(sample name, labels, value) of a scrape of --metrics, read with prometheus_client's own parser."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]

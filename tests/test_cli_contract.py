@@ -153,6 +153,9 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         assert {s["name"] for s in status["senses"]} >= {"a", "b", "nerve-health"}
         assert status["channels"] == [{"name": "task.created"}]
         assert check.cli("emit", "emit", "task.created", "--json")["triggered"] == ["b"]
+        replay = check.cli("replay", "sense", "replay", "b", "--source", "task.created", "--from", "0", "--dry-run",
+                           "--json")
+        assert (replay["kind"], replay["delivered"]) == ("channel", None) and replay["events"] >= 1
         assert check.proc("sense-compute", home, "sense", "compute", "a", "--json")["via"] == "engine"
         lines = check.proc("workflow-run", home, "workflow", "run", "x", "--prompt", "rounds=1", "--json")
         assert lines[-1]["via"] == "engine" and lines[-1]["status"] == "completed"

@@ -20,6 +20,9 @@ from loadclock import IdleClock
 
 from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
+from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.freshness import Freshness
+from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.control import requests
 from nerve_cli.kernel.control.health import health_payload
 from nerve_cli.kernel.core.scheduler import Scheduler
@@ -116,6 +119,10 @@ class FakeRunning:
         self.warnings: list[str] = []
         self.workflows = None
         self.fleet = None  # no fleet: section
+        self.webhooks = None
+        self.delivery = Delivery(self.layout.data, cfg, lambda sense, reason: None)
+        self.listener_health = ListenerHealth(home)
+        self.freshness = Freshness()
         self.out = Recorder()
         self.log, self.report = self.out.log, self.out.report
         self.started: list[tuple[str, list[str]]] = []
@@ -129,7 +136,7 @@ class FakeRunning:
     def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
         from nerve_cli.kernel.core.emits import EmitDesk
 
-        desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, _ in stored])
+        desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, *_ in stored])
         return desk.emit(channel, payload, key)
 
     def events_stored(self, channel: str | None) -> int:

@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance, write_sense
+from enginekit import (RunningEngine, completes, free_port, metric_samples, nerve, read_logs, wait_for, write_instance,
+                       write_sense)
 from eventkit import STORE_SCHEMA, events_db, got, store_sense
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.wire.protocol import MAX_PAYLOAD
@@ -47,8 +48,8 @@ def signed(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def start(home: Path) -> tuple[RunningEngine, str]:
-    engine = RunningEngine(home, env={"NERVE_TEST_HOOK_SECRET": SECRET})
+def start(home: Path, *args: str) -> tuple[RunningEngine, str]:
+    engine = RunningEngine(home, *args, env={"NERVE_TEST_HOOK_SECRET": SECRET})
     engine.wait_ready()
     url = engine.status()["webhooks_url"]
     assert url and url.endswith("/emit/"), url
@@ -57,7 +58,8 @@ def start(home: Path) -> tuple[RunningEngine, str]:
 
 def test_webhook_posts_get_the_documented_answers_and_only_accepted_ones_are_stored(home: Path) -> None:
     hooked_instance(home)
-    engine, url = start(home)
+    port = free_port()
+    engine, url = start(home, "--metrics", f"127.0.0.1:{port}")
     with engine, httpx.Client(timeout=30) as client:
         body = json.dumps({"ref": "refs/heads/main", "n": 1}).encode()
         headers = {"X-Hub-Signature-256": signed(body), "X-GitHub-Delivery": "delivery-1",
@@ -106,6 +108,12 @@ def test_webhook_posts_get_the_documented_answers_and_only_accepted_ones_are_sto
         ids = [r.json()["event_id"] for r in answers]
         assert len(set(ids)) == 200
         wait_for(lambda: len(got(home, "store")) == 201, 30, what="the listener to store all 201 events")
+        scraped = metric_samples(port)
+        answered = {(labels["channel"], labels["code"]): v for name, labels, v in scraped
+                    if name == "nerve_webhook_requests_total"}
+        assert answered[("gh.push", "202")] == 1 and answered[("gh.push", "200")] == 1
+        assert answered[("gh.push", "401")] == 3 and answered[("open", "202")] == 200
+        assert answered[("", "404")] == 3  # unknown, closed, not /emit: one label, whatever the path
         code, out = engine.stop()
     assert code == 0, out
     stored = events_db(home, "SELECT channel, payload, key, via FROM events ORDER BY id")

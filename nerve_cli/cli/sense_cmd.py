@@ -1,4 +1,4 @@
-"""`nerve sense`: scaffold, migrate, compute, list, show (and chart), disable/enable, reset."""
+"""`nerve sense`: scaffold, migrate, compute, list, show (and chart), disable/enable, reset, replay."""
 
 import shutil
 import sys
@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_reset
+from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_replay, sense_reset
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
 from nerve_cli.clock import now_ms
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.command("migrate")(sense_migrate.migrate)
 app.command("reset")(sense_reset.reset)
+app.command("replay")(sense_replay.replay)
 
 Name = Annotated[str, typer.Argument(help="Name of the new sense.")]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from nerve_cli.contract import VERSION
@@ -20,6 +21,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "channels": [{"name": c} for c in answer.get("channels") or []],
         "warnings": [{"message": w} for w in answer.get("warnings") or []],  # nerve.yaml's, apart from errors
         "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
+        "listeners": [_listener(name, entry) for name, entry in sorted((answer.get("listeners") or {}).items())],
         "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
     }
 
@@ -44,6 +46,21 @@ def fleet(f: dict[str, Any]) -> dict[str, Any]:
                    **stamp("last_event", seconds_to_ms(h.get("last_at")))}
                   for name, h in sorted((f.get("hosts") or {}).items())],
     }
+
+
+def _listener(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A listener's backlog: per source, the events beyond its cursor and the age of the oldest."""
+    now = time.time_ns() // 1_000_000
+    sources = [{"source": b["source"], "kind": b["kind"], "cursor": b["cursor"], "backlog": b["events"],
+                **stamp("oldest", b.get("oldest_ts")), "age_s": _age(b.get("oldest_ts"), now)}
+               for b in entry.get("sources") or []]
+    oldest = min((b["oldest_ms"] for b in sources if b["oldest_ms"] is not None), default=None)
+    return {"name": name, "enabled": entry.get("enabled", True), "backlog": sum(b["backlog"] for b in sources),
+            **stamp("oldest", oldest), "age_s": _age(oldest, now), "sources": sources}
+
+
+def _age(ms: int | None, now: int) -> float | None:
+    return None if ms is None else round(max(0, now - ms) / 1000, 3)
 
 
 def _worker(w: dict[str, Any]) -> dict[str, Any]:

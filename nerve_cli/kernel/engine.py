@@ -41,6 +41,7 @@ from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_pa
 from nerve_cli.kernel.control.server import ControlServer
 from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.lock import InstanceLock
@@ -58,7 +59,7 @@ from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.vocab.reasons import BACKLOG, DEMAND, OVERDUE, Reason, TriggerKind
+from nerve_cli.vocab.reasons import BACKLOG, DEMAND, OVERDUE, REPLAY, Reason, TriggerKind
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class Engine:
         self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report,
                                                                  launch=self.launch)
         self.delivery = Delivery(self.layout.data, self.config, self._trigger)
+        self.listener_health = ListenerHealth(self.home)
         self.emits = EmitDesk(self.layout.events_db, self._route_events)
         self.log(logrows.engine_started(os.getpid(), sorted(self.config.enabled_senses()),
                                         sorted(self.config.sense_groups()), eventloop.name()))
@@ -647,6 +649,19 @@ class Engine:
         had = self.guards.reset(sense)
         self.pump()
         return had
+    async def listener_backlogs(self) -> Snapshot:
+        """Each listener's backlog per source, at most a second old (read from the files in a thread)."""
+        loaded = set().union(*(s.loaded for s in self.groups.values()))
+        return await self.listener_health.snapshot(listeners_of(self.config, self.home, self.delivery.takers, loaded))
+
+    async def refresh_listener_health(self) -> None:
+        """Each listener's backlog, counted again if the last count is over a second old (for a scrape)."""
+        await self.listener_backlogs()
+
+    def replayed(self, sense: str) -> None:
+        """`nerve sense replay` moved a cursor of `sense` back: run it now if events wait beyond it."""
+        self.delivery.check([sense], REPLAY)
+
 
     def demand(self, sense: str) -> asyncio.Future:
         """Compute `sense` now; the future resolves when a compute started after this request ends."""

@@ -390,31 +390,68 @@ def source_path(data: Path, kind: str, name: str) -> Path:
     return data / "events.db" if kind != "sense" else data / "senses" / f"{name}.db"
 
 
-def has_backlog(data: Path, listener: str, sources: Mapping[str, str]) -> bool:
-    """True when `listener` has events it has not consumed, judging from the files alone."""
-    if not sources:
-        return False
+BACKLOG_CAP = 1_000_000  # events counted per source; more reads as "at least this many"
+
+
+@dataclass(frozen=True)
+class SourceBacklog:
+    """What one listener has not consumed yet of one source."""
+
+    source: str
+    kind: str  # sense | channel | file
+    cursor: int  # the id of the last event it consumed (0: none)
+    events: int  # waiting events (capped at BACKLOG_CAP)
+    oldest_ts: int | None  # unix ms of the oldest waiting one
+    head: int  # the newest id the source ever gave
+
+
+def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BACKLOG_CAP) -> list[SourceBacklog]:
+    """Per source of `listener`: its cursor, how many events wait beyond it and since when, from the files alone."""
     own = data / "senses" / f"{listener}.db"
     cursors: dict[str, int] = {}
     if own.exists():
-        conn = connect_readonly(own)
         try:
-            cursors = read_cursors(conn)
-        finally:
-            conn.close()
+            conn = connect_readonly(own)
+            try:
+                cursors = read_cursors(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # unreadable now: counted from 0, as the listener itself would read it
+    out = []
     for name, kind in sources.items():
         path = source_path(data, kind, name)
-        if not path.exists():
-            continue
-        conn = connect_readonly(path)
-        try:
-            after = cursors.get(name, 0)
-            if after > head(conn, kind):
-                after = 0  # the source's database was recreated: its ids started again
-            if read_source(conn, kind, name, after, 1, listener):
-                return True
-        except sqlite3.Error:
-            continue  # unreadable now: the next trigger will tell
-        finally:
-            conn.close()
-    return False
+        cursor = cursors.get(name, 0)
+        found = SourceBacklog(name, kind, cursor, 0, None, 0)
+        if path.exists():
+            try:
+                conn = connect_readonly(path)
+                try:
+                    found = _waiting(conn, listener, name, kind, cursor, cap)
+                finally:
+                    conn.close()
+            except sqlite3.Error:
+                pass  # unreadable now: the next look will tell
+        out.append(found)
+    return out
+
+
+def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, cursor: int, cap: int) -> SourceBacklog:
+    top = head(conn, kind)
+    after = 0 if cursor > top else cursor  # the source's database was recreated: its ids started again
+    table = SOURCE_TABLES[kind]
+    where, params = {"channel": ("channel = ? AND ", [name]), "file": ("sense = ? AND pattern = ? AND ", [listener, name]),
+                     "sense": ("", [])}[kind]
+    try:
+        count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where}id > ? LIMIT ?)",
+                             (*params, after, cap)).fetchone()[0]
+        oldest = conn.execute(f"SELECT ts FROM {table} WHERE {where}id > ? ORDER BY id LIMIT 1",
+                              (*params, after)).fetchone()
+    except sqlite3.OperationalError:  # its table does not exist yet: nothing waits
+        return SourceBacklog(name, kind, cursor, 0, None, top)
+    return SourceBacklog(name, kind, cursor, count, oldest[0] if oldest else None, top)
+
+
+def has_backlog(data: Path, listener: str, sources: Mapping[str, str]) -> bool:
+    """True when `listener` has events it has not consumed, judging from the files alone."""
+    return any(b.events for b in backlog(data, listener, sources, cap=1))

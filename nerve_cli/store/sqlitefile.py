@@ -21,8 +21,9 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from nerve_cli.errors import NerveError
 
@@ -268,3 +269,17 @@ def _tighten(path: Path) -> None:
                 os.chmod(file, 0o600)
         except FileNotFoundError:
             pass
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on an autocommit connection: BEGIN IMMEDIATE, COMMIT, ROLLBACK on any exception
+    (unless the failing statement already ended it)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

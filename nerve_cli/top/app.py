@@ -73,7 +73,7 @@ class Dashboard(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#senses", DataTable).add_columns("sense", "state", "last value", "last run", "next",
-                                                         "errors")
+                                                         "errors", "backlog")
         self.query_one("#workers", DataTable).add_columns("group", "pid", "state", "MiB", "cpu%", "rst")
         self.query_one("#threads", DataTable).add_columns("thread", "workflow", "status", "rounds")
         self.query_one("#senses", DataTable).focus()
@@ -96,7 +96,7 @@ class Dashboard(Screen):
         _fill(self.query_one("#senses", DataTable), [
             (s["name"], (s["name"], styled(s["state"]) if not s["blocked"] else Text(s["state"], style="bold red"),
                          short(s["last_value"]), ago(s["last_run_ms"], now), _due(s["next_due_ms"], now),
-                         str(s["errors"]) if s["errors"] else ""))
+                         str(s["errors"]) if s["errors"] else "", _waiting(s.get("backlog"), s.get("backlog_ms"), now)))
             for s in snap.senses])
         _fill(self.query_one("#workers", DataTable), [
             (w["group"], (w["group"], str(w["pid"] or "-"), styled(w["state"]),
@@ -149,6 +149,13 @@ class Dashboard(Screen):
             return
         sense = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         await self.app.compute(sense)  # type: ignore[attr-defined]
+
+
+def _waiting(count: int | None, oldest_ms: int | None, now: int) -> Text:
+    """`50 · 2m`: events waiting for a listener and the age of the oldest (yellow: something waits)."""
+    if not count:
+        return Text("-" if count is None else "0", style="dim")
+    return Text(f"{count:,} · {span(max(0, now - (oldest_ms or now)) / 1000)}", style="yellow")
 
 
 def _due(ms: int | None, now: int) -> str:

@@ -21,8 +21,10 @@ from nerve_cli.contract.engine import status as status_document
 from nerve_cli.contract.threads import thread_list
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.core.listeners import listeners_of, totals
 from nerve_cli.kernel.supervision.guards import load_quarantines
 from nerve_cli.ops.client import request
+from nerve_cli.store.events import backlog
 from nerve_cli.ops.workflows.threads import list_threads
 from nerve_cli.store.logs import last_completions
 from nerve_cli.store.sqlitefile import open_reader
@@ -36,7 +38,8 @@ ACTIVE = ("started", "waiting", "queued")
 class Snapshot:
     live: bool                      # False: the engine is stopped and this was read from the files
     engine: dict[str, Any]          # the status document's `engine` (pid, started_ms, uptime_s); {} when stopped
-    senses: list[dict[str, Any]]    # name, group, state, last_value, last_run_ms, next_due_ms, errors, blocked
+    senses: list[dict[str, Any]]    # name, group, state, last_value, last_run_ms, next_due_ms, errors, blocked,
+                                    # backlog (events waiting), backlog_ms (when the oldest was stored)
     workers: list[dict[str, Any]]   # group, pid, state, rss, cpu, restarts
     threads: list[dict[str, Any]]   # the `thread list` document's threads: run_id, workflow, status, rounds, …
     events: list[dict[str, Any]] = field(default_factory=list)  # new since the last snapshot: kind, sense, ts, text
@@ -64,8 +67,8 @@ class Source:
         if answer is None:
             return Snapshot(False, {}, self._senses_from_files(config), [], self._threads(), events)
         doc = status_document(answer)  # the same `status` document `nerve status --json` prints
-        return Snapshot(True, doc["engine"], self._senses_live(doc["senses"]), self._workers(doc["workers"]),
-                        self._threads(), events, doc.get("fleet"))
+        return Snapshot(True, doc["engine"], self._senses_live(doc["senses"], doc["listeners"]),
+                        self._workers(doc["workers"]), self._threads(), events, doc.get("fleet"))
 
     def _config(self):
         """nerve.yaml, parsed again only when the file changed (twice a second adds up)."""
@@ -82,20 +85,28 @@ class Source:
         except NerveError:
             return None
 
-    def _senses_live(self, senses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _senses_live(self, senses: list[dict[str, Any]], listeners: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        waiting = {lst["name"]: lst for lst in listeners}
         out = []
         for sense in senses:
             last = self._last_value.get(sense["name"])
+            behind = waiting.pop(sense["name"], None)
             out.append({"name": sense["name"], "group": sense["group"], "state": sense["state"],
                         "last_value": last[1] if last else None, "last_run_ms": sense["last_run_ms"],
                         "next_due_ms": sense["next_due_ms"], "errors": sense["errors"],
-                        "blocked": sense["blocked_why"] if sense["blocked_until_ms"] else None})
+                        "blocked": sense["blocked_why"] if sense["blocked_until_ms"] else None,
+                        **_backlog(behind)})
+        for name, behind in sorted(waiting.items()):  # disabled listeners: what waits for them shows too
+            last = self._last_value.get(name)
+            out.append({"name": name, "group": "-", "state": "disabled", "last_value": last[1] if last else None,
+                        "last_run_ms": None, "next_due_ms": None, "errors": 0, "blocked": None, **_backlog(behind)})
         return out
 
     def _senses_from_files(self, config) -> list[dict[str, Any]]:
         quarantined = load_quarantines(self.layout.logs_db) if self.layout.logs_db.exists() else {}
         errors = self._error_counts()
         last_runs = _last_runs(self.layout.logs_db)
+        backlogs = self._backlogs(config)
         out = []
         for name, settings in sorted(config.senses.items()):
             last = self._last_value.get(name)
@@ -105,8 +116,18 @@ class Source:
             out.append({"name": name, "group": settings.group, "state": state,
                         "last_value": last[1] if last else None, "last_run_ms": last_runs.get(name),
                         "next_due_ms": None, "errors": errors.get(name, 0),
-                        "blocked": quarantined[name].get("why") if name in quarantined else None})
+                        "blocked": quarantined[name].get("why") if name in quarantined else None,
+                        **_backlog(backlogs.get(name))})
         return out
+
+    def _backlogs(self, config) -> dict[str, dict[str, Any]]:
+        """With the engine stopped: what waits for each listener, from the files (as the engine would count it)."""
+        found = {}
+        for name, sources in listeners_of(config, self.home, set(), set()).items():
+            counted = backlog(self.layout.data, name, sources)
+            total, oldest = totals(counted)
+            found[name] = {"backlog": total, "oldest_ms": oldest}
+        return found
 
     def _workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The status document's workers, with resident memory and CPU% read here (the engine does not say)."""
@@ -170,6 +191,12 @@ class Source:
         rows = _read(self.layout.logs_db, "SELECT ref_id, COUNT(*) FROM logs WHERE source = 'system' "
                                           "AND type = 'error' GROUP BY ref_id")
         return dict(rows)
+
+
+def _backlog(listener: dict[str, Any] | None) -> dict[str, Any]:
+    if listener is None:
+        return {"backlog": None, "backlog_ms": None}
+    return {"backlog": listener["backlog"], "backlog_ms": listener["oldest_ms"]}
 
 
 def _last_runs(path: Path) -> dict[str, int]:

@@ -62,6 +62,7 @@ class LogKind(Enum):
     PENALISED = (LogSource.SYSTEM, "penalised")
     QUARANTINED = (LogSource.SYSTEM, "quarantined")
     RESET = (LogSource.SYSTEM, "reset")
+    CURSOR_MOVED = (LogSource.SYSTEM, "cursor_moved")
     # hot reload
     CONFIG_RELOADED = (LogSource.SYSTEM, "config_reloaded")
     CONFIG_REJECTED = (LogSource.SYSTEM, "config_rejected")
@@ -269,6 +270,13 @@ def quarantined(sense: str, until: float, why: str) -> LogRow:
 
 def reset(sense: str, was_blocked: bool) -> LogRow:
     return LogRow(LogKind.RESET, sense, {"sense": sense, "was_blocked": was_blocked})
+
+
+def cursor_moved(sense: str, source: str, kind: str, from_id: int, to_id: int, events: int, by: str) -> LogRow:
+    """`nerve sense replay` moved `sense`'s cursor on `source` from event `from_id` back to `to_id`: `events`
+    wait beyond it now."""
+    return LogRow(LogKind.CURSOR_MOVED, sense, {"source": source, "kind": kind, "from_id": from_id, "to_id": to_id,
+                                                "events": events, "by": by})
 
 
 # -- hot reload -----------------------------------------------------------------------------

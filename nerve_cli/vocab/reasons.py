@@ -24,6 +24,7 @@ class TriggerKind(StrEnum):
     BACKLOG = "backlog"      # events wait for it (its worker started, or a batch left more)
     RETRY = "retry"          # its compute failed while events wait for it
     FILES = "files"          # files matching `source`, one of its reflexes' `paths:` patterns, changed
+    REPLAY = "replay"        # `nerve sense replay` moved a cursor back: its events wait again
 
 
 _WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED, TriggerKind.FILES})
@@ -91,3 +92,4 @@ OVERDUE = Reason(TriggerKind.OVERDUE)
 DEMAND = Reason(TriggerKind.DEMAND)
 BACKLOG = Reason(TriggerKind.BACKLOG)
 RETRY = Reason(TriggerKind.RETRY)
+REPLAY = Reason(TriggerKind.REPLAY)

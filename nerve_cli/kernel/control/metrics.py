@@ -20,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 
 from nerve_cli.errors import NerveError
+from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import EngineStats, Histogram
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
@@ -61,6 +62,10 @@ class Observed(Protocol):
     logs: LogStore
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
+    listener_health: ListenerHealth
+    webhooks: Any  # kernel.ingress.webhooks.WebhookServer, or None (not imported here: it loads uvicorn)
+
+    async def refresh_listener_health(self) -> None: ...
 
 
 class EngineCollector:
@@ -77,6 +82,8 @@ class EngineCollector:
         yield from self._threads()
         if self.engine.fleet is not None:
             yield from fleet_metrics(self.engine.fleet.status())
+        yield from self._listeners()
+        yield from self._webhooks()
 
     def _computes(self) -> Iterator[Metric]:
         stats, engine = self.engine.stats, self.engine
@@ -167,6 +174,32 @@ class EngineCollector:
         yield queue
 
 
+    def _listeners(self) -> Iterator[Metric]:
+        """What waits for each listener, per source (the snapshot the scrape refreshed, at most a second old)."""
+        events = GaugeMetricFamily("nerve_listener_backlog_events", "Events stored for a listener and not consumed "
+                                   "yet, by listener and source.", labels=["sense", "source"])
+        age = GaugeMetricFamily("nerve_listener_backlog_oldest_age_seconds", "Age of the oldest event waiting for a "
+                                "listener (0 when none waits), by listener and source.", labels=["sense", "source"])
+        now = time.time() * 1000
+        for sense, found in sorted(self.engine.listener_health.last.items()):
+            for b in found:
+                events.add_metric([sense, b.source], b.events)
+                age.add_metric([sense, b.source], max(0.0, (now - b.oldest_ts) / 1000) if b.oldest_ts else 0.0)
+        yield events
+        yield age
+
+
+    def _webhooks(self) -> Iterator[Metric]:
+        server = self.engine.webhooks
+        if server is None:
+            return
+        answered = CounterMetricFamily("nerve_webhook_requests", "Webhook posts answered, by channel and HTTP status "
+                                       "(channel \"\" for posts to no open channel).", labels=["channel", "code"])
+        for (channel, code), count in sorted(server.counts.items()):
+            answered.add_metric([channel, str(code)], count)
+        yield answered
+
+
 def fleet_metrics(fleet: dict[str, Any]) -> Iterator[Metric]:
     """This host in its fleet: the link, the outbox, and what each subscription received and still lags."""
     yield GaugeMetricFamily("nerve_fleet_connected", "1 while connected to a NATS server with the stream ready.",
@@ -204,6 +237,7 @@ class MetricsServer:
 
     def __init__(self, engine: Observed, host: str, port: int) -> None:
         self.host, self.port = host, port
+        self.engine = engine
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(EngineCollector(engine))
         ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=self.registry)
@@ -234,6 +268,7 @@ class MetricsServer:
             parts = head.split(b" ", 2)
             path = parts[1].split(b"?")[0] if len(parts) > 2 else b""
             if parts[0] == b"GET" and path in (b"/metrics", b"/metrics/"):
+                await self.engine.refresh_listener_health()
                 await _answer(writer, 200, "OK", CONTENT_TYPE_LATEST, generate_latest(self.registry))
             else:
                 await _answer(writer, 404, "Not Found", "text/plain; charset=utf-8",

@@ -20,6 +20,7 @@ from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.health import HEALTH_SENSE
+from nerve_cli.kernel.core.listeners import Snapshot
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
@@ -60,6 +61,12 @@ class Target(Protocol):
 
     def events_stored(self, channel: str | None) -> int: ...
 
+    async def listener_backlogs(self) -> Snapshot:
+        """Each listener's backlog per source, at most a second old."""
+
+    def replayed(self, sense: str) -> None:
+        """A listener's cursor was moved back: run it if events wait beyond it."""
+
     def lift_backoff(self, sense: str) -> None:
         """A person asked for this sense now: its failure back-off does not hold this one compute."""
 
@@ -83,7 +90,10 @@ async def _ping(engine: Target, request: dict) -> dict:
 
 
 async def _status(engine: Target, request: dict) -> dict:
-    return status(engine)
+    return status(engine, await engine.listener_backlogs())
+
+
+
 
 
 async def _compute(engine: Target, request: dict) -> dict:
@@ -201,6 +211,15 @@ async def _events_stored(engine: Target, request: dict) -> dict:
     return {"logged": engine.events_stored(channel if isinstance(channel, str) else None)}
 
 
+async def _replayed(engine: Target, request: dict) -> dict:
+    """`nerve sense replay` moved a listener's cursor back: run it now if events wait beyond it."""
+    sense = request.get("sense")
+    if not isinstance(sense, str) or sense not in engine.config.senses:
+        raise NerveError(f"replayed needs a sense of this engine, got {sense!r}")
+    engine.replayed(sense)
+    return {"sense": sense}
+
+
 async def _start_thread(engine: Target, request: dict) -> dict:
     if engine.workflows is None:
         raise NerveError("workflows are not available in this engine")
@@ -244,7 +263,7 @@ async def _reset(engine: Target, request: dict) -> dict:
     return {"sense": sense, "was_blocked": engine.reset_sense(sense)}
 
 
-def status(engine: Target) -> dict:
+def status(engine: Target, listeners: Snapshot | None = None) -> dict:
     now = time.time()
     senses = {}
     for name, state in engine.scheduler.states.items():
@@ -275,8 +294,12 @@ def status(engine: Target) -> dict:
         "errors": sum(e["count"] for e in engine.errors.values()),
         "workflows": engine.workflows.status() if engine.workflows is not None else {},
         "fleet": engine.fleet.status() if engine.fleet is not None else None,
+        "listeners": {name: {"enabled": name in engine.config.enabled_senses(),
+                             "sources": [{"source": b.source, "kind": b.kind, "cursor": b.cursor, "events": b.events,
+                                          "oldest_ts": b.oldest_ts} for b in found]}
+                      for name, found in (listeners or {}).items()},
     }
 
 
 _OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
-        "answer_thread": _answer_thread, "reset": _reset, "events_stored": _events_stored}
+        "answer_thread": _answer_thread, "reset": _reset, "events_stored": _events_stored, "replayed": _replayed}

@@ -40,6 +40,7 @@ from nerve_cli.config.paths import PathPattern, resolve
 from nerve_cli.home import Layout
 from nerve_cli.store.events import connect
 from nerve_cli.store.files import FileChange, Look, Stat, record
+from nerve_cli.store.sqlitefile import immediate
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.reasons import Reason
@@ -227,16 +228,8 @@ class FileReflexes:
         return self._store(sense, [(p, _look(p, paths, self.data)) for p, paths in looks])
 
     def _store(self, sense: str, looks: list[tuple[PathPattern, Look]]) -> dict[str, list[FileChange]]:
-        conn = self._db()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            out = {p.text: record(conn, sense, p.text, look) for p, look in looks}
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return out
+        with immediate(self._db()) as conn:
+            return {p.text: record(conn, sense, p.text, look) for p, look in looks}
 
 
 def _roots(watches: Iterable[Watch], data: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,0 +1,93 @@
+"""Listener health on the real engine: what waits for each listener (backlog, age of the oldest), and replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from typer.testing import CliRunner
+
+from enginekit import RunningEngine, completes, free_port, metric_samples, read_logs, wait_for, write_instance, write_sense
+from eventkit import STORE_SCHEMA, Emitter, got, store_sense
+from nerve_cli.schema.migrate import generate_migration
+
+pytestmark = pytest.mark.timeout(90)
+
+CONFIG = """
+    senses:
+      store: {{enabled: {enabled}}}
+      plain: {{}}
+    reflexes:
+      - {{sense: store, on: [burst]}}
+      - {{sense: plain, on: [burst]}}
+"""
+
+
+def nerve(*args: str, home: Path):
+    """The CLI in this process (a subprocess per call costs half a second here)."""
+    from nerve_cli.cli.app import app
+
+    return CliRunner().invoke(app, [*args, "--home", str(home)])
+
+
+def listeners(engine: RunningEngine) -> dict[str, dict]:
+    from nerve_cli.contract.engine import status
+
+    return {lst["name"]: lst for lst in status(engine.status())["listeners"]}
+
+
+def test_backlog_of_a_disabled_listener_drains_when_enabled_and_replay_delivers_again(home: Path) -> None:
+    write_instance(home, CONFIG.format(enabled="false"), {"plain": "def compute(db, peers):\n    return None\n"})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    port = free_port()
+    with RunningEngine(home, "--metrics", f"127.0.0.1:{port}") as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        for i in range(50):
+            assert emitter.emit("burst", {"i": i})["ok"]
+        emitter.close()
+        behind = wait_for(lambda: (found := listeners(engine).get("store")) and found["backlog"] == 50 and found,
+                          what="the disabled listener's backlog (counted at most a second ago)")
+        assert behind["enabled"] is False
+        assert behind["sources"] == [{**behind["sources"][0], "source": "burst", "kind": "channel", "cursor": 0,
+                                      "backlog": 50}]
+        assert behind["age_s"] >= 0 and behind["oldest_ms"] is not None
+        assert "plain" not in listeners(engine)  # its compute takes no trigger: it receives no events
+        table = nerve("status", home=home).output
+        assert "Listeners" in table and "store (disabled)" in table
+        scraped = {(name, labels.get("sense"), labels.get("source")): v for name, labels, v in metric_samples(port)}
+        assert scraped[("nerve_listener_backlog_events", "store", "burst")] == 50
+        assert scraped[("nerve_listener_backlog_oldest_age_seconds", "store", "burst")] >= 0
+        from nerve_cli.top.source import Source
+
+        shown = {row["name"]: row for row in Source(home).snapshot().senses}  # what `nerve top` draws
+        assert (shown["store"]["state"], shown["store"]["backlog"]) == ("disabled", 50)
+
+        (home / "nerve.yaml").write_text(CONFIG.format(enabled="true"))
+        wait_for(lambda: listeners(engine)["store"]["backlog"] == 0, 20, what="the backlog to drain")
+        assert [p for _, _, p in got(home, "store")] == [{"i": i} for i in range(50)]
+
+        dry = json.loads(nerve("sense", "replay", "store", "--source", "burst", "--from", "0", "--dry-run", "--json",
+                               home=home).output)
+        assert (dry["cursor_before"], dry["cursor_after"], dry["events"], dry["dry_run"]) == (50, 0, 50, True)
+        assert listeners(engine)["store"]["sources"][0]["cursor"] == 50  # a dry run moved nothing
+        refused = nerve("sense", "replay", "store", "--source", "nope", "--from", "0", home=home)
+        assert refused.exit_code == 1 and "its sources: burst" in refused.output
+
+        done = json.loads(nerve("sense", "replay", "store", "--source", "burst", "--from", "0", "--json",
+                                home=home).output)
+        assert (done["events"], done["delivered"]) == (50, "now")
+        wait_for(lambda: len(got(home, "store")) == 100, 20, what="every event delivered again")
+        assert [e for _, e, _ in got(home, "store")] == list(range(1, 51)) * 2  # each once more, in order
+        again = json.loads(nerve("sense", "replay", "store", "--source", "burst", "--from", "26", "--json",
+                                 home=home).output)
+        assert (again["cursor_after"], again["events"]) == (25, 25)
+        wait_for(lambda: len(got(home, "store")) == 125, 20, what="events from id 26 delivered again")
+        code, out = engine.stop()
+    assert code == 0, out
+    moved = [r["payload"] for r in read_logs(home, "system", "cursor_moved")]
+    assert [(m["from_id"], m["to_id"]) for m in moved] == [(50, 0), (50, 25)]
+    assert any(c["payload"]["reason"] == "replay" for c in completes(home, "store"))
