@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from enginekit import RunningEngine, completes, free_port, metric_samples, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, got, store_sense
+from nerve_cli.contract.engine import status as status_document
 from nerve_cli.schema.migrate import generate_migration
 
 pytestmark = pytest.mark.timeout(90)
@@ -33,9 +34,7 @@ def nerve(*args: str, home: Path):
 
 
 def listeners(engine: RunningEngine) -> dict[str, dict]:
-    from nerve_cli.contract.engine import status
-
-    return {lst["name"]: lst for lst in status(engine.status())["listeners"]}
+    return {lst["name"]: lst for lst in status_document(engine.status())["listeners"]}
 
 
 def test_backlog_of_a_disabled_listener_drains_when_enabled_and_replay_delivers_again(home: Path) -> None:
@@ -91,3 +90,60 @@ def test_backlog_of_a_disabled_listener_drains_when_enabled_and_replay_delivers_
     moved = [r["payload"] for r in read_logs(home, "system", "cursor_moved")]
     assert [(m["from_id"], m["to_id"]) for m in moved] == [(50, 0), (50, 25)]
     assert any(c["payload"]["reason"] == "replay" for c in completes(home, "store"))
+
+
+def health_signals(home: Path) -> list[dict]:
+    import sqlite3
+
+    conn = sqlite3.connect((home / "data" / "senses" / "nerve-health.db").resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return [json.loads(p) for (p,) in conn.execute("SELECT payload FROM _signals ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def test_a_quiet_sense_goes_stale_signals_it_and_recovers(home: Path) -> None:
+    write_instance(home, """
+        engine: {health_interval: 1h}
+        senses:
+          flaky: {expect_signal_every: 700ms}
+          steady: {}
+        reflexes:
+          - {sense: flaky, on: [poke]}
+          - {sense: steady, interval: 1h}
+    """, {"flaky": "def compute(db, peers):\n    return 'alive'\n", "steady": "def compute(db, peers):\n    return 1\n"})
+    port = free_port()
+    with RunningEngine(home, "--metrics", f"127.0.0.1:{port}") as engine:
+        engine.wait_ready()
+        def senses() -> dict[str, dict]:
+            return {s["name"]: s for s in status_document(engine.status())["senses"]}
+
+        stale = wait_for(lambda: senses()["flaky"]["stale"] and senses()["flaky"], 10, what="flaky to go stale")
+        assert stale["expect_signal_every_s"] == 0.7 and stale["stale_since_ms"] is not None
+        assert senses()["steady"]["stale"] is False and senses()["steady"]["expect_signal_every_s"] is None
+        wait_for(lambda: any("flaky" in h.get("went_stale", []) for h in health_signals(home)), 10,
+                 what="nerve-health to signal that flaky went stale")
+        assert "flaky" in health_signals(home)[-1]["stale"]
+        gauges = {labels["sense"]: v for name, labels, v in metric_samples(port) if name == "nerve_sense_stale"}
+        assert gauges == {"flaky": 1.0}
+        from nerve_cli.top.source import Source
+
+        assert {r["name"]: r["state"] for r in Source(home).snapshot().senses}["flaky"] == "stale"
+        assert "stale since" in nerve("status", home=home).output
+
+        assert nerve("emit", "poke", home=home).exit_code == 0
+        wait_for(lambda: any("flaky" in h.get("recovered", []) for h in health_signals(home)), 10,
+                 what="nerve-health to signal that flaky recovered")
+        code, out = engine.stop()
+    assert code == 0, out
+    kinds = [r["type"] for r in read_logs(home, "system") if r["ref"] == "flaky" and r["type"].startswith("sense_")]
+    assert kinds[:2] == ["sense_stale", "sense_fresh"]
+
+
+def test_expect_signal_every_is_a_period() -> None:
+    from nerve_cli.config.load import validate_text
+
+    _, problems = validate_text("senses:\n  a: {expect_signal_every: 0s}\n  b: {expect_signal_every: often}\n")
+    found = {p.path: p.message for p in problems}
+    assert "longer than 0" in found["senses.a.expect_signal_every"]
+    assert "duration" in found["senses.b.expect_signal_every"]

@@ -17,6 +17,7 @@ RECIPES = [
     ("both-done", "wait-all", "a.done,b.done"),
     ("combined", "merge", "x,y"),
     ("failures", "switch", "jobs"),
+    ("alive", "heartbeat", "beat"),
 ]
 
 
@@ -28,6 +29,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Run
         made = nerve("sense", "new", name, "--from", recipe, "--on", sources, "--group", "recipes", home=home)
         assert made.returncode == 0, made.stderr
         assert f"from the {recipe} recipe" in made.stdout and f"running it on {sources.replace(',', ', ')}" in made.stdout
+    quiet = home / "senses" / "alive" / "sense.py"  # the heartbeat, made quick enough to watch
+    quiet.write_text(quiet.read_text().replace("QUIET_S = 600.0", "QUIET_S = 0.5"))
+    config = home / "nerve.yaml"
+    assert "    interval: 1m\n" in config.read_text().split("sense: alive")[1]
+    config.write_text(config.read_text().replace("sense: alive\n    on: [beat]\n    interval: 1m",
+                                                 "sense: alive\n    on: [beat]\n    interval: 100ms"))
     with RunningEngine(home) as running:
         running.wait_ready(groups=2)
         emitter = Emitter(home)
@@ -107,3 +114,16 @@ def test_a_recipe_without_what_it_needs_is_refused_and_writes_nothing(home: Path
     made = nerve("sense", "new", "me", *args, home=home)
     assert made.returncode == 1 and message in made.stderr, made.stderr
     assert not (home / "senses" / "me").exists() and "me:" not in (home / "nerve.yaml").read_text()
+
+
+def test_heartbeat_fires_when_a_source_goes_quiet_and_when_it_is_back(engine) -> None:
+    home, _, emitter = engine
+    # nothing was ever sent to `beat`: it goes quiet QUIET_S after the heartbeat's first compute, once
+    quiet = wait_for(lambda: signals(home, "alive"), 15, what="the heartbeat to notice the silence")[0]
+    assert quiet["back"] == [] and [q["source"] for q in quiet["quiet"]] == ["beat"]
+    assert emitter.emit("beat", {"n": 1})["ok"]
+    back = wait_for(lambda: [s for s in signals(home, "alive") if s["back"]], 15, what="the source heard again")[0]
+    assert back["quiet"] == [] and back["back"][0]["source"] == "beat" and back["back"][0]["quiet_s"] >= 0.5
+    again = wait_for(lambda: signals(home, "alive")[signals(home, "alive").index(back) + 1:], 15,
+                     what="the heartbeat to notice the next silence")
+    assert again[0]["quiet"][0]["source"] == "beat" and len(signals(home, "alive")) == 3  # each change once

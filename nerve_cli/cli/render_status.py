@@ -32,6 +32,9 @@ def render_status(doc: dict[str, Any]) -> None:
             e = s["load_error"]
             where = f" at {e['file']}:{e['line']}" if e.get("file") else ""
             state = f"load-failed since {ago(s.get('load_failed_since_ms'), now)}: {e['type']}: {e['message']}{where}"
+        if s.get("stale"):
+            state = f"{state}, stale since {ago(s['stale_since_ms'], now)} (expects a signal every " \
+                    f"{span(s['expect_signal_every_s'])})"
         due = "now" if s["pending"] and not s["running"] else (ago(s["next_due_ms"], now) if s["next_due_ms"] else "-")
         last_error = f"{s['last_error']} ({ago(s['last_error_time_ms'], now)})" if s.get("last_error") else ""
         rows.append((s["name"], s["group"], state, s["runs"], ago(s["last_run_ms"], now), due,

@@ -157,6 +157,14 @@ class SenseConfig(_Model):
     grace_period: Duration | None = None
     peers: tuple[Name, ...] = ()
     enabled: StrictBool = True
+    expect_signal_every: Duration | None = None  # longer without a signal: stale (status, top, metrics, nerve-health)
+
+    @field_validator("expect_signal_every")
+    @classmethod
+    def _positive_period(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("expected a period longer than 0, like 10m")
+        return value
 
     @property
     def grace(self) -> float:

@@ -59,6 +59,10 @@ def _listener(name: str, entry: dict[str, Any]) -> dict[str, Any]:
             **stamp("oldest", oldest), "age_s": _age(oldest, now), "sources": sources}
 
 
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def _age(ms: int | None, now: int) -> float | None:
     return None if ms is None else round(max(0, now - ms) / 1000, 3)
 
@@ -87,6 +91,8 @@ def _sense(name: str, s: dict[str, Any]) -> dict[str, Any]:
         "coalesced": s.get("coalesced", 0), "deferred": s.get("deferred", 0),
         "debounced": s.get("debounced", 0), "skipped": s.get("skipped", 0),
         **stamp("blocked_until", seconds_to_ms(s.get("blocked_until"))), "blocked_why": s.get("blocked_why"),
+        "expect_signal_every_s": _seconds(s.get("expect_signal_every")), "stale": s.get("stale_since") is not None,
+        **stamp("stale_since", seconds_to_ms(s.get("stale_since"))),
     }
 
 

@@ -41,6 +41,7 @@ from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_pa
 from nerve_cli.kernel.control.server import ControlServer
 from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.ledger import Ledger
@@ -55,11 +56,12 @@ from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.store.events import last_signal_ms
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.vocab.reasons import BACKLOG, DEMAND, OVERDUE, REPLAY, Reason, TriggerKind
+from nerve_cli.vocab.reasons import BACKLOG, DEMAND, FRESHNESS, OVERDUE, REPLAY, Reason, TriggerKind
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
@@ -110,6 +112,8 @@ class Engine:
         self.webhooks_at = webhooks  # from `nerve run --webhooks`; else engine.webhooks, else off
         self.webhooks = None
         self.files = None  # kernel.ingress.files.FileReflexes while a reflex watches paths
+        self.freshness = Freshness()
+        self._freshness_timer: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -154,6 +158,7 @@ class Engine:
         # every sense is held until its group's worker says it is ready (the health sense is the kernel's own)
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
                                    now=time.time(), hold_new=True)
+        await self._start_freshness(loop)
         self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
@@ -191,6 +196,7 @@ class Engine:
         for group, senses in self.config.sense_groups().items():
             self.start_group(group, senses)
         self._apply_file_reflexes()
+        self._check_freshness()
         self.watchdog.update()
         if self.watch:
             self._watcher = loop.create_task(self._watch_files())
@@ -214,6 +220,34 @@ class Engine:
             self.fleet = None
         if not self.stopping:
             self._start_fleet(config)
+    async def _start_freshness(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Expect what nerve.yaml says, counting from each sense's last signal on disk (read off the loop)."""
+        self.freshness.apply_config(self.config, time.time())
+        names = list(self.freshness.expected)
+        found = await loop.run_in_executor(None, lambda: {n: last_signal_ms(self.layout.sense_db(n)) for n in names})
+        for name, ms in found.items():
+            if ms is not None:
+                self.freshness.last[name] = ms / 1000
+
+    def _check_freshness(self) -> None:
+        """Mark what went stale, tell nerve-health at once, and arm the timer for the next deadline."""
+        self._freshness_timer = None
+        if self.stopping:
+            return
+        for sense in self.freshness.check(time.time()):
+            period = self.freshness.expected[sense]
+            self.log(logrows.sense_stale(sense, period, _ms(self.freshness.last.get(sense))))
+            self.report("warn", f"{sense} is stale: no signal for {period:g}s (expect_signal_every)")
+            self._trigger(HEALTH_SENSE, FRESHNESS)
+        wake = self.freshness.next_check()
+        if wake is not None:
+            loop = asyncio.get_running_loop()
+            self._freshness_timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self._check_freshness)
+
+    def _rearm_freshness(self) -> None:
+        if self._freshness_timer is not None:
+            self._freshness_timer.cancel()
+        self._check_freshness()
 
     async def _start_webhooks(self) -> None:
         address = self.webhooks_at or self.config.engine.webhooks
@@ -278,6 +312,8 @@ class Engine:
         self.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
         self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
         self._apply_file_reflexes()
+        self.freshness.apply_config(config, time.time())
+        self._rearm_freshness()
         if config.live_fleet() != (self.fleet.config if self.fleet is not None else None):
             previous = self._fleet_change
             self._fleet_change = asyncio.get_running_loop().create_task(self._after(previous, config.live_fleet()))
@@ -306,6 +342,8 @@ class Engine:
             self._watcher.cancel()
         if self._timer:
             self._timer.cancel()
+        if self._freshness_timer is not None:
+            self._freshness_timer.cancel()
         if self.control is not None:
             await self.control.close()
         if self.metrics is not None:
@@ -588,6 +626,11 @@ class Engine:
                       ts: int | None = None) -> None:
         if self.report_signals:
             self.report("signal", f"{sense}: {_short(payload)}")
+        if sense in self.freshness.expected and self.freshness.signalled(sense, time.time()):
+            self.log(logrows.sense_fresh(sense, self.freshness.expected[sense]))
+            self.report("info", f"{sense} signals again: fresh")
+            self._trigger(HEALTH_SENSE, FRESHNESS)
+            self._rearm_freshness()
         self.stats.signalled(self.scheduler.on_signal(sense, time.time()))
         if self.fleet is not None:  # (the fleet reads the row from the database when its id is not at hand)
             self.fleet.committed("sense", sense, signal_id, ts, payload)
@@ -614,7 +657,8 @@ class Engine:
     def _compute_health(self, compute_id: int, reason: Reason) -> None:
         """Build the payload here, write its row in a thread; the compute ends when the row is (or is not) stored."""
         started = time.perf_counter()
-        payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors, len(self.warnings))
+        payload = health_payload(self.started_at, self.scheduler, self.groups, self.recent_errors, len(self.warnings),
+                                 self.freshness)
         stored = asyncio.get_running_loop().run_in_executor(None, self.health.record, payload)
         self._health_write = stored
         stored.add_done_callback(lambda f: self._health_stored(f, compute_id, reason, payload, started))
@@ -706,6 +750,10 @@ class Engine:
     def _trigger(self, sense: str, reason: Reason) -> None:
         if not self.stopping and self.scheduler.trigger(sense, reason):
             self.pump()
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
 
 
 def _short(value: Any, limit: int = 120) -> str:

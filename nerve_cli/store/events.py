@@ -366,6 +366,22 @@ def head(conn: sqlite3.Connection, kind: str) -> int:
     return int(row[0]) if row else 0
 
 
+def last_signal_ms(path: Path) -> int | None:
+    """When a sense last signalled (unix ms, from its `_signals`), or None: never, or no readable database."""
+    if not Path(path).exists():
+        return None
+    try:
+        conn = connect_readonly(path)
+    except sqlite3.Error:
+        return None
+    try:
+        return conn.execute("SELECT max(ts) FROM _signals").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limit: int,
                 listener: str = "") -> list[tuple[int, int, str | None]]:
     """(id, ts, payload JSON) of up to `limit` events of one source with id > `after`, oldest first.

@@ -35,7 +35,7 @@ from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
 STATE_STYLE = {"running": "bold green", "pending": "cyan", "idle": "", "penalised": "yellow",
-               "quarantined": "bold red", "load-failed": "bold red", "disabled": "dim", "stopped": "dim",
+               "quarantined": "bold red", "load-failed": "bold red", "stale": "bold yellow", "disabled": "dim", "stopped": "dim",
                "ready": "green", "backoff": "red",
                "started": "cyan", "waiting": "bold yellow", "queued": "blue", "completed": "green",
                "failed": "red", "crashed": "red"}

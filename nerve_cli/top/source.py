@@ -91,7 +91,8 @@ class Source:
         for sense in senses:
             last = self._last_value.get(sense["name"])
             behind = waiting.pop(sense["name"], None)
-            out.append({"name": sense["name"], "group": sense["group"], "state": sense["state"],
+            stale = sense.get("stale") and sense["state"] in ("idle", "pending")
+            out.append({"name": sense["name"], "group": sense["group"], "state": "stale" if stale else sense["state"],
                         "last_value": last[1] if last else None, "last_run_ms": sense["last_run_ms"],
                         "next_due_ms": sense["next_due_ms"], "errors": sense["errors"],
                         "blocked": sense["blocked_why"] if sense["blocked_until_ms"] else None,

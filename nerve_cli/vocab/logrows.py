@@ -63,6 +63,9 @@ class LogKind(Enum):
     QUARANTINED = (LogSource.SYSTEM, "quarantined")
     RESET = (LogSource.SYSTEM, "reset")
     CURSOR_MOVED = (LogSource.SYSTEM, "cursor_moved")
+    # freshness (expect_signal_every)
+    SENSE_STALE = (LogSource.SYSTEM, "sense_stale")
+    SENSE_FRESH = (LogSource.SYSTEM, "sense_fresh")
     # hot reload
     CONFIG_RELOADED = (LogSource.SYSTEM, "config_reloaded")
     CONFIG_REJECTED = (LogSource.SYSTEM, "config_rejected")
@@ -277,6 +280,16 @@ def cursor_moved(sense: str, source: str, kind: str, from_id: int, to_id: int, e
     wait beyond it now."""
     return LogRow(LogKind.CURSOR_MOVED, sense, {"source": source, "kind": kind, "from_id": from_id, "to_id": to_id,
                                                 "events": events, "by": by})
+
+
+def sense_stale(sense: str, expected_every_s: float, last_signal_ms: int | None) -> LogRow:
+    """`sense` has not signalled within its expect_signal_every (last signal: `last_signal_ms`, or none seen)."""
+    return LogRow(LogKind.SENSE_STALE, sense, {"expected_every_s": expected_every_s, "last_signal_ms": last_signal_ms})
+
+
+def sense_fresh(sense: str, expected_every_s: float) -> LogRow:
+    """A stale `sense` signalled again."""
+    return LogRow(LogKind.SENSE_FRESH, sense, {"expected_every_s": expected_every_s})
 
 
 # -- hot reload -----------------------------------------------------------------------------

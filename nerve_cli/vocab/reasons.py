@@ -25,6 +25,7 @@ class TriggerKind(StrEnum):
     RETRY = "retry"          # its compute failed while events wait for it
     FILES = "files"          # files matching `source`, one of its reflexes' `paths:` patterns, changed
     REPLAY = "replay"        # `nerve sense replay` moved a cursor back: its events wait again
+    FRESHNESS = "freshness"  # nerve-health, at once: a sense went stale or signals again
 
 
 _WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED, TriggerKind.FILES})
@@ -93,3 +94,4 @@ DEMAND = Reason(TriggerKind.DEMAND)
 BACKLOG = Reason(TriggerKind.BACKLOG)
 RETRY = Reason(TriggerKind.RETRY)
 REPLAY = Reason(TriggerKind.REPLAY)
+FRESHNESS = Reason(TriggerKind.FRESHNESS)

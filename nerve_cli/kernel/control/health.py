@@ -26,6 +26,7 @@ from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
 if TYPE_CHECKING:
+    from nerve_cli.kernel.core.freshness import Freshness
     from nerve_cli.kernel.core.scheduler import Scheduler
     from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 
@@ -93,7 +94,8 @@ def rss_bytes(pids: list[int]) -> dict[int, int]:
 
 
 def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[str, "GroupSupervisor"],
-                   recent_errors: list[dict[str, Any]], warnings: int = 0) -> dict[str, Any]:
+                   recent_errors: list[dict[str, Any]], warnings: int = 0,
+                   freshness: "Freshness | None" = None) -> dict[str, Any]:
     """What the engine knows about itself, as the health sense's signal."""
     pids = [os.getpid()] + [s.worker.pid for s in groups.values() if s.worker and s.worker.pid]
     rss = rss_bytes(pids)
@@ -115,4 +117,19 @@ def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[st
                          if s.coalesced or s.deferred or s.debounced or s.skipped},
         "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
                     for n, s in scheduler.states.items() if s.blocked_until},
+        **_freshness(freshness),
+    }
+
+
+def _freshness(freshness: "Freshness | None") -> dict[str, Any]:
+    """Senses stale now (no signal within their expect_signal_every), and who went stale or recovered since the
+    last health signal (the engine computes nerve-health at once on each such change)."""
+    if freshness is None:
+        return {}
+    changes = freshness.take_changes()
+    return {
+        "stale": {n: {"since_ms": int(since * 1000), "expected_every_s": freshness.expected.get(n),
+                      "last_signal_ms": int(freshness.last[n] * 1000) if n in freshness.last else None}
+                  for n, since in sorted(freshness.stale.items())},
+        "went_stale": changes.went_stale, "recovered": changes.recovered,
     }

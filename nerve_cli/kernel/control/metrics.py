@@ -20,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 
 from nerve_cli.errors import NerveError
+from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import EngineStats, Histogram
@@ -63,6 +64,7 @@ class Observed(Protocol):
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
     listener_health: ListenerHealth
+    freshness: Freshness
     webhooks: Any  # kernel.ingress.webhooks.WebhookServer, or None (not imported here: it loads uvicorn)
 
     async def refresh_listener_health(self) -> None: ...
@@ -84,6 +86,7 @@ class EngineCollector:
             yield from fleet_metrics(self.engine.fleet.status())
         yield from self._listeners()
         yield from self._webhooks()
+        yield from self._freshness()
 
     def _computes(self) -> Iterator[Metric]:
         stats, engine = self.engine.stats, self.engine
@@ -188,6 +191,14 @@ class EngineCollector:
         yield events
         yield age
 
+
+    def _freshness(self) -> Iterator[Metric]:
+        freshness = self.engine.freshness
+        stale = GaugeMetricFamily("nerve_sense_stale", "1 while a sense has not signalled within its "
+                                  "expect_signal_every, else 0 (senses with that key only).", labels=["sense"])
+        for sense in sorted(freshness.expected):
+            stale.add_metric([sense], 1 if sense in freshness.stale else 0)
+        yield stale
 
     def _webhooks(self) -> Iterator[Metric]:
         server = self.engine.webhooks

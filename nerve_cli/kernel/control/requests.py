@@ -20,6 +20,7 @@ from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.health import HEALTH_SENSE
+from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import Snapshot
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.policy import Policy
@@ -53,6 +54,7 @@ class Target(Protocol):
     workflows: WorkflowManager | None
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
     webhooks: Any  # kernel.ingress.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
+    freshness: Freshness
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
@@ -282,6 +284,7 @@ def status(engine: Target, listeners: Snapshot | None = None) -> dict:
             "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
             "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
             "state": _state(state, load_error is not None),
+            "expect_signal_every": engine.freshness.expected.get(name), "stale_since": engine.freshness.stale.get(name),
         }
     return {
         "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,

@@ -1,9 +1,10 @@
 """`nerve sense new`: write senses/<name>/ from templates/sense/, its first migration, register it, commit.
 
 `--from RECIPE` writes templates/recipes/<recipe>/ instead (projection,
-reaction, wait-all, merge, switch: patterns of the neighbouring designs on the
-events contract), and `--on` registers a reflex on those sources instead of
-the 1m interval. A failure before the nerve.yaml edit removes the
+reaction, wait-all, merge, switch, heartbeat: patterns of the neighbouring
+designs on the events contract), and `--on` registers a reflex on those
+sources instead of the 1m interval (a heartbeat keeps the interval too, to
+notice silence). A failure before the nerve.yaml edit removes the
 half-written folder, so the command can simply be run again.
 """
 
@@ -26,8 +27,9 @@ from nerve_cli.store.events import EventError, check_channel
 
 TEMPLATE_FILES = ("schema.py", "sense.py")
 DEFAULT_INTERVAL = "1m"
-RECIPES = ("projection", "reaction", "wait-all", "merge", "switch")
+RECIPES = ("projection", "reaction", "wait-all", "merge", "switch", "heartbeat")
 JOINS = ("wait-all", "merge")  # recipes that combine several sources
+WATCHES = {"heartbeat": DEFAULT_INTERVAL}  # recipes that also run on an interval (to notice silence)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ def new_sense(home: Path, name: str, group: str = "default", *, recipe: str | No
     change = Change(home, f"sense new {name}" + (f" --from {recipe}" if recipe else ""), [layout.config, folder])
     change.protect()
     reflex = {"sense": name, "on": list(on)} if on else {"sense": name, "interval": DEFAULT_INTERVAL}
+    if recipe in WATCHES:
+        reflex["interval"] = WATCHES[recipe]
     try:
         written = _write_files(folder, name, recipe)
         migration = generate_migration(folder)
