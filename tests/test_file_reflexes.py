@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, got, store_sense
+
 from nerve_cli.schema.migrate import generate_migration
 
 pytestmark = pytest.mark.timeout(90)

@@ -20,11 +20,11 @@ from loadclock import IdleClock
 
 from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
+from nerve_cli.kernel.control import requests
+from nerve_cli.kernel.control.health import health_payload
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth
-from nerve_cli.kernel.control import requests
-from nerve_cli.kernel.control.health import health_payload
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.reload.watch import Changes

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from typer.testing import CliRunner
-
 from enginekit import RunningEngine, completes, free_port, metric_samples, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, got, store_sense
+from typer.testing import CliRunner
+
 from nerve_cli.contract.engine import status as status_document
 from nerve_cli.schema.migrate import generate_migration
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from enginekit import (RunningEngine, completes, free_port, metric_samples, nerve, read_logs, wait_for, write_instance,
-                       write_sense)
+from enginekit import RunningEngine, completes, free_port, metric_samples, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, events_db, got, store_sense
+
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.wire.protocol import MAX_PAYLOAD
 

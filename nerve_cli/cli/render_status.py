@@ -42,11 +42,11 @@ def render_status(doc: dict[str, Any]) -> None:
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
     listeners = [(lst, src) for lst in doc.get("listeners") or [] for src in lst["sources"]]
     if listeners:
-        rows = [(lst["name"] + ("" if lst["enabled"] else " (disabled)"), src["source"], src["kind"], src["backlog"],
-                 ago(src["oldest_ms"], now) if src["oldest_ms"] else "-", src["cursor"])
-                for lst, src in listeners]
+        waiting = [(lst["name"] + ("" if lst["enabled"] else " (disabled)"), src["source"], src["kind"],
+                    src["backlog"], ago(src["oldest_ms"], now) if src["oldest_ms"] else "-", src["cursor"])
+                   for lst, src in listeners]
         output.show(output.table("Listeners", ["listener", "source", "kind", "backlog", "oldest waiting", "cursor"],
-                                 rows))
+                                 waiting))
     if doc.get("channels"):
         output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
     if engine.get("webhooks_url"):

@@ -100,7 +100,7 @@ def _check_channel(value: str) -> str:
 Channel = Annotated[str, AfterValidator(_check_channel)]
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP field name (RFC 9110 token)
+HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP field name: the characters a header name may hold
 
 
 def _check_env_name(value: object) -> str:

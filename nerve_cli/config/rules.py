@@ -108,7 +108,7 @@ def _check_paths(reflexes: list, home: Path | None) -> Iterator[Finding]:
                 yield ("reflexes", i, "paths", j), "error", (
                     f"`{text}` would watch the instance's own data/ folder, where every compute writes: each "
                     "change would trigger another compute (a feedback loop); point it at your files instead")
-            if text in listened.get(reflex.get("sense"), ()):
+            if text in listened.get(str(reflex.get("sense")), ()):
                 yield ("reflexes", i, "paths", j), "error", (
                     f"`{text}` is also a channel in this sense's on: list; rename the channel (both would be "
                     "called that in trigger.events)")

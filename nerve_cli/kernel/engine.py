@@ -44,7 +44,9 @@ from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.emits import EmitDesk
+from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.ledger import Ledger
+from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats
@@ -68,6 +70,8 @@ if TYPE_CHECKING:
     from nerve_cli.config.model import FleetConfig
     from nerve_cli.kernel.control.metrics import MetricsServer
     from nerve_cli.kernel.fleet.service import Fleet
+    from nerve_cli.kernel.ingress.files import FileReflexes
+    from nerve_cli.kernel.ingress.webhooks import WebhookServer
     from nerve_cli.kernel.reload.watch import Changes
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
@@ -110,8 +114,8 @@ class Engine:
         self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
         self.metrics: MetricsServer | None = None
         self.webhooks_at = webhooks  # from `nerve run --webhooks`; else engine.webhooks, else off
-        self.webhooks = None
-        self.files = None  # kernel.ingress.files.FileReflexes while a reflex watches paths
+        self.webhooks: WebhookServer | None = None
+        self.files: FileReflexes | None = None  # while a reflex watches paths
         self.freshness = Freshness()
         self._freshness_timer: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None

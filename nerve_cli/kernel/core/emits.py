@@ -30,8 +30,7 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.store.events import (EventNotStored, EventStore, StoredEvent, check_channel, check_key, checkpoint,
-                                     encode_payload)
+from nerve_cli.store.events import EventNotStored, EventStore, StoredEvent, check_channel, check_key, checkpoint, encode_payload
 
 # Gets each stored event with its payload (the stored JSON, as an orjson.Fragment), in order; returns the
 # senses each one woke.

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from watchfiles import DefaultFilter, awatch
+from watchfiles import Change, DefaultFilter, awatch
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.paths import PathPattern, resolve
@@ -255,8 +255,8 @@ class _Filter(DefaultFilter):
         super().__init__()
         self.data = str(data).rstrip("/") + "/"
 
-    def __call__(self, change: object, path: str) -> bool:  # type: ignore[override]
-        return not path.startswith(self.data) and super().__call__(change, path)  # type: ignore[arg-type]
+    def __call__(self, change: Change, path: str) -> bool:
+        return not path.startswith(self.data) and super().__call__(change, path)
 
 
 def _stat(path: str) -> Stat | None:

@@ -24,10 +24,11 @@ One request, one answer, decided in `WebhookServer.answer` (in this order):
   the delivery header (`delivery_header`, else the first of
   `DELIVERY_HEADERS` present) becomes the emit key, scoped to the channel.
 
-Nothing is stored for any answer but 202. A request must arrive whole within `engine.webhook_timeout` (else 408, or the connection is
-closed mid-body), and an idle keep-alive connection is closed after
-`KEEP_ALIVE` seconds. At most `engine.webhook_connections` are open at once
-(the next is answered 503 and closed).
+Nothing is stored for any answer but 202. A request must arrive whole
+within `engine.webhook_timeout` (else 408, or the connection is closed
+mid-body), and an idle keep-alive connection is closed after `KEEP_ALIVE`
+seconds. At most `engine.webhook_connections` are open at once (the next is
+answered 503 and closed).
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from nerve_cli.errors import EngineNotRunning, NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.ops.client import request
-from nerve_cli.store.events import (CURSORS_SQL, SOURCE_TABLES, connect_readonly, head, now_ms, read_cursors,
-                                     source_path, write_cursors)
+from nerve_cli.schema.apply import ensure_engine_tables
+from nerve_cli.store.events import SOURCE_TABLES, connect_readonly, head, now_ms, read_cursors, source_path, write_cursors
 from nerve_cli.store.logs import LogStore
 from nerve_cli.store.sqlitefile import immediate
 from nerve_cli.vocab import logrows
@@ -148,8 +148,8 @@ def _write(path: Path, source: str, cursor: int) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        ensure_engine_tables(conn)  # a database from before cursors existed
         with immediate(conn):
-            conn.execute(CURSORS_SQL)
             write_cursors(conn, {source: cursor}, now_ms())
     finally:
         conn.close()
