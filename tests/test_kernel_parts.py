@@ -22,7 +22,6 @@ from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
 from nerve_cli.kernel.control.health import health_payload
-from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
@@ -120,7 +119,6 @@ class FakeRunning:
         self.workflows = None
         self.fleet = None  # no fleet: section
         self.webhooks = None
-        self.delivery = Delivery(self.layout.data, cfg, lambda sense, reason: None)
         self.listener_health = ListenerHealth(home)
         self.freshness = Freshness()
         self.out = Recorder()
@@ -141,6 +139,12 @@ class FakeRunning:
 
     def events_stored(self, channel: str | None) -> int:
         return 0
+
+    async def listener_backlogs(self) -> dict:
+        return await self.listener_health.snapshot({})
+
+    def replayed(self, sense: str) -> None:
+        raise AssertionError("not reached in these tests")
 
     def pump(self) -> None:
         self.pumps += 1

@@ -16,6 +16,7 @@ from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_
 from nerve_cli.config.model import HEALTH_SENSE, parse_duration
 from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
+from nerve_cli.home import Layout
 
 Finding = tuple[Loc, Severity, str]
 
@@ -96,7 +97,7 @@ def _check_paths(reflexes: list, home: Path | None) -> Iterator[Finding]:
         if isinstance(reflex, dict) and isinstance(reflex.get("sense"), str):
             listened.setdefault(reflex["sense"], set()).update(n for n in _names(reflex.get("on")) if isinstance(n, str))
     base = home if home is not None else Path("/nerve-instance")  # relative patterns are checked either way
-    data = base / "data"
+    data = Layout(base).data
     for i, reflex in enumerate(reflexes):
         if not isinstance(reflex, dict):
             continue

@@ -41,12 +41,10 @@ from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_pa
 from nerve_cli.kernel.control.server import ControlServer
 from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.delivery import Delivery
-from nerve_cli.kernel.core.freshness import Freshness
-from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.ledger import Ledger
-from nerve_cli.kernel.core.listeners import ListenerHealth
+from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
+from nerve_cli.home import Layout
 from nerve_cli.kernel.core.delivery import sources_of
 from nerve_cli.store.events import SourceBacklog, backlog
 from nerve_cli.usercode import compute_takes_trigger
@@ -61,13 +62,13 @@ def all_sources(config: NerveConfig, sense: str) -> dict[str, str]:
 
 
 def _reads_trigger(home: Path, sense: str) -> bool:
-    return compute_takes_trigger(Path(home) / "senses" / sense / "sense.py")
+    return compute_takes_trigger(Layout(Path(home)).sense_dir(sense) / "sense.py")
 
 
 class ListenerHealth:
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
-        self.data = self.home / "data"
+        self.data = Layout(self.home).data
         self.last: Snapshot = {}
         self._at = 0.0
         self._reading: asyncio.Future | None = None

@@ -83,7 +83,8 @@ class FileReflexes:
                  log: Callable[[LogRow], None], report: Callable[[str, str], None]) -> None:
         """`trigger(sense, reason)` asks for a compute; `log` appends a log row; `report` tells the console."""
         self.home = Path(home)
-        self.data = Layout(home).data
+        self.layout = Layout(home)
+        self.data = self.layout.data
         self.trigger = trigger
         self.log = log
         self.report = report
@@ -216,7 +217,7 @@ class FileReflexes:
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = connect(self.data / "events.db")
+            self._conn = connect(self.layout.events_db)
         return self._conn
 
     def _scan_all(self, sense: str, patterns: list[PathPattern]) -> dict[str, list[FileChange]]:
