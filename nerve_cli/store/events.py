@@ -40,7 +40,7 @@ from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
-from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, open_reader, open_writer
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
@@ -237,7 +237,15 @@ def damage_fix(path: Path) -> str:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    return open_reader(Path(path), isolation_level=None, check_same_thread=False)
+    """A reader of a source's database. A damaged file raises DamagedRead, an sqlite3.DatabaseError too: the
+    readers of events (a listener's compute, the ledger, backlog checks) treat it as unreadable for now, and
+    its own sense's worker reports the damage."""
+    try:
+        return open_reader(Path(path), isolation_level=None, check_same_thread=False)
+    except DamagedDatabase as exc:
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise
+        raise DamagedRead(str(exc)) from None
 
 
 class EventStore:
