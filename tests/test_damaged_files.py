@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
-from nerve_cli.kernel.core.lock import InstanceLock
+from nerve_cli.store.lock import InstanceLock
 
 COMMANDS = {  # what reads each file (the engine is stopped)
     "logs.db": [["status"], ["sense", "list"], ["sense", "show", "cpu-percent"], ["logs"], ["thread", "list"],

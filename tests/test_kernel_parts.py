@@ -27,12 +27,13 @@ from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.reload.watch import Changes
-from nerve_cli.kernel.supervision.guards import QUARANTINE, Guards
+from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows import admission, recovery
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import LogStore, query_logs
+from nerve_cli.store.quarantines import QUARANTINE
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.states import WorkerState

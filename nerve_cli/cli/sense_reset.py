@@ -10,8 +10,8 @@ def reset(name: SenseName, home: HomeOption = None) -> None:
     from nerve_cli.cli import output
     from nerve_cli.errors import EngineNotRunning
     from nerve_cli.home import Layout, require_instance
-    from nerve_cli.kernel.supervision.guards import reset_offline
     from nerve_cli.ops.client import request
+    from nerve_cli.store.quarantines import reset_offline
 
     path = require_instance(home)
     try:

@@ -233,3 +233,16 @@ def to_dot(mesh: Mesh) -> str:
         lines.append(f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
+    """listener → {source: "sense" | "channel" | "file"}, from the active reflexes, in `on:` order, then each
+    `paths:` pattern (a file source: the listener's own)."""
+    out: dict[str, dict[str, str]] = {}
+    for reflex in config.active_reflexes():
+        for source in reflex.on:
+            kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
+            out.setdefault(reflex.sense, {})[source] = kind
+        for pattern in reflex.paths:
+            out.setdefault(reflex.sense, {})[pattern] = "file"
+    return out

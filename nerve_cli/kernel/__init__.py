@@ -8,6 +8,6 @@
 - `supervision/`: sense worker groups and their processes, penalties and quarantine, guards,
   the watchdog, crash sites;
 - `core/`: the pure reflex rules (scheduler, cron), emits, delivery, the ledger of owed log rows,
-  counters, the instance lock, the console report, the daily archive job.
+  counters, the console report, the daily archive job.
 Rooms import only the rooms listed below them; none imports the engine.
 """

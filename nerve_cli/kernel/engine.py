@@ -45,7 +45,6 @@ from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
-from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats
 from nerve_cli.kernel.reload import apply as reload
@@ -57,6 +56,7 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.events import last_signal_ms
+from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow

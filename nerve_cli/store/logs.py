@@ -43,6 +43,20 @@ LAST_COMPLETE = "last_complete:"
 # never scanned for them again (a logs.db made before the keys is scanned once, see backfill_anchors)
 ANCHORED = "completion_anchors"
 
+# watermarks of what is logged, raised with the rows they cover (see kernel/core/ledger.py)
+SIGNAL_MARK = "logged_signal:"  # + sense: the highest `_signals.id` whose run_complete row is in the log
+EVENT_MARK = "logged_event"  # the highest events.id whose emit row is
+
+
+def signal_mark(sense: str, signal_id: int) -> tuple[str, int]:
+    """The `mark` that goes with a signal's run_complete row (LogStore.write): the next engine skips it."""
+    return SIGNAL_MARK + sense, signal_id
+
+
+def event_mark(event_id: int) -> tuple[str, int]:
+    return EVENT_MARK, event_id
+
+
 _INSERT_LOG = "INSERT INTO logs (source, type, ref_id, payload, ts) VALUES (?, ?, ?, ?, ?)"
 _UPSERT_RUN = (
     "INSERT INTO workflow_runs (run_id, workflow, status, ts) VALUES (?, ?, ?, ?) "

@@ -22,11 +22,11 @@ from nerve_cli.contract.threads import thread_list
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import listeners_of, totals
-from nerve_cli.kernel.supervision.guards import load_quarantines
 from nerve_cli.ops.client import request
 from nerve_cli.ops.workflows.threads import list_threads
 from nerve_cli.store.events import backlog
 from nerve_cli.store.logs import last_completions
+from nerve_cli.store.quarantines import load_quarantines
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.states import SenseStatus
 

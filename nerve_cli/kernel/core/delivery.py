@@ -24,22 +24,10 @@ import functools
 from pathlib import Path
 from typing import Callable, Iterable
 
-from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
+from nerve_cli.config.mesh import sources_of
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.store.events import has_backlog
 from nerve_cli.vocab.reasons import BACKLOG, RETRY, Reason
-
-
-def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
-    """listener → {source: "sense" | "channel" | "file"}, from the active reflexes, in `on:` order, then each
-    `paths:` pattern (a file source: the listener's own)."""
-    out: dict[str, dict[str, str]] = {}
-    for reflex in config.active_reflexes():
-        for source in reflex.on:
-            kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
-            out.setdefault(reflex.sense, {})[source] = kind
-        for pattern in reflex.paths:
-            out.setdefault(reflex.sense, {})[pattern] = "file"
-    return out
 
 
 class Delivery:

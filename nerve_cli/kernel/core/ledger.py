@@ -31,12 +31,10 @@ import orjson
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.report import Log
 from nerve_cli.store.events import connect_readonly, head
-from nerve_cli.store.logs import LogStore
+from nerve_cli.store.logs import EVENT_MARK, SIGNAL_MARK, LogStore, event_mark, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome
 
-SIGNAL_MARK = "logged_signal:"
-EVENT_MARK = "logged_event"
 VERSION = "log_marks"
 
 # (source, type, ref, payload, ts, mark): how the ledger writes a row with the watermark it advances
@@ -80,13 +78,8 @@ class Ledger:
     def event_logged(self, event_id: int) -> None:
         self.event = max(event_id, self.event)
 
-    @staticmethod
-    def signal_mark(sense: str, signal_id: int) -> tuple[str, int]:
-        return SIGNAL_MARK + sense, signal_id
-
-    @staticmethod
-    def event_mark(event_id: int) -> tuple[str, int]:
-        return EVENT_MARK, event_id
+    signal_mark = staticmethod(signal_mark)
+    event_mark = staticmethod(event_mark)
 
     def catch_up(self, sense: str, below: int | None = None) -> list[int]:
         """Log the committed signals of `sense` above its watermark (ids below `below`); their ids."""

@@ -1,49 +1,24 @@
 """Guard rails around computes: failure back-off, quarantine that survives restarts, reset.
 
 The bookkeeping is pure (`penalty.PenaltyBook`); this module applies its
-verdicts to the scheduler, records them in logs.db (quarantines as
-`meta['quarantine:<sense>']` with an absolute expiry) and lifts them. It is
+verdicts to the scheduler, records them in logs.db (`store.quarantines`: they
+outlive the engine) and lifts them. It is
 handed the scheduler, the log store and the engine's `log`/`report` callbacks,
 never the engine.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
-from pathlib import Path
 
 from nerve_cli.config.model import EngineConfig
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
-from nerve_cli.store.logs import LogStore, open_readonly
+from nerve_cli.store import quarantines
+from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome
-
-QUARANTINE = "quarantine:"
-
-
-def load_quarantines(logs_db: Path, now: float | None = None) -> dict[str, dict]:
-    """sense → {"until": epoch s, "why": str} for quarantines not yet expired."""
-    if not logs_db.exists():
-        return {}
-    now = time.time() if now is None else now
-    conn = open_readonly(logs_db)  # a damaged logs.db: DamagedDatabase naming it
-    try:
-        rows = conn.execute("SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
-                            (len(QUARANTINE) + 1, QUARANTINE + "%")).fetchall()
-    except sqlite3.OperationalError:
-        return {}
-    finally:
-        conn.close()
-    found = {}
-    for sense, value in rows:
-        entry = json.loads(value)
-        if entry and entry.get("until", 0) > now:
-            found[sense] = entry
-    return found
 
 
 class Guards:
@@ -58,7 +33,7 @@ class Guards:
         self.report = report
 
     def restore(self) -> None:
-        for sense, entry in load_quarantines(self.logs.path).items():
+        for sense, entry in quarantines.load_quarantines(self.logs.path).items():
             self.scheduler.block(sense, entry["until"], entry["why"], quarantine=True)
             self.report("warn", f"{sense} is quarantined until {_local(entry['until'])}: {entry['why']}")
 
@@ -76,7 +51,7 @@ class Guards:
             return
         self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
         if verdict.quarantine:
-            self.logs.set_meta(QUARANTINE + sense, json.dumps({"until": verdict.until, "why": verdict.why}))
+            quarantines.keep(self.logs, sense, verdict.until, verdict.why)
             self.log(logrows.quarantined(sense, verdict.until, verdict.why))
             self.report("error", f"{sense} quarantined until {_local(verdict.until)}: {verdict.why}")
         else:
@@ -89,21 +64,9 @@ class Guards:
         had = bool(state and state.blocked_until)
         self.book.reset(sense)
         self.scheduler.unblock(sense)
-        self.logs.set_meta(QUARANTINE + sense, "null")
+        quarantines.lift(self.logs, sense)
         self.log(logrows.reset(sense, had))
         return had
-
-
-def reset_offline(logs_db: Path, sense: str) -> bool:
-    """`nerve sense reset` with no engine running: clear the persisted quarantine."""
-    had = sense in load_quarantines(logs_db)
-    store = LogStore(logs_db)
-    try:
-        store.set_meta(QUARANTINE + sense, "null")
-        store.write(logrows.reset(sense, had))
-    finally:
-        store.close()
-    return had
 
 
 def _local(epoch: float) -> str:

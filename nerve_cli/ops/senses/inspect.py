@@ -19,10 +19,10 @@ from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.rules import hint
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.supervision.guards import load_quarantines
 from nerve_cli.ops.client import request
 from nerve_cli.ops.senses.rows import read_rows
 from nerve_cli.store.history import archived_counts, last_archived_signal, sense_history
+from nerve_cli.store.quarantines import load_quarantines
 from nerve_cli.store.sqlitefile import open_reader
 
 SPARKS = "▁▂▃▄▅▆▇█"

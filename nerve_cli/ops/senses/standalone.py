@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from nerve_cli.config.load import load_config
+from nerve_cli.config.mesh import sources_of
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.delivery import sources_of
-from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.supervision.policy import Limits, Policy
 from nerve_cli.ops.client import compute, engine_running
 from nerve_cli.ops.senses.worker_client import SenseWorkerClient, WorkerGone
-from nerve_cli.store.logs import LogStore
+from nerve_cli.store.logs import LogStore, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
@@ -161,4 +160,4 @@ class _Recorder:
             for row in rows:
                 # the signal's watermark goes with its row, so the next engine does not log it again
                 last = row.kind is LogKind.RUN_COMPLETE and signal_id is not None
-                store.write(row, mark=Ledger.signal_mark(self.name, signal_id) if last and signal_id else None)
+                store.write(row, mark=signal_mark(self.name, signal_id) if last and signal_id else None)

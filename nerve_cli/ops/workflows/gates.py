@@ -14,12 +14,12 @@ from typing import Any
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.kernel.workflows import gates
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.workflows.threads import normalise_run_id
+from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, workflow_runs
 
 

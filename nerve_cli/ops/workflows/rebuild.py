@@ -16,8 +16,8 @@ import orjson
 
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.ops.client import engine_running
+from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
 
 

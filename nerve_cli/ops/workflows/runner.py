@@ -18,8 +18,8 @@ from typing import Any
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.lock import InstanceLock
 from nerve_cli.ops.client import engine_running, request
+from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, query_logs
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
