@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.delivery import sources_of
 from nerve_cli.store.events import SourceBacklog, backlog
 from nerve_cli.usercode import compute_takes_trigger
 
