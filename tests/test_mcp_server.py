@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import sqlite3
@@ -196,6 +197,10 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             shown = await thread("completed")
             assert [m["role"] for m in shown["messages"]] == ["__start__", "writer", "critic", "__person__", "writer"]
             assert shown["messages"][3]["content"] == "ship it"
+            # who started it and who approved: the person, through nerve mcp and the client it named
+            assert shown["origin"] == {"kind": "mcp", "by": getpass.getuser(), "via": "nerve mcp (client mcp 0.1.0)"}
+            assert shown["messages"][3]["meta"]["by"] == getpass.getuser()
+            assert shown["messages"][3]["meta"]["via"] == "nerve mcp (client mcp 0.1.0)"
 
             logs = (await _call(session, "query_logs", source="workflow", ref=gated, limit=100))["logs"]
             assert "waiting" in [r["type"] for r in logs]

@@ -283,4 +283,4 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
     roles = [m["role"] for m in thread_detail(logs_db, first)["messages"]]
     assert roles == ["__start__", "writer", "critic", "__person__", "publisher"]
     answer = thread_detail(logs_db, second)["messages"][-1]
-    assert (answer["role"], answer["meta"]["decision"], answer["meta"]["by"]) == ("__person__", "reject", "nerve top")
+    assert (answer["role"], answer["meta"]["decision"], answer["meta"]["via"]) == ("__person__", "reject", "nerve top")

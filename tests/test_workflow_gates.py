@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -76,6 +77,8 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
         shown = _shown(home, "run-1")
         assert (shown["status"], shown["question"]) == ("waiting", "Publish 'draft for the notes'?")
 
+        subprocess.run(["git", "init", "-q", str(home)], check=True)
+        subprocess.run(["git", "-C", str(home), "config", "user.name", "Ada Lovelace"], check=True)
         answer = nerve("thread", "approve", "run-1", "--note", "ship it, fix the typo", home=home)
         assert answer.returncode == 0, answer.stderr
         wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="run-1 to complete")
@@ -86,7 +89,7 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
     person, published = shown["messages"][3], shown["messages"][4]
     assert (person["content"], person["round"]) == ("ship it, fix the typo", None)  # not a round
     assert person["meta"] == {"decision": "approve", "approved": True, "note": "ship it, fix the typo",
-                              "by": "nerve thread approve"}
+                              "by": "Ada Lovelace", "via": "nerve thread approve"}  # who, then how
     assert published["content"] == "published with the note: ship it, fix the typo"
     assert published["round"] == 3 and shown["rounds"] == 3
     assert [e["type"] for e in shown["events"]] == [

@@ -137,10 +137,16 @@ def pending_question(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str,
 APPROVE, REJECT = "approve", "reject"
 
 
-def person_answer(decision: str, note: str | None, by: str, timestamp: int) -> WorkflowMessage:
-    """The message a person's answer becomes: what the moderator sees next."""
+def person_answer(decision: str, note: str | None, by: str, timestamp: int, via: str | None = None) -> WorkflowMessage:
+    """The message a person's answer becomes: what the moderator sees next.
+
+    `by` is who answered (git's user.name, else the login name); `via` the way the
+    answer came (`nerve thread approve`, `nerve top`, `nerve mcp (client ...)`).
+    """
     if decision not in (APPROVE, REJECT):
         raise ValueError(f"decision must be {APPROVE!r} or {REJECT!r}, got {decision!r}")
     content = note if note else ("approved" if decision == APPROVE else "rejected")
     meta = {"decision": decision, "approved": decision == APPROVE, "note": note, "by": by}
+    if via is not None:
+        meta["via"] = via
     return WorkflowMessage(PERSON, content, meta, timestamp)

@@ -120,7 +120,7 @@ def _answer(run_id: str, decision: str, note: Optional[str], home: Optional[Path
     from nerve_cli.home import require_instance
     from nerve_cli.ops.workflows.gates import answer_thread
 
-    result = answer_thread(require_instance(home), run_id, decision, note, by=f"nerve thread {decision}")
+    result = answer_thread(require_instance(home), run_id, decision, note, via=f"nerve thread {decision}")
     if json_:
         output.print_json(answer(result))
         return

@@ -58,6 +58,25 @@ def uses_fallback_identity(home: Path) -> bool:
     return False
 
 
+def person(home: Path) -> str:
+    """Who is acting, for the record (an answer to a thread, a thread started by hand): git's user.name for
+    the instance (its own config, else the global one), else the login name, else "unknown"."""
+    import getpass
+    import subprocess
+
+    try:
+        found = subprocess.run(["git", "-C", str(home), "config", "--get", "user.name"], capture_output=True,
+                               text=True, timeout=10)
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass  # no git here: the login name says who
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no USER/LOGNAME (a bare container)
+        return "unknown"
+
+
 def _identity_env(home: Path) -> dict[str, str]:
     if not uses_fallback_identity(home):
         return {}

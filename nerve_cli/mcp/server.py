@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -157,21 +157,32 @@ def build(home: Path) -> MCPServer:
         return call(tools.compute_sense, sense)
 
     @app.tool(annotations=ACT)
-    def start_thread(workflow: str, prompt: str, max_rounds: int | None = None) -> document("thread-start"):
+    def start_thread(workflow: str, prompt: str, ctx: Context, max_rounds: int | None = None) -> document("thread-start"):
         """Start a thread of a workflow with a prompt; returns its run id (follow it with show_thread)."""
-        return call(tools.start_thread, workflow, prompt, max_rounds)
+        return call(tools.start_thread, workflow, prompt, max_rounds, client_name(ctx))
 
     @app.tool(annotations=ACT)
-    def approve_thread(run_id: str, note: str | None = None) -> document("thread-answer"):
+    def approve_thread(run_id: str, ctx: Context, note: str | None = None) -> document("thread-answer"):
         """Approve a thread waiting for a person; the note is the next message its moderator sees."""
-        return call(tools.answer_thread, run_id, "approve", note)
+        return call(tools.answer_thread, run_id, "approve", note, client_name(ctx))
 
     @app.tool(annotations=ACT)
-    def reject_thread(run_id: str, note: str | None = None) -> document("thread-answer"):
+    def reject_thread(run_id: str, ctx: Context, note: str | None = None) -> document("thread-answer"):
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
-        return call(tools.answer_thread, run_id, "reject", note)
+        return call(tools.answer_thread, run_id, "reject", note, client_name(ctx))
 
     return app
+
+
+def client_name(ctx: Any) -> str | None:
+    """The MCP client's own name (and version), as it introduced itself at initialize; None if it did not."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    info = getattr(params, "client_info", None) or getattr(params, "clientInfo", None)
+    name = getattr(info, "name", None)
+    if not isinstance(name, str) or not name:
+        return None
+    version = getattr(info, "version", None)
+    return f"{name} {version}" if isinstance(version, str) and version else name
 
 
 def serve(home: Path) -> None:

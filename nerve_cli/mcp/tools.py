@@ -24,6 +24,7 @@ from nerve_cli.contract.logs import log_row
 from nerve_cli.contract.times import parse_instant
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
+from nerve_cli.instance.git import person
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.emit import emit_event
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
@@ -110,14 +111,18 @@ class Tools:
         self._require_engine("compute a sense")
         return engine_docs.compute(compute_via_engine(self.home, sense))
 
-    def start_thread(self, workflow: str, prompt: str, max_rounds: int | None = None) -> dict[str, Any]:
-        """Start a workflow thread; answers its run id and whether it started or queued."""
-        answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds)
+    def start_thread(self, workflow: str, prompt: str, max_rounds: int | None = None,
+                     client: str | None = None) -> dict[str, Any]:
+        """Start a workflow thread; answers its run id and whether it started or queued. Its origin says it
+        came through `nerve mcp`, for whom (`person`) and from which MCP client."""
+        origin = {"kind": "mcp", "by": person(self.home), "via": _via(client)}
+        answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds, origin=origin)
         return {"version": VERSION, "run_id": answer["run_id"], "status": answer["status"]}
 
-    def answer_thread(self, run_id: str, decision: str, note: str | None = None) -> dict[str, Any]:
+    def answer_thread(self, run_id: str, decision: str, note: str | None = None,
+                      client: str | None = None) -> dict[str, Any]:
         """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
-        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, by="nerve mcp"))
+        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client)))
 
     def _engine(self, op: str, **args: Any) -> dict[str, Any]:
         self._require_engine(op.replace("_", " "))
@@ -129,6 +134,11 @@ class Tools:
         if not engine_running(self.home):
             raise EngineNotRunning(f"no engine is running for {self.home}, and it takes one to {what}: "
                                    "start it with `nerve run` (reading senses, logs and threads works without)")
+
+
+def _via(client: str | None) -> str:
+    """`nerve mcp`, with the MCP client that asked (its initialize clientInfo), when it said."""
+    return f"nerve mcp (client {client[:80]})" if client else "nerve mcp"
 
 
 def error_document(exc: BaseException) -> dict[str, Any]:

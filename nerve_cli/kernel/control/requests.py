@@ -228,11 +228,27 @@ async def _start_thread(engine: Target, request: dict) -> dict:
     workflow, prompt = request.get("workflow"), request.get("prompt")
     if not isinstance(workflow, str) or not isinstance(prompt, str):
         raise NerveError("start_thread needs a workflow name and a prompt")
-    return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), {"by": "control socket"})
+    return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), _origin(request.get("origin")))
+
+
+MAX_ORIGIN_FIELDS, MAX_ORIGIN_TEXT = 8, 200
+
+
+def _origin(given: Any) -> dict[str, str]:
+    """Where a thread started through the socket came from: the client's own account (`kind`, `by`, `via`,
+    `client`: short text), else "control socket"."""
+    if not isinstance(given, dict) or not given:
+        return {"by": "control socket"}
+    if len(given) > MAX_ORIGIN_FIELDS or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 40 and len(v) <= MAX_ORIGIN_TEXT
+            for k, v in given.items()):
+        raise NerveError(f"start_thread: origin is at most {MAX_ORIGIN_FIELDS} short text fields, "
+                         'e.g. {"kind": "mcp", "by": "ada"}')
+    return dict(given)
 
 
 async def _answer_thread(engine: Target, request: dict) -> dict:
-    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?}."""
+    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?, "via"?}."""
     if engine.workflows is None:
         raise NerveError("workflows are not available in this engine")
     run_id, decision, note = request.get("run_id"), request.get("decision"), request.get("note")
@@ -243,7 +259,8 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
     by = request.get("by")
     if not isinstance(by, str):
         by = "control socket"
-    return engine.workflows.answer(run_id, decision, note, by)
+    via = request.get("via") if isinstance(request.get("via"), str) else None
+    return engine.workflows.answer(run_id, decision, note, by[:MAX_ORIGIN_TEXT], via and via[:MAX_ORIGIN_TEXT])
 
 
 def _state(state: SenseState, load_failed: bool = False) -> SenseStatus:

@@ -65,19 +65,20 @@ def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
     return True
 
 
-def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: str | None, by: str) -> None:
+def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: str | None, by: str,
+           via: str | None = None) -> None:
     """Append the person's answer to the chain and queue the thread again (the caller starts it).
 
     thread_timeout counts running time: it starts again when the thread resumes.
     """
-    message = person_answer(decision, note, by, now_ms())  # ValueError for a decision that is neither
+    message = person_answer(decision, note, by, now_ms(), via)  # ValueError for a decision that is neither
     kind.waiting.pop(thread.run_id, None)
     if thread.timer is not None:
         thread.timer.cancel()
         thread.timer = None
     journal.message(thread, len(thread.messages), message.to_dict())
     journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds,
-                   origin=thread.origin, answer=decision, by=by)
+                   origin=thread.origin, answer=decision, by=by, **({"via": via} if via is not None else {}))
     thread.waiting_since = None
     thread.started_ms = None
     thread.resumed = True

@@ -185,7 +185,7 @@ class WorkflowManager:
                 return True
         return False
 
-    def answer(self, run_id: str, decision: str, note: str | None, by: str) -> dict:
+    def answer(self, run_id: str, decision: str, note: str | None, by: str, via: str | None = None) -> dict:
         """A person's answer to a waiting thread: appended to its chain, the thread resumes (or queues).
 
         WorkflowError when the thread is not waiting. An answered thread is
@@ -196,7 +196,7 @@ class WorkflowManager:
         if cfg is None:
             raise WorkflowError(f"{run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
         try:
-            gates.answer(self.journal, kind, thread, decision, note, by)
+            gates.answer(self.journal, kind, thread, decision, note, by, via)
         except ValueError as exc:
             raise WorkflowError(str(exc)) from None
         kind.queue.appendleft(thread)  # it was asked before anything queued now: first in line
