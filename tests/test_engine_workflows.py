@@ -165,3 +165,22 @@ def test_changing_a_workflow_file_drains_the_running_thread_then_uses_the_new_co
     old = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", running)][1:]
     new = [m["payload"]["content"] for m in read_logs(home, "workflow", "message", after)][1:]
     assert old == ["v1", "v1"] and new == ["v2", "v2"]
+
+
+def test_sense_compute_json_says_what_the_directive_did(home: Path) -> None:
+    """`workflow` is the directive the compute returned and `thread` what it did: started (its run id),
+    refused (why, also in the log), or not started (no engine)."""
+    _instance(home, {"watcher": "cleanup|5|disk is full", "unknown": "nosuch|3|x"})
+    offline = json.loads(nerve("sense", "compute", "watcher", "--json", home=home).stdout)
+    assert offline["workflow"] == "cleanup|5|disk is full" and offline["thread"]["status"] == "not_started"
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        started = json.loads(nerve("sense", "compute", "watcher", "--json", home=home).stdout)
+        refused = json.loads(nerve("sense", "compute", "unknown", "--json", home=home).stdout)
+        shown = nerve("sense", "compute", "unknown", home=home)
+        engine.stop()
+    assert (started["via"], started["workflow"]) == ("engine", "cleanup|5|disk is full")
+    assert started["thread"] == {"run_id": "run-1", "status": "started", "reason": None}
+    assert refused["workflow"] == "nosuch|3|x" and refused["thread"]["status"] == "refused"
+    assert refused["thread"]["run_id"] is None and "nosuch" in refused["thread"]["reason"]
+    assert "refused" in shown.stderr and "nosuch" in shown.stderr, shown.stderr

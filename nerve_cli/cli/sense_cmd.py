@@ -257,7 +257,7 @@ def _cell(value, width: int = 60) -> str:
 def _render_compute(result) -> None:
     import json
 
-    from nerve_cli.cli.output import err_console, error, info
+    from nerve_cli.cli.output import err_console, error, info, warn
 
     for line in result.output:  # what the compute printed, in order, before what it returned
         where = "" if line["stream"] == "stdout" else " (stderr)"
@@ -268,6 +268,11 @@ def _render_compute(result) -> None:
         info(json.dumps(result.payload, indent=2, ensure_ascii=False, default=str))
         if result.workflow:
             info(f"workflow directive: {result.workflow}")
+            thread = result.thread or {}
+            if thread.get("run_id"):
+                info(f"  → {thread['run_id']} {thread['status']}")
+            elif thread.get("reason"):
+                (warn if thread.get("status") == "not_started" else error)(f"  → {thread['status']}: {thread['reason']}")
     elif result.outcome == "silent":
         info(f"{result.sense}: silent{took} (compute returned None; nothing was stored)")
     else:

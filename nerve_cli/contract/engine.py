@@ -116,11 +116,20 @@ def compute(result: Any) -> dict[str, Any]:
         error = {"type": e.type, "message": e.message, "file": e.file, "line": e.line, "traceback": e.traceback}
     return {
         "version": VERSION, "sense": result.sense, "outcome": result.outcome, "via": result.via,
-        "payload": result.payload, "workflow": result.workflow, **stamp("time", result.ts),
+        "payload": result.payload, "workflow": result.workflow, "thread": _thread(result.thread),
+        **stamp("time", result.ts),
         "duration_s": None if result.duration_ms is None else result.duration_ms / 1000,
         "error": error,
         "output": [{"stream": o["stream"], "text": o["text"]} for o in result.output],  # what it printed, in order
     }
+
+
+def _thread(thread: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a compute's workflow directive did: started, queued or dropped a thread, was refused, or (no
+    engine) was not started."""
+    if thread is None:
+        return None
+    return {"run_id": thread.get("run_id"), "status": thread.get("status"), "reason": thread.get("reason")}
 
 
 def emit(channel: str, triggered: list[str], *, event_id: int, stored_ms: int, delivered: str,

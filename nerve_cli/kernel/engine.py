@@ -108,6 +108,7 @@ class Engine:
         self.outputs: dict[int, list[dict[str, str]]] = {}  # compute id → the lines it printed (bounded by the worker)
         self.compute_errors: dict[int, dict[str, Any]] = {}  # compute id → its error, for whoever waits on it
         self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
+        self.launches: dict[int, dict[str, Any]] = {}  # compute id → its directive and the thread it started
         self.stats = EngineStats()
         self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
         self.metrics: MetricsServer | None = None
@@ -492,7 +493,7 @@ class Engine:
         if isinstance(message, protocol.Signal):
             self._log_skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump inside _finish starts them
-            self._route_signal(sense, message.payload, message.workflow, message.signal_id, message.ts)
+            self._route_signal(sense, message.payload, message.workflow, message.signal_id, message.ts, inflight.id)
             self.delivery.answered(sense, message.more)
             self._finish(sense, inflight.id, inflight.reason, Outcome.SIGNAL, duration,
                          signal_id=message.signal_id, events=message.events)
@@ -616,16 +617,17 @@ class Engine:
         self.scheduler.completed(sense, now)
         if sense != HEALTH_SENSE:
             self.guards.after_compute(sense, outcome, now, group=group, blame=blame)
+        launched = self.launches.pop(compute_id, {})
         for after_id, future in self.waiters.pop(sense, []):
             if compute_id >= after_id:
                 if not future.done():
-                    future.set_result({**(row.payload or {}), "output": printed or [], "error": error})
+                    future.set_result({**(row.payload or {}), "output": printed or [], "error": error, **launched})
             else:
                 self.waiters.setdefault(sense, []).append((after_id, future))
         self.pump()
 
     def _route_signal(self, sense: str, payload: Any, directive: str | None, signal_id: int | None = None,
-                      ts: int | None = None) -> None:
+                      ts: int | None = None, compute_id: int | None = None) -> None:
         if self.report_signals:
             self.report("signal", f"{sense}: {_short(payload)}")
         if sense in self.freshness.expected and self.freshness.signalled(sense, time.time()):
@@ -637,7 +639,9 @@ class Engine:
         if self.fleet is not None:  # (the fleet reads the row from the database when its id is not at hand)
             self.fleet.committed("sense", sense, signal_id, ts, payload)
         if directive and self.workflows is not None:
-            self.workflows.launch_directive(sense, directive)
+            thread = self.workflows.launch_directive(sense, directive)
+            if compute_id is not None and sense in self.waiters:  # someone waits for this compute: tell them
+                self.launches[compute_id] = {"workflow": directive, "thread": thread}
 
     def _record_error(self, sense: str, detail: dict) -> None:
         if detail.get("compute_id") is not None:

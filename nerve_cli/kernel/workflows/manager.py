@@ -110,8 +110,9 @@ class WorkflowManager:
         self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
         return {"run_id": thread.run_id, "status": status}
 
-    def launch_directive(self, sense: str, directive: str) -> dict | None:
-        """Launch from a sense's `workflow` directive; a refusal is logged (naming the sense), never raised."""
+    def launch_directive(self, sense: str, directive: str) -> dict:
+        """Launch from a sense's `workflow` directive: {"run_id", "status"} (started, queued, dropped), or
+        {"run_id": None, "status": "refused", "reason"}. A refusal is also logged (naming the sense), never raised."""
         try:
             parsed = parse_directive(directive)
             return self.launch(parsed.workflow, parsed.prompt, parsed.max_rounds,
@@ -126,7 +127,7 @@ class WorkflowManager:
                                       directive=str(directive)[:500]))
         self._flush()
         self.report("error", message)
-        return None
+        return {"run_id": None, "status": "refused", "reason": why}
 
     def update_config(self, config: NerveConfig) -> None:
         """New settings apply to the next start; queued threads of a removed workflow are dropped."""

@@ -40,7 +40,8 @@ class ComputeResult:
     duration_ms: float | None = None
     error: ErrorInfo | None = None
     ts: int | None = None
-    workflow: str | None = None
+    workflow: str | None = None  # the compute's workflow directive, as it returned it
+    thread: dict[str, Any] | None = None  # what the directive did: {"run_id", "status", "reason"}
     via: str = "worker"  # worker | engine
     output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
     signal_id: int | None = None  # its `_signals` row (standalone runs log it, as the engine does)
@@ -60,8 +61,8 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
     if answer.get("outcome") not in (Outcome.SIGNAL, Outcome.SILENT):
         info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
     return ComputeResult(name, Outcome.ERROR if info else Outcome(answer["outcome"]), answer.get("payload"),
-                         answer.get("duration_ms"), info, answer.get("ts"), via="engine",
-                         output=tuple(answer.get("output") or ()))
+                         answer.get("duration_ms"), info, answer.get("ts"), workflow=answer.get("workflow"),
+                         thread=answer.get("thread"), via="engine", output=tuple(answer.get("output") or ()))
 
 
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
@@ -121,10 +122,16 @@ def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stde
     printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
     if isinstance(answer, Signal):
         return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
-                             output=printed, signal_id=answer.signal_id)
+                             thread=_not_started() if answer.workflow else None, output=printed,
+                             signal_id=answer.signal_id)
     if isinstance(answer, Error):
         return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
     return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed)
+
+
+def _not_started() -> dict[str, Any]:
+    return {"run_id": None, "status": "not_started",
+            "reason": "no engine is running: a directive starts a thread only through the engine (`nerve run`)"}
 
 
 def _user_output(line: str) -> None:
