@@ -41,11 +41,8 @@ def inst(home: Path) -> Path:
 
 
 def test_json_errors_go_to_stdout_with_the_same_exit_codes(inst: Path) -> None:
-    plain = run("status")
-    assert plain.returncode == 1 and plain.stdout == "" and "nerve run" in plain.stderr
-    data = json.loads(run("status", "--json").stdout)
-    assert data["version"] == 1 and data["error"]["type"] == "engine_not_running"
-    assert data["error"]["exit_code"] == 1 and "nerve run" in data["error"]["message"]
+    plain = run("sense", "show", "cpu-percen")
+    assert plain.returncode == 1 and plain.stdout == "" and "did you mean" in plain.stderr
     missing = cli("sense", "show", "cpu-percen", "--json")
     assert missing.exit_code == 1 and "did you mean" in json.loads(missing.stdout)["error"]["message"]
     usage = cli("thread", "list", "--status", "broken", "--json")

@@ -119,11 +119,23 @@ def test_status_table_and_json(engine: RunningEngine, home: Path) -> None:
     assert table.returncode == 0 and "Workers" in table.stdout and "nerve-health" in table.stdout
 
 
-def test_status_without_engine_says_how_to_start_one(home: Path) -> None:
-    write_instance(home, "senses: {}\n", {})
+def test_status_without_engine_shows_the_files_and_how_to_start_one(home: Path) -> None:
+    """As `nerve top` does: the instance as its files tell it, exit 3 (not running, as `systemctl status`)."""
+    config = "senses:\n  a: {}\n  b: {enabled: false}\nreflexes:\n  - {sense: a, interval: 1h}\n"
+    write_instance(home, config, {"a": "def compute(db, peers):\n    return 1\n", "b": "def compute(db, peers):\n    return 2\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: completes(home, "a"), 15, what="a to run once")
+        engine.stop()
     result = nerve("status", home=home)
-    assert result.returncode == 1
-    assert "nerve run" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "engine stopped" in result.stdout and "nerve run" in result.stdout
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:] if line.strip()}
+    assert rows["a"][2] == "stopped" and rows["b"][2] == "disabled" and "ago" in " ".join(rows["a"])
+    doc = json.loads(nerve("status", "--json", home=home).stdout)
+    assert doc["engine"]["running"] is False and doc["engine"]["pid"] is None and doc["engine"]["stopped_ms"]
+    assert [(s["name"], s["state"]) for s in doc["senses"]] == [("a", "stopped"), ("b", "disabled")]
+    assert doc["senses"][0]["last_run_ms"] is not None
 
 
 def test_compute_on_demand_refuses_at_once_what_cannot_run(home: Path) -> None:

@@ -47,7 +47,7 @@ ROOMS = {
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
     ],
     "ops": [
-        ["senses", "workflows", "emit", "gc", "fleet"],  # one room per command family
+        ["senses", "workflows", "emit", "gc", "fleet", "stopped"],  # one room per command family
         ["client", ""],             # the engine's control socket, from the CLI side
     ],
 }

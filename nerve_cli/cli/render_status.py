@@ -13,8 +13,13 @@ def render_status(doc: dict[str, Any]) -> None:
 
     now = now_ms()
     engine = doc["engine"]
-    output.info(f"engine pid {engine['pid']} on {engine['home']}, up {span(engine['uptime_s'])} "
-                f"(since {output.when(engine['started_ms'])})", style="bold")
+    if not engine["running"]:
+        last = f" (last stopped {ago(engine['stopped_ms'], now)})" if engine.get("stopped_ms") else ""
+        output.info(f"engine stopped{last}: {engine['home']} as its files tell it; start it with `nerve run`",
+                    style="bold yellow")
+    else:
+        output.info(f"engine pid {engine['pid']} on {engine['home']}, up {span(engine['uptime_s'])} "
+                    f"(since {output.when(engine['started_ms'])})", style="bold")
     workers = []
     for w in doc["workers"]:
         state = w["state"]
@@ -22,7 +27,8 @@ def render_status(doc: dict[str, Any]) -> None:
             state = f"backoff (retry {ago(w['next_retry_ms'], now)}; last: {w.get('last_exit')})"
         failed = "; ".join(f"{f['sense']}: {f['message']}" for f in w["failed"])
         workers.append((w["group"], w["pid"] or "-", state, w["restarts"], ", ".join(w["senses"]), failed))
-    output.show(output.table("Workers", ["group", "pid", "state", "restarts", "senses", "failed to load"], workers))
+    if workers:
+        output.show(output.table("Workers", ["group", "pid", "state", "restarts", "senses", "failed to load"], workers))
     rows = []
     for s in doc["senses"]:
         state = s.get("state") or ("running" if s["running"] else ("pending" if s["pending"] else "idle"))
@@ -37,7 +43,7 @@ def render_status(doc: dict[str, Any]) -> None:
                     f"{span(s['expect_signal_every_s'])})"
         due = "now" if s["pending"] and not s["running"] else (ago(s["next_due_ms"], now) if s["next_due_ms"] else "-")
         last_error = f"{s['last_error']} ({ago(s['last_error_time_ms'], now)})" if s.get("last_error") else ""
-        rows.append((s["name"], s["group"], state, s["runs"], ago(s["last_run_ms"], now), due,
+        rows.append((s["name"], s["group"], state, s["runs"] if engine["running"] else "-", ago(s["last_run_ms"], now), due,
                      s["errors"] or "", last_error))
     output.show(output.table("Senses", ["sense", "group", "state", "runs", "last run", "next due", "errors", "last error"], rows))
     listeners = [(lst, src) for lst in doc.get("listeners") or [] for src in lst["sources"]]

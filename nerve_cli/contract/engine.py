@@ -13,9 +13,10 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
     """The control socket's `status` answer (epoch seconds, senses keyed by name) → the `status` document."""
     return {
         "version": VERSION,
-        "engine": {"pid": answer["pid"], "home": answer["home"],
+        "engine": {"running": answer.get("running", True), "pid": answer["pid"], "home": answer["home"],
                    **stamp("started", seconds_to_ms(answer.get("started_at"))),
-                   "uptime_s": answer.get("uptime_s"), "webhooks_url": answer.get("webhooks_url")},
+                   "uptime_s": answer.get("uptime_s"), "webhooks_url": answer.get("webhooks_url"),
+                   **stamp("stopped", seconds_to_ms(answer.get("stopped_at")))},  # a stopped engine's last stop
         "workers": [_worker(w) for w in answer.get("workers") or []],
         "senses": [_sense(name, s) for name, s in sorted((answer.get("senses") or {}).items())],
         "channels": [{"name": c} for c in answer.get("channels") or []],

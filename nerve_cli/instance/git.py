@@ -8,6 +8,8 @@ to say so.
 
 from __future__ import annotations
 
+import getpass
+import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,9 +63,6 @@ def uses_fallback_identity(home: Path) -> bool:
 def person(home: Path) -> str:
     """Who is acting, for the record (an answer to a thread, a thread started by hand): git's user.name for
     the instance (its own config, else the global one), else the login name, else "unknown"."""
-    import getpass
-    import subprocess
-
     try:
         found = subprocess.run(["git", "-C", str(home), "config", "--get", "user.name"], capture_output=True,
                                text=True, timeout=10)

@@ -21,14 +21,10 @@ from nerve_cli.contract.engine import status as status_document
 from nerve_cli.contract.threads import thread_list
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.core.listeners import listeners_of, totals
 from nerve_cli.ops.client import request
+from nerve_cli.ops.stopped import stopped_answer
 from nerve_cli.ops.workflows.threads import list_threads
-from nerve_cli.store.events import backlog
-from nerve_cli.store.logs import last_completions
-from nerve_cli.store.quarantines import load_quarantines
 from nerve_cli.store.sqlitefile import open_reader
-from nerve_cli.vocab.states import SenseStatus
 
 EVENTS_AT_START = 20
 ACTIVE = ("started", "waiting", "queued")
@@ -64,10 +60,10 @@ class Source:
         events = self._new_signals(names) + self._new_errors()
         events.sort(key=lambda e: e["ts"])
         answer = self._status()
-        if answer is None:
-            return Snapshot(False, {}, self._senses_from_files(config), [], self._threads(), events)
-        doc = status_document(answer)  # the same `status` document `nerve status --json` prints
-        return Snapshot(True, doc["engine"], self._senses_live(doc["senses"], doc["listeners"]),
+        live = answer is not None
+        # the same `status` document `nerve status --json` prints, read from the files when no engine runs
+        doc = status_document(answer if answer is not None else stopped_answer(self.home, config))
+        return Snapshot(live, doc["engine"] if live else {}, self._senses_live(doc["senses"], doc["listeners"]),
                         self._workers(doc["workers"]), self._threads(), events, doc.get("fleet"))
 
     def _config(self):
@@ -102,33 +98,6 @@ class Source:
             out.append({"name": name, "group": "-", "state": "disabled", "last_value": last[1] if last else None,
                         "last_run_ms": None, "next_due_ms": None, "errors": 0, "blocked": None, **_backlog(behind)})
         return out
-
-    def _senses_from_files(self, config) -> list[dict[str, Any]]:
-        quarantined = load_quarantines(self.layout.logs_db) if self.layout.logs_db.exists() else {}
-        errors = self._error_counts()
-        last_runs = _last_runs(self.layout.logs_db)
-        backlogs = self._backlogs(config)
-        out = []
-        for name, settings in sorted(config.senses.items()):
-            last = self._last_value.get(name)
-            # nothing runs or waits with the engine stopped: say so, not a live state (last run shows the time)
-            state = (SenseStatus.QUARANTINED if name in quarantined
-                     else SenseStatus.STOPPED if settings.enabled else SenseStatus.DISABLED)
-            out.append({"name": name, "group": settings.group, "state": state,
-                        "last_value": last[1] if last else None, "last_run_ms": last_runs.get(name),
-                        "next_due_ms": None, "errors": errors.get(name, 0),
-                        "blocked": quarantined[name].get("why") if name in quarantined else None,
-                        **_backlog(backlogs.get(name))})
-        return out
-
-    def _backlogs(self, config) -> dict[str, dict[str, Any]]:
-        """With the engine stopped: what waits for each listener, from the files (as the engine would count it)."""
-        found = {}
-        for name, sources in listeners_of(config, self.home, set(), set()).items():
-            counted = backlog(self.layout.data, name, sources)
-            total, oldest = totals(counted)
-            found[name] = {"backlog": total, "oldest_ms": oldest}
-        return found
 
     def _workers(self, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The status document's workers, with resident memory and CPU% read here (the engine does not say)."""
@@ -188,26 +157,11 @@ class Source:
         return [{"kind": "error", "sense": ref, "ts": ts, "value": (orjson.loads(p) if p else {}).get("message")}
                 for _id, ref, ts, p in rows]
 
-    def _error_counts(self) -> dict[str, int]:
-        rows = _read(self.layout.logs_db, "SELECT ref_id, COUNT(*) FROM logs WHERE source = 'system' "
-                                          "AND type = 'error' GROUP BY ref_id")
-        return dict(rows)
-
 
 def _backlog(listener: dict[str, Any] | None) -> dict[str, Any]:
     if listener is None:
         return {"backlog": None, "backlog_ms": None}
     return {"backlog": listener["backlog"], "backlog_ms": listener["oldest_ms"]}
-
-
-def _last_runs(path: Path) -> dict[str, int]:
-    """sense → its last completion (ms), from the engine's anchors in meta: no scan of the log."""
-    if not path.is_file():
-        return {}
-    try:
-        return last_completions(path)
-    except sqlite3.Error:
-        return {}
 
 
 def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
