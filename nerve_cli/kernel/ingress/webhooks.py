@@ -53,7 +53,7 @@ from nerve_cli.config.model import ChannelConfig, NerveConfig
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.engine import emit as emit_document
 from nerve_cli.errors import NerveError
-from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge, StoredEvent
+from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 KEEP_ALIVE = 5.0  # an idle keep-alive connection is closed after this
@@ -119,6 +119,9 @@ class WebhookServer:
         self.host, self.port = address.host, address.port
         self.report = report
         self.counts: dict[tuple[str, int], int] = {}  # (channel, status) → answers; unknown channels as ""
+        self._seen: NerveConfig | None = None  # the config the two maps below were made from
+        self._open: dict[str, ChannelConfig] = {}  # channel → its settings, for the channels open to webhooks
+        self._listeners: dict[str, list[str]] = {}  # channel → the senses whose active reflexes listen to it
         self._server: uvicorn.Server | None = None
         self._unset_warned: set[str] = set()
 
@@ -184,7 +187,7 @@ class WebhookServer:
         """Everything a post gets is decided here, in the order the module docstring lists."""
         path = request.url.path
         channel = path[len(PREFIX):] if path.startswith(PREFIX) else ""
-        settings = self.engine.config.webhook_channels().get(channel) if channel else None
+        settings = self._channels().get(channel) if channel else None
         answer = await self._answer(request, channel, settings)
         counted = channel if settings is not None else ""
         self.counts[(counted, answer.status)] = self.counts.get((counted, answer.status), 0) + 1
@@ -241,13 +244,21 @@ class WebhookServer:
             return refused(503, str(exc), "storage_error")
         except EventError as exc:
             return refused(400, str(exc))
-        return Answer(200 if event.duplicate else 202, _document(channel, event, woken, self.engine.config))
+        return Answer(200 if event.duplicate else 202, emit_document(
+            channel, woken, event_id=event.id, stored_ms=event.ts, delivered="now",
+            listeners=self._listeners.get(channel, []), duplicate=event.duplicate))
 
-
-def _document(channel: str, event: StoredEvent, woken: list[str], config: NerveConfig) -> dict[str, Any]:
-    listeners = sorted({r.sense for r in config.active_reflexes() if channel in r.on})
-    return emit_document(channel, woken, event_id=event.id, stored_ms=event.ts, delivered="now",
-                         listeners=listeners, duplicate=event.duplicate)
+    def _channels(self) -> dict[str, ChannelConfig]:
+        """The open channels, worked out again only when the engine's config changed (not at every post)."""
+        config = self.engine.config
+        if config is not self._seen:
+            self._seen, self._open = config, config.webhook_channels()
+            listening: dict[str, set[str]] = {}
+            for reflex in config.active_reflexes():
+                for source in reflex.on:
+                    listening.setdefault(source, set()).add(reflex.sense)
+            self._listeners = {channel: sorted(senses) for channel, senses in listening.items()}
+        return self._open
 
 
 async def _read_body(request: Request) -> bytes | None:
