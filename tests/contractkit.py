@@ -1,20 +1,49 @@
 """The JSON contract's checks, shared by the CLI's contract test and the MCP server's tests.
 
-A document is valid when it matches its shipped JSON Schema (nerve_cli/contract/schemas/<kind>.json:
-unknown fields forbidden, every known one required), carries the contract's version, and follows the
-naming rule for time. Every `--json` output and every `nerve mcp` tool answer goes through `Checked.doc`.
+A document is valid when it matches its shipped JSON Schema (nerve_cli/contract/schemas/<kind>.json),
+closed for our own output (`schemarules.strict`: a field we print must be documented, every documented
+one is required, an enumeration's value must be listed), carries the contract's version, follows the
+naming rule for time, and still matches the schema of its kind as it was when version 1 began
+(tests/contract_v1/, read as the README promises: fields may be added, enumerations may grow). Every
+`--json` output and every `nerve mcp` tool answer goes through `Checked.doc`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from nerve_cli.contract import VERSION
 from nerve_cli.contract.schema import schema
+from schemarules import opened, strict
+
+PINNED = Path(__file__).resolve().parent / "contract_v1"  # the schemas as they were when version 1 began
+# What changed within version 1 that is more than an addition, each documented in the README's list
+PINNED_EXCEPTIONS: dict[str, dict[str, Any]] = {
+    "log": {"id": {"type": ["integer", "null"]}},  # null for a `--signals` row
+}
+
+
+@lru_cache(maxsize=None)
+def pinned(kind: str) -> dict[str, Any] | None:
+    """The kind's schema at the version bump, opened as the README promises; None for a kind born later."""
+    path = PINNED / f"{kind}.json"
+    if not path.exists():
+        return None
+    old = opened(json.loads(path.read_text(encoding="utf-8")))
+    for field, replacement in PINNED_EXCEPTIONS.get(kind, {}).items():
+        old["properties"][field] = replacement
+    return old
+
+
+@lru_cache(maxsize=None)
+def closed(kind: str) -> dict[str, Any]:
+    return strict(schema(kind))
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 OPAQUE = {"payload", "last_payload", "meta", "detail", "origin", "workflow_runs", "logs", "error", "config",
@@ -53,11 +82,16 @@ class Checked:
         self.kinds: set[str] = set()
 
     def doc(self, kind: str, doc: Any, what: str) -> Any:
-        try:
-            jsonschema.Draft202012Validator(schema(kind)).validate(doc)
-        except jsonschema.ValidationError as exc:
-            raise AssertionError(f"`{what}` does not match schemas/{kind}.json: {exc.message} at "
-                                 f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}") from None
+        for against, where in ((closed(kind), f"schemas/{kind}.json (closed for our own output)"),
+                               (schema(kind), f"schemas/{kind}.json as shipped"),
+                               (pinned(kind), f"tests/contract_v1/{kind}.json (version 1 as first published)")):
+            if against is None:
+                continue
+            try:
+                jsonschema.Draft202012Validator(against).validate(doc)
+            except jsonschema.ValidationError as exc:
+                raise AssertionError(f"`{what}` does not match {where}: {exc.message} at "
+                                     f"{'/'.join(map(str, exc.absolute_path))}\n{json.dumps(doc, indent=1)[:3000]}") from None
         assert doc["version"] == VERSION
         problems = naming_problems(doc)
         assert not problems, f"`{what}`: {problems}"

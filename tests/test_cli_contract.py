@@ -2,8 +2,10 @@
 
 One populated instance (signals and threads both live and archived), read with
 the engine stopped and then running. A field renamed or retyped fails here
-(the schemas forbid unknown fields and require every known one); the naming
-rule for time is checked on every document besides.
+(contractkit closes the schemas for our own output: unknown fields refused,
+every known one required), as does one that breaks the schemas first
+published for version 1; the naming rule for time is checked on every
+document besides.
 """
 
 from __future__ import annotations

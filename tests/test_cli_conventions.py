@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -135,6 +136,9 @@ def test_completion_reads_files_without_importing_the_engine(inst: Path) -> None
     assert not heavy, heavy
 
 
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+
+
 def test_time_display_rule_under_berlin(home: Path) -> None:
     write_instance(home, "senses: {}\n", {})
     (home / "data").mkdir()
@@ -143,11 +147,17 @@ def test_time_display_rule_under_berlin(home: Path) -> None:
     store.append("system", "winter", None, {"n": 2}, ts=1796126400000)  # 2026-12-01T12:00:00Z
     store.close()
     env = {"TZ": "Europe/Berlin", "NERVE_HOME": str(home), "COLUMNS": "200"}
-    local = run("logs", "--format", "tsv", env=env).stdout
-    assert "2026-08-01 14:00:00 CEST\tsystem\tsummer" in local and "2026-12-01 13:00:00 CET\tsystem\twinter" in local
-    utc = run("logs", "--utc", "--format", "tsv", env=env).stdout
-    assert "2026-08-01 12:00:00 UTC\tsystem\tsummer" in utc
-    assert "2026-08-01 12:00:00 UTC" in run("logs", "--format", "tsv", env={**env, "NERVE_UTC": "1"}).stdout
+    local = run("logs", "--format", "table", env=env).stdout
+    assert "2026-08-01 14:00:00 CEST" in local and "2026-12-01 13:00:00 CET" in local
+    utc = run("logs", "--utc", "--format", "table", env=env).stdout
+    assert "2026-08-01 12:00:00 UTC" in utc
+    assert "2026-08-01 12:00:00 UTC" in run("logs", "--format", "table", env={**env, "NERVE_UTC": "1"}).stdout
+    # for scripts (a pipe, --format tsv|csv): RFC 3339 UTC, whatever the zone or --utc
+    for args in ((), ("--format", "tsv"), ("--format", "csv"), ("--utc",)):
+        piped = run("logs", *args, env=env).stdout
+        sep = "," if "csv" in args else "\t"
+        assert f"2026-08-01T12:00:00.000Z{sep}system{sep}summer" in piped, (args, piped)
+        assert f"2026-12-01T12:00:00.000Z{sep}system{sep}winter" in piped, (args, piped)
     # a date typed without a zone is read in the zone times are shown in
     since = run("logs", "--json", "--since", "2026-12-01T13:00", env=env).stdout
     assert [json.loads(line)["type"] for line in since.splitlines()] == ["winter"]
@@ -230,7 +240,9 @@ def test_a_tables_time_column_follows_the_display_rule_in_sense_show(home: Path)
     assert run("sense", "compute", "disk-usage", env=env).returncode == 0
     shown = run("sense", "show", "disk-usage", env=env).stdout
     header, row = shown.split("sample: 1 row\n")[1].splitlines()[:2]
-    assert header.split("\t")[0] == "ts" and row.split("\t")[0].endswith(" CET"), shown
+    assert header.split("\t")[0] == "ts" and re.fullmatch(ISO, row.split("\t")[0]), shown  # piped: RFC 3339 UTC
+    drawn = run("sense", "show", "disk-usage", "--format", "table", env=env).stdout
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d CET", drawn), drawn  # on screen: local, zone shown
     document = json.loads(run("sense", "show", "disk-usage", "--json", env=env).stdout)
     sample = next(t for t in document["tables"] if t["name"] == "sample")
     assert sample["time_column"] == "ts" and isinstance(sample["newest"][0]["ts"], int)  # JSON keeps the stored value

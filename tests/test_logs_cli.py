@@ -65,7 +65,7 @@ def test_piped_rows_are_tab_separated_with_a_header_and_whole_payloads(instance:
     lines = result.stdout.splitlines()
     assert lines[0] == "time\tsource\ttype\tref\tpayload" and len(lines) == 3
     cells = lines[1].split("\t")
-    assert cells[0].endswith(" UTC") and cells[1:4] == ["reflex", "run_complete", "cpu"]
+    assert cells[0].endswith("Z") and "T" in cells[0] and cells[1:4] == ["reflex", "run_complete", "cpu"]  # RFC 3339
     assert json.loads(_untsv(cells[4])) == {"outcome": "ok", "note": "tab\there"}
     assert json.loads(_untsv(lines[2].split("\t")[4])) == {"message": "line one\nline two"}
     assert "┃" not in result.stdout and "│" not in result.stdout

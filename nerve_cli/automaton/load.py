@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nerve_cli.automaton.model import RESERVED_ROLES, WorkflowDefinition
 from nerve_cli.automaton.thread import Failure, ThreadContext, describe
-from nerve_cli.errors import WorkflowError
+from nerve_cli.errors import ErrorType, WorkflowError
 from nerve_cli.home import Layout
 from nerve_cli.usercode import ensure_package, import_file
 
@@ -22,6 +22,8 @@ ROOT_PACKAGE = "_nerve_workflows"
 
 
 class WorkflowLoadError(WorkflowError):
+    type = ErrorType.WORKFLOW_LOAD_ERROR
+
     def __init__(self, failure: Failure) -> None:
         at = f" at {failure.file}:{failure.line}" if failure.file else ""
         super().__init__(f"{failure.type}: {failure.message}{at}")

@@ -90,10 +90,15 @@ class NerveGroup(HelpGroup):
             self._usage(exc)
             raise
         except Exception as exc:
-            from typer._click.exceptions import UsageError
+            from typer._click.exceptions import ClickException, UsageError
 
             if isinstance(exc, UsageError):
                 self._usage(exc)
+            elif wants_json(self._argv) and not isinstance(exc, (typer.Exit, typer.Abort, ClickException)):
+                from nerve_cli.cli import output
+                from nerve_cli.contract.errors import internal
+
+                output.print_json(internal(exc))  # a script still reads a document; the traceback goes to stderr
             raise
 
     def _fail(self, exc: Any) -> None:

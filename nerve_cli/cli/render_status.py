@@ -9,7 +9,9 @@ from nerve_cli.clock import now_ms
 
 
 def render_status(doc: dict[str, Any]) -> None:
-    from nerve_cli.contract.times import ago, span
+    from nerve_cli.contract.times import span
+
+    ago = output.ago
 
     now = now_ms()
     engine = doc["engine"]

@@ -184,8 +184,7 @@ def _render_new(home, result) -> None:
 
 
 def _render_list(senses) -> None:
-    from nerve_cli.cli.output import info, show, table
-    from nerve_cli.ops.senses.inspect import ago
+    from nerve_cli.cli.output import ago, info, show, table
 
     if not senses:
         info("No senses yet. Create one with: nerve sense new NAME")
@@ -197,8 +196,8 @@ def _render_list(senses) -> None:
 
 
 def _render_show(detail) -> None:
-    from nerve_cli.cli.output import info, show, table, when
-    from nerve_cli.ops.senses.inspect import ago, sparkline
+    from nerve_cli.cli.output import ago, info, show, table, when
+    from nerve_cli.ops.senses.inspect import sparkline
 
     s, now = detail.summary, now_ms()
     info(f"{s.name}", style="bold")

@@ -9,8 +9,9 @@ Every document is a plain dict with `version` at its top level; `nerve ... --jso
   `run_id`, `id`), in a stated order;
 - errors: `{"version": 1, "error": {"type", "message", "exit_code", ...}}`.
 
-A change that renames or retypes a field bumps VERSION and the schema files
-in `schemas/` (the contract test validates every document against them).
+A change that renames, retypes or removes a field bumps VERSION; within a version documents only
+gain fields and enumerated values, so the schema files in `schemas/` are open to both (the contract
+tests validate every document against them, closed, and against version 1's first schemas).
 """
 
 from __future__ import annotations

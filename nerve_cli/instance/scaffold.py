@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.instance import git
 
 FIRST_COMMIT = "nerve: init"
@@ -21,6 +21,8 @@ _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "data", ".venv")
 
 class InstanceExists(NerveError):
     """`nerve init` refused: the folder is already an instance or holds other files."""
+
+    type = ErrorType.INSTANCE_EXISTS
 
 
 @dataclass(frozen=True)

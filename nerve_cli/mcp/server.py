@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
+from nerve_cli.errors import ErrorType
 from nerve_cli.mcp.tools import Tools, error_document
 from nerve_cli.mcp.transport import stdio_transport
 
@@ -80,7 +81,7 @@ class NerveServer(MCPServer):
                 raise
             problems = "; ".join(f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
                                  for error in exc.__cause__.errors(include_url=False))
-            document = error_docs.error("usage", f"Invalid arguments for {name}: {problems}", 2)
+            document = error_docs.error(ErrorType.USAGE, f"Invalid arguments for {name}: {problems}", 2)
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(document, ensure_ascii=False))],
                                   is_error=True)
 

@@ -22,7 +22,7 @@ from nerve_cli.contract import senses as sense_docs
 from nerve_cli.contract import threads as thread_docs
 from nerve_cli.contract.logs import log_row
 from nerve_cli.contract.times import parse_instant
-from nerve_cli.errors import EngineNotRunning, NerveError
+from nerve_cli.errors import EngineNotRunning, ErrorType, NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.git import person
 from nerve_cli.ops.client import engine_running, request
@@ -41,6 +41,7 @@ LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
 class BadArgument(NerveError):
     """An argument the CLI's option parsing would refuse: the same `usage` error, exit code 2."""
 
+    type = ErrorType.USAGE
     exit_code = 2
 
 
@@ -143,10 +144,8 @@ def _via(client: str | None) -> str:
 
 def error_document(exc: BaseException) -> dict[str, Any]:
     """A failure as the CLI's --json error document: `{"version", "error": {"type", "message", "exit_code", ...}}`."""
-    if isinstance(exc, BadArgument):
-        return error_docs.error("usage", str(exc), exc.exit_code)
     if isinstance(exc, NerveError):
         return error_docs.from_nerve_error(exc)
     if isinstance(exc, sqlite3.Error):
-        return error_docs.error("database_error", str(exc), 1)
-    return error_docs.error(error_docs.type_name(exc), f"{type(exc).__name__}: {exc}", 1)
+        return error_docs.error(ErrorType.DATABASE_ERROR, str(exc), 1)
+    return error_docs.internal(exc)

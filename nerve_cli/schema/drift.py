@@ -14,7 +14,7 @@ import re
 import sqlite3
 from pathlib import Path
 
-from nerve_cli.errors import SenseError
+from nerve_cli.errors import ErrorType, SenseError
 from nerve_cli.schema.apply import apply_migrations
 from nerve_cli.schema.declare import TableSpec
 from nerve_cli.schema.state import desired_schema, differences, read_schema
@@ -25,6 +25,8 @@ _MISSING = re.compile(r"no such column|has no column named|no such table", re.IG
 
 class SchemaDrift(SenseError):
     """schema.py and the sense's migrations disagree."""
+
+    type = ErrorType.SCHEMA_DRIFT
 
     def __init__(self, sense: str, problems: list[str]) -> None:
         super().__init__(drift_message(sense, problems))

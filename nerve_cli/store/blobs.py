@@ -15,7 +15,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.store.sqlitefile import private_dir
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -23,6 +23,8 @@ _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
 class BlobNotFound(NerveError):
     """No blob with that hash is stored."""
+
+    type = ErrorType.BLOB_NOT_FOUND
 
 
 class BlobStore:

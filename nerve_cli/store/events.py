@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import orjson
 
 from nerve_cli.clock import now_ms
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.store.files import FILE_SCHEMA
@@ -131,6 +131,8 @@ class Trigger:
 
 class EventError(NerveError):
     """An event that cannot be stored as given (bad channel, payload not JSON or too large)."""
+
+    type = ErrorType.EVENT_ERROR
 
 
 class PayloadTooLarge(EventError):

@@ -6,13 +6,15 @@ import fcntl
 import os
 from pathlib import Path
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.home import Layout
 from nerve_cli.store.sqlitefile import private_dir, storage_error
 
 
 class EngineLocked(NerveError):
     """Another process already runs the engine (or a standalone writer) for this instance."""
+
+    type = ErrorType.ENGINE_LOCKED
 
 
 class InstanceLock:

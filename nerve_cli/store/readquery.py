@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.store.sqlitefile import open_reader
 
 MAX_ROWS, MAX_TIMEOUT = 1000, 10.0
@@ -47,6 +47,8 @@ _ACTIONS.update({sqlite3.SQLITE_INSERT: "insert into", sqlite3.SQLITE_DELETE: "d
 
 class QueryRefused(NerveError):
     """The statement would change something (or is not one statement): nothing ran."""
+
+    type = ErrorType.QUERY_REFUSED
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 
 BUSY_TIMEOUT_MS = 5000
 _DAMAGE_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
@@ -35,9 +35,13 @@ _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 class DamagedDatabase(NerveError):
     """A database file that SQLite cannot read as a database."""
 
+    type = ErrorType.DAMAGED_DATABASE
+
 
 class StorageError(NerveError):
     """data/ cannot be written (read-only filesystem, permissions, disk full)."""
+
+    type = ErrorType.STORAGE_ERROR
 
 
 def private_dir(path: Path) -> Path:

@@ -211,15 +211,3 @@ def _tables(path: Path, archived: dict[str, int]) -> list[dict[str, Any]]:
         out.append({"name": table, "rows": rows[0][0] if rows else None, "archived_rows": archived.get(table, 0),
                     "engine": table.startswith("_"), "time_column": time_columns.get(table)})
     return out
-
-
-def ago(ts_ms: int | None, now_ms: int) -> str:
-    """`never`, `12s ago`, `5m ago`, `3h ago`, `2d ago`."""
-    if ts_ms is None:
-        return "never"
-    seconds = max(0, (now_ms - ts_ms) // 1000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
-

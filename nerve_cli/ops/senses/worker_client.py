@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.vocab.reasons import DEMAND, Reason
 from nerve_cli.wire.process_group import kill_group
 from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent, decode
@@ -27,6 +27,8 @@ Answer = Signal | Silent | Error
 
 class WorkerGone(NerveError):
     """The worker exited (or closed its stdout) while we waited for it."""
+
+    type = ErrorType.WORKER_GONE
 
 
 def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None, spec: str | None = None) -> list[str]:
