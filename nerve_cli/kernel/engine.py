@@ -46,7 +46,7 @@ from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
-from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.core.stats import SIGNAL_MARK, SUCCESS_MARK, EngineStats
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch, WarmLaunch, warm_wanted
@@ -66,7 +66,7 @@ from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
     from nerve_cli.config.model import FleetConfig
-    from nerve_cli.kernel.control.metrics import MetricsServer
+    from nerve_cli.kernel.control.metrics_http import MetricsServer
     from nerve_cli.kernel.fleet.service import Fleet
     from nerve_cli.kernel.ingress.files import FileReflexes
     from nerve_cli.kernel.ingress.webhooks import WebhookServer
@@ -137,12 +137,16 @@ class Engine:
     async def _run_locked(self) -> int:
         loop = asyncio.get_running_loop()
         if self.metrics_at is not None:
-            # prometheus-client loads only with --metrics (off by default)
-            from nerve_cli.kernel.control.metrics import MetricsServer
+            # prometheus-client loads only with --metrics or engine.metrics (off by default)
+            from nerve_cli.kernel.control.metrics import registry
+            from nerve_cli.kernel.control.metrics_http import MetricsServer
 
-            self.metrics = MetricsServer(self, self.metrics_at.host, self.metrics_at.port)
+            self.metrics = MetricsServer(registry(self), self.metrics_at.host, self.metrics_at.port,
+                                         self._metrics_busy, self.refresh_listener_health)
             await self.metrics.start()
             self.report("info", f"metrics on {self.metrics.url}")
+            if not self.metrics_at.loopback:
+                self.report("warn", exposed_metrics(self.metrics_at))
         self.logs = LogStore(self.layout.logs_db)
         self.ledger = Ledger(self.layout, self.logs, self.log)
         signals, events = self.ledger.start()  # before anything reads the log: it owes these rows
@@ -158,6 +162,7 @@ class Engine:
         if not self.logs.anchored:  # a logs.db from before the completion anchors: scanned once, off the loop
             await loop.run_in_executor(None, self.logs.backfill_anchors)
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
+        self.stats.restore(self.logs.meta_with_prefix(SUCCESS_MARK), self.logs.meta_with_prefix(SIGNAL_MARK))
         # every sense is held until its group's worker says it is ready (the health sense is the kernel's own)
         self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
                                    now=time.time(), hold_new=True)
@@ -169,6 +174,7 @@ class Engine:
         self.launch: Launch = WarmLaunch(self.home, self.report) if warm_wanted() else PLAIN
         self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report,
                                                                  launch=self.launch)
+        self.workflows.add_listener(self.stats.workflow_event)
         self.delivery = Delivery(self.layout.data, self.config, self._trigger)
         self.listener_health = ListenerHealth(self.home)
         self.emits = EmitDesk(self.layout.events_db, self._route_events)
@@ -176,6 +182,8 @@ class Engine:
                                         sorted(self.config.sense_groups()), eventloop.name()))
         for warning in self.warnings:
             self.log(logrows.warning("nerve.yaml", warning))
+        if self.metrics_at is not None and not self.metrics_at.loopback:
+            self.log(logrows.warning("metrics", exposed_metrics(self.metrics_at)))
         self.report("info", f"engine pid={os.getpid()} started on {self.home}")
         try:  # from here on, whatever goes wrong, the workers and files are shut down: never a hung engine
             await self._start_parts(loop)
@@ -609,7 +617,11 @@ class Engine:
             self.ledger.logged(sense, signal_id)
         else:
             self.log(row)
-        self.stats.finished(sense, outcome, duration_ms)
+        self.stats.finished(sense, outcome, duration_ms, now)
+        if outcome.succeeded:  # kept in logs.db meta (one write per flush), so the metrics survive a restart
+            self.logs.mark(SUCCESS_MARK + sense, int(now * 1000))
+            if outcome is Outcome.SIGNAL:
+                self.logs.mark(SIGNAL_MARK + sense, int(now * 1000))
         if outcome.succeeded and sense in self.errors:
             self.errors[sense]["last"] = self.errors[sense]["last_ts"] = None  # recovered; the log keeps the history
         if self.report_computes:
@@ -684,6 +696,11 @@ class Engine:
         self._finish(HEALTH_SENSE, compute_id, reason, Outcome.ERROR, duration)
 
     # control socket ------------------------------------------------------------
+    def _metrics_busy(self, connections: int, limit: int) -> None:
+        if hasattr(self, "logs"):  # metrics listen before logs.db opens
+            self.log(logrows.metrics_busy(connections, limit))
+        self.report("warn", f"metrics: {limit} connections open, answering 503 to more until some close")
+
     def _control_busy(self, event: str, detail: dict) -> None:
         self.log(logrows.control_busy(detail["connections"], detail["limit"], detail["idle_timeout_s"]))
         self.report("warn", f"control socket: {detail['limit']} connections open, refusing more until some close "
@@ -736,6 +753,7 @@ class Engine:
             self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,
                      self.ledger.event_mark(event.id))
             self.ledger.event_logged(event.id)
+            self.stats.event(event.channel)
             if self.report_signals:
                 self.report("signal", f"emit {event.channel} #{event.id}: {_short(payload)}")
             targets = self.scheduler.on_signal(event.channel, now)
@@ -768,3 +786,10 @@ def _short(value: Any, limit: int = 120) -> str:
     except TypeError:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def exposed_metrics(address: ListenAddress) -> str:
+    """The warning for metrics served beyond this machine."""
+    return (f"metrics on {address} can be read from other machines: they name your senses, workflows, channels "
+            "and models; listen on 127.0.0.1 (--metrics 127.0.0.1:PORT) or put a firewall or an authenticating "
+            "proxy in front")

@@ -46,6 +46,7 @@ class LogKind(Enum):
     ERROR = (LogSource.SYSTEM, "error")
     CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
     WEBHOOKS_STARTED = (LogSource.SYSTEM, "webhooks_started")
+    METRICS_BUSY = (LogSource.SYSTEM, "metrics_busy")
     ARCHIVED = (LogSource.SYSTEM, "archived")
     # the fleet (ref_id: this host's name in it; fleet_not_sent: the source)
     FLEET_CONNECTED = (LogSource.SYSTEM, "fleet_connected")
@@ -223,6 +224,11 @@ def control_busy(connections: int, limit: int, idle_timeout_s: float) -> LogRow:
 def webhooks_started(url: str, channels: list[str]) -> LogRow:
     """The engine serves POST /emit/CHANNEL at `url` for `channels` (those with `webhook: true`)."""
     return LogRow(LogKind.WEBHOOKS_STARTED, None, {"url": url, "channels": channels})
+
+
+def metrics_busy(connections: int, limit: int) -> LogRow:
+    """The metrics endpoint reached its connection cap and closes new connections until some end."""
+    return LogRow(LogKind.METRICS_BUSY, "metrics", {"connections": connections, "limit": limit})
 
 
 def archived(result: dict[str, Any]) -> LogRow:

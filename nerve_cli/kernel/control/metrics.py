@@ -1,25 +1,26 @@
-"""`nerve run --metrics HOST:PORT`: the engine's counters in Prometheus text format at /metrics.
+"""`nerve run --metrics HOST:PORT` (or engine.metrics): what the engine's counters and state read as metrics.
 
-Served by a tiny HTTP responder on the engine's own event loop, so a scrape
+`EngineCollector` turns the engine into Prometheus families when scraped; the
+HTTP side (metrics_http) answers on the engine's own event loop, so a scrape
 reads the engine's state between two events (never mid-update, no thread) and
 an idle engine has nothing extra waking up. prometheus-client is imported only
-here, only when metrics are asked for.
+here, only when metrics are asked for. README's Metrics table lists every family.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
+import platform
 import time
 from typing import Any, Iterator, Protocol
 
 import psutil
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
+                                    Metric)
 from prometheus_client.process_collector import ProcessCollector
 
-from nerve_cli.errors import NerveError
+from nerve_cli import __version__, eventloop
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
@@ -28,9 +29,6 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab.states import WorkerState
-
-MAX_REQUEST = 8192
-
 
 def _run_seconds(pid: int) -> float:
     """CPU time of a process's live threads at ns precision (Linux schedstat; 0.0 elsewhere).
@@ -77,16 +75,32 @@ class EngineCollector:
         self.engine = engine
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._build()
         yield from self._computes()
+        yield from self._freshness()
         yield from self._timing()
         yield from self._queues()
+        yield from self._events()
         yield from self._workers()
         yield from self._threads()
+        yield from self._models()
         if self.engine.fleet is not None:
             yield from fleet_metrics(self.engine.fleet.status())
         yield from self._listeners()
         yield from self._webhooks()
         yield from self._freshness()
+
+    def _build(self) -> Iterator[Metric]:
+        yield InfoMetricFamily("nerve_build", "The running Nerve: its version, Python and event loop.",
+                               value={"version": __version__, "python": platform.python_version(),
+                                      "loop": self._loop})
+
+    @property
+    def _loop(self) -> str:
+        try:
+            return eventloop.name()
+        except RuntimeError:  # scraped outside the engine's loop (a test's direct collect)
+            return "unknown"
 
     def _computes(self) -> Iterator[Metric]:
         stats, engine = self.engine.stats, self.engine
@@ -104,6 +118,42 @@ class EngineCollector:
         for sense, entry in sorted(engine.errors.items()):
             errors.add_metric([sense], entry["count"])
         yield errors
+
+    def _freshness(self) -> Iterator[Metric]:
+        """When each sense last succeeded and last signalled (kept across restarts), and its interval."""
+        stats, states = self.engine.stats, self.engine.scheduler.states
+        success = GaugeMetricFamily("nerve_sense_last_success_timestamp_seconds", "When each sense's last compute "
+                                    "that succeeded (a signal, or silent) ended, unix seconds.", labels=["sense"])
+        signal = GaugeMetricFamily("nerve_sense_last_signal_timestamp_seconds", "When each sense last signalled, "
+                                   "unix seconds.", labels=["sense"])
+        interval = GaugeMetricFamily("nerve_sense_interval_seconds", "Each sense's shortest interval reflex "
+                                     "(0: it runs only on signals, cron or demand).", labels=["sense"])
+        for name, state in sorted(states.items()):
+            if name in stats.last_success:
+                success.add_metric([name], stats.last_success[name])
+            if name in stats.last_signal:
+                signal.add_metric([name], stats.last_signal[name])
+            interval.add_metric([name], state.interval or 0.0)
+        yield from (success, signal, interval)
+
+    def _events(self) -> Iterator[Metric]:
+        events = CounterMetricFamily("nerve_events", "External events stored, by channel (nerve emit, the "
+                                     "control socket's emit).", labels=["channel"])
+        for channel, count in sorted(self.engine.stats.events.items()):
+            events.add_metric([channel], count)
+        yield events
+
+    def _models(self) -> Iterator[Metric]:
+        stats = self.engine.stats
+        calls = CounterMetricFamily("nerve_model_calls", "Model calls answered for workflow roles (llm_role), "
+                                    "by model.", labels=["model"])
+        for model, count in sorted(stats.model_calls.items()):
+            calls.add_metric([model], count)
+        tokens = CounterMetricFamily("nerve_model_tokens", "Tokens of those calls, by model and type (input, "
+                                     "output), as the model reported them.", labels=["model", "type"])
+        for (model, kind), count in sorted(stats.tokens.items()):
+            tokens.add_metric([model, kind], count)
+        yield from (calls, tokens)
 
     def _timing(self) -> Iterator[Metric]:
         stats = self.engine.stats
@@ -173,8 +223,16 @@ class EngineCollector:
             for status, count in sorted(info["counts"].items()):
                 threads.add_metric([name, status], count)
             queue.add_metric([name], len(info["queued"]))
-        yield threads
-        yield queue
+        durations = HistogramMetricFamily("nerve_thread_duration_seconds", "Workflow threads from their start to "
+                                          "their end (waits for a person included), by workflow.", labels=["workflow"])
+        for name, hist in sorted(self.engine.stats.thread_durations.items()):
+            durations.add_metric([name], hist.cumulative(), hist.sum)
+        waiting = GaugeMetricFamily("nerve_thread_oldest_waiting_seconds", "How long the longest-waiting thread of "
+                                    "each workflow has waited for a person (0: none waits).", labels=["workflow"])
+        now_ms = time.time() * 1000
+        for name, since in sorted((workflows.oldest_waiting() if workflows is not None else {}).items()):
+            waiting.add_metric([name], 0.0 if since is None else max(0.0, (now_ms - since) / 1000))
+        yield from (threads, queue, durations, waiting)
 
 
     def _listeners(self) -> Iterator[Metric]:
@@ -243,54 +301,9 @@ def _histogram(name: str, doc: str, hist: Histogram) -> Metric:
     return family
 
 
-class MetricsServer:
-    """GET /metrics on HOST:PORT, answered on the engine's loop; anything else is a 404 that says where to look."""
-
-    def __init__(self, engine: Observed, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.engine = engine
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(EngineCollector(engine))
-        ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=self.registry)
-        self.server: asyncio.AbstractServer | None = None
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
-
-    async def start(self) -> None:
-        try:
-            self.server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_REQUEST)
-        except OSError as exc:
-            raise NerveError(f"--metrics {self.host}:{self.port}: cannot listen there ({exc.strerror}); "
-                             "pick another port, e.g. --metrics 127.0.0.1:9465") from None
-        if self.port == 0:
-            self.port = self.server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
-            parts = head.split(b" ", 2)
-            path = parts[1].split(b"?")[0] if len(parts) > 2 else b""
-            if parts[0] == b"GET" and path in (b"/metrics", b"/metrics/"):
-                await self.engine.refresh_listener_health()
-                await _answer(writer, 200, "OK", CONTENT_TYPE_LATEST, generate_latest(self.registry))
-            else:
-                await _answer(writer, 404, "Not Found", "text/plain; charset=utf-8",
-                              b"Nerve serves Prometheus metrics at GET /metrics\n")
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-
-async def _answer(writer: asyncio.StreamWriter, code: int, reason: str, content_type: str, body: bytes) -> None:
-    writer.write(f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                 f"Connection: close\r\n\r\n".encode() + body)
-    await writer.drain()
+def registry(engine: Observed) -> CollectorRegistry:
+    """The engine's families and the kernel process's own (CPU, memory, open files: nerve_kernel_process_*)."""
+    found = CollectorRegistry(auto_describe=False)
+    found.register(EngineCollector(engine))  # type: ignore[arg-type]
+    ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=found)
+    return found

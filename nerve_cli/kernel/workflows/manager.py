@@ -159,6 +159,15 @@ class WorkflowManager:
             }
         return out
 
+    def oldest_waiting(self) -> dict[str, int | None]:
+        """workflow → since when (unix ms) its longest-waiting thread has waited for a person; None: none waits."""
+        out: dict[str, int | None] = {}
+        for name in self.config.workflows:
+            kind = self.kinds.get(name)
+            since = [t.waiting_since for t in kind.waiting.values() if t.waiting_since is not None] if kind else []
+            out[name] = min(since) if since else None
+        return out
+
     def cancel(self, run_id: str, reason: str) -> bool:
         """Cancel a thread: a queued one is dropped, a running or waiting one ends `failed` ("cancelled: reason")."""
         for kind in self.kinds.values():
