@@ -3,6 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_HOME ?= $(CURDIR)/demo-instance
 STAMP := $(VENV)/.installed
+PROMTOOL := $(BIN)/promtool
 # Four test processes on two cores: most of a test is spent waiting on worker
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
@@ -18,9 +19,19 @@ $(STAMP): pyproject.toml
 install: $(STAMP) tools
 
 # tmux runs `nerve top` in a real 80x24 terminal in the tests
-tools:
+tools: $(PROMTOOL)
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } \
 		|| { echo "tmux is needed by the tests: install it (apt-get install tmux)"; exit 1; }
+
+# promtool (Prometheus' metrics linter and alert-rule tester) lints a real scrape and runs deploy/'s rule
+# tests: the one on PATH, else unpacked from Debian's prometheus package into the venv (no server is
+# installed or started)
+$(PROMTOOL): $(STAMP)
+	@if command -v promtool >/dev/null 2>&1; then ln -sf "$$(command -v promtool)" $@; else \
+		tmp=$$(mktemp -d) && cd $$tmp && { apt-get download prometheus >/dev/null 2>&1 \
+			|| { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } \
+		&& dpkg-deb -x prometheus_*.deb root && cp root/usr/bin/promtool $(CURDIR)/$@ && cd / && rm -rf $$tmp \
+		|| { echo "promtool is needed by the tests: apt-get install prometheus, or put promtool on PATH"; exit 1; }; fi
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
