@@ -25,19 +25,22 @@ def doctor(
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
     from nerve_cli.ops.workflows.rebuild import doctor as check
+    from nerve_cli.ops.workflows.runner import llm_environments
 
     json_ = output.use_format(format_, json_) == "json"
     root = require_instance(home)
     problems, skipped = _code_problems(root)
     report = check(root, fix=fix)
+    models = llm_environments(root)
     failed = bool(problems or skipped) or bool(report.differences and not report.fixed)
     if json_:
         from nerve_cli.contract.threads import doctor as doctor_document
 
-        output.print_json(doctor_document(report, problems))
+        output.print_json(doctor_document(report, problems, models))
     else:
         _render_code(problems, skipped)
         _render_runs(report)
+        _render_models(models)
     if failed:
         raise typer.Exit(1)
 
@@ -79,3 +82,18 @@ def _render_runs(report) -> None:
         output.info(f"rewrote workflow_runs from the logs ({plural(report.runs, 'thread')})", style="green")
         return
     output.warn("run `nerve doctor --fix` (with the engine stopped) to rebuild workflow_runs from the logs")
+
+
+def _render_models(models) -> None:  # type: ignore[no-untyped-def]
+    from nerve_cli.cli import output
+    from nerve_cli.roles.llm_env import mismatch
+
+    here, engine = models
+    if engine is None:
+        output.info(f"models: {here.describe()} (an engine started here would use it)", style="dim")
+        return
+    differs = mismatch(engine, here)
+    if differs:
+        output.warn(differs)
+    else:
+        output.info(f"models: the engine and this shell use {engine.describe()}", style="dim")

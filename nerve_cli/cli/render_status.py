@@ -22,6 +22,10 @@ def render_status(doc: dict[str, Any]) -> None:
     else:
         output.info(f"engine pid {engine['pid']} on {engine['home']}, up {span(engine['uptime_s'])} "
                     f"(since {output.when(engine['started_ms'])})", style="bold")
+    if engine.get("llm"):
+        from nerve_cli.roles.llm_env import LlmEnv  # stdlib only: the engine's llm environment, as text
+
+        output.info(f"models: {LlmEnv.from_json(engine['llm']).describe()}", style="dim")
     workers = []
     for w in doc["workers"]:
         state = w["state"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -21,6 +22,15 @@ Platform = Annotated[Optional[choices.Platform], typer.Option("--platform", help
 @app.command("install")
 def install(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the unit only; write and start nothing.")] = False,
+    env: Annotated[Optional[list[str]], typer.Option(
+        "--env", metavar="NAME[=VALUE]", help="Give the engine this variable (API keys, LLM_USER_PATH): NAME "
+        "alone takes its value here, now. Repeat for more. Kept in a private file (0600), not in the unit.")] = None,
+    env_file: Annotated[Optional[list[Path]], typer.Option(
+        "--env-file", help="A file of NAME=VALUE lines the engine's environment gets (systemd reads it at each "
+        "start; launchd copies it in now). Repeat for more.")] = None,
+    metrics: Annotated[Optional[str], typer.Option(
+        "--metrics", metavar="HOST:PORT", help="Run the engine with --metrics HOST:PORT (engine.metrics in "
+        "nerve.yaml does the same without it).")] = None,
     platform: Platform = None,
     home: HomeOption = None,
 ) -> None:
@@ -32,14 +42,20 @@ def install(
     ~/Library/LaunchAgents/, loaded with `launchctl bootstrap`. Prints what it
     wrote. --dry-run prints the unit only.
 
-    Example: nerve service install --dry-run
+    A service starts with the supervisor's environment, not your shell's: give
+    it the API keys and the llm folder its model-backed roles need with --env
+    (values go to ~/.config/nerve/UNIT.env, mode 0600) or --env-file.
+
+    Example: nerve service install --env OPENAI_API_KEY --env LLM_USER_PATH=~/llm --metrics 127.0.0.1:9464
     """
     from nerve_cli.cli import output
     from nerve_cli.home import require_instance
+    from nerve_cli.instance.service import environment
     from nerve_cli.instance.service import install as run
 
     root = require_instance(home)
-    unit = _unit(root, platform)
+    given = environment(env or [], env_file or [])
+    unit = _unit(root, platform, given, _metrics(metrics))
     if dry_run:
         import sys
 
@@ -49,9 +65,12 @@ def install(
     state.engine = _engine(root)
     output.info(f"wrote {unit.path}:", style="bold")
     output.info(unit.text.rstrip())
+    if unit.env_path is not None:
+        output.info(f"wrote {unit.env_path} (mode 0600): {', '.join(given.names)}", style="bold")
     for argv in state.commands:
         output.info(f"ran: {' '.join(argv)}", style="dim")
     _render(state)
+    _hint_llm(given)
 
 
 @app.command("uninstall")
@@ -105,11 +124,38 @@ def _engine(root) -> bool:
     return engine_running(root)
 
 
-def _unit(root, platform):
+def _unit(root, platform, env=None, metrics=None):
     from nerve_cli.config.load import load_config
-    from nerve_cli.instance.service import unit_for
+    from nerve_cli.instance.service import Environment, unit_for
 
-    return unit_for(root, choices.value(platform), stop_timeout=load_config(root).engine.shutdown_timeout)
+    return unit_for(root, choices.value(platform), stop_timeout=load_config(root).engine.shutdown_timeout,
+                    env=env or Environment(), metrics=metrics)
+
+
+def _metrics(text: str | None) -> str | None:
+    if text is None:
+        return None
+    from nerve_cli.address import parse_address
+
+    try:
+        return str(parse_address(text))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metrics") from None
+
+
+def _hint_llm(given) -> None:  # type: ignore[no-untyped-def]
+    """Your shell points llm at a folder the service would not see: say so, with the option that passes it."""
+    import os
+
+    from nerve_cli.cli import output
+
+    from nerve_cli.instance.service import read_env_file
+
+    folder = os.environ.get("LLM_USER_PATH")
+    passed = set(given.names).union(*(read_env_file(f) for f in given.files))
+    if folder and "LLM_USER_PATH" not in passed:
+        output.warn(f"your shell sets LLM_USER_PATH={folder}, the service does not: its model-backed roles use "
+                    f"llm's default folder; `nerve service install --env LLM_USER_PATH` passes yours")
 
 
 def _render(state) -> None:

@@ -16,7 +16,8 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "engine": {"running": answer.get("running", True), "pid": answer["pid"], "home": answer["home"],
                    **stamp("started", seconds_to_ms(answer.get("started_at"))),
                    "uptime_s": answer.get("uptime_s"), "webhooks_url": answer.get("webhooks_url"),
-                   **stamp("stopped", seconds_to_ms(answer.get("stopped_at")))},  # a stopped engine's last stop
+                   **stamp("stopped", seconds_to_ms(answer.get("stopped_at"))),  # a stopped engine's last stop
+                   "llm": answer.get("llm")},
         "workers": [_worker(w) for w in answer.get("workers") or []],
         "senses": [_sense(name, s) for name, s in sorted((answer.get("senses") or {}).items())],
         "channels": [{"name": c} for c in answer.get("channels") or []],

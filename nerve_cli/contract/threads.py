@@ -77,10 +77,15 @@ def outcome_line(result: dict[str, Any], rounds: int) -> dict[str, Any]:
             "reason": result.get("reason"), "rounds": rounds, "via": result.get("via")}
 
 
-def doctor(report: Any, code_problems: list[Any] | None = None) -> dict[str, Any]:
-    """`workflows.rebuild.DoctorReport`: workflow_runs compared with the logs (archived days included), and
-    `code_problems`: what would not load (drift included), each like a `config check` problem."""
+def doctor(report: Any, code_problems: list[Any] | None = None, models: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """`workflows.rebuild.DoctorReport`: workflow_runs compared with the logs (archived days included),
+    `code_problems`: what would not load (drift included), each like a `config check` problem, and `llm`:
+    the llm environment here and the running engine's (null when none runs)."""
+    here, engine = models if models is not None else (None, None)
     return {"version": VERSION, "runs": report.runs, "fixed": report.fixed,
             "code_problems": [p.to_dict() for p in code_problems or []],
+            "llm": {"here": here.to_json() if here is not None else None,
+                    "engine": engine.to_json() if engine is not None else None,
+                    "same": None if here is None or engine is None else engine.same_models(here)},
             "differences": [{"run_id": d.run_id, "field": d.field, "workflow_runs": d.table, "logs": d.logs}
                             for d in report.differences]}

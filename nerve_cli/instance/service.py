@@ -30,6 +30,78 @@ USER_SESSION = ("is a systemd user session running? `loginctl enable-linger` kee
 STOP_MARGIN = 10  # seconds beyond engine.shutdown_timeout before the supervisor kills the engine
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What the engine's environment gets beyond the supervisor's own: keys, LLM_USER_PATH...
+
+    `values` are written to a private file (mode 0600) the unit reads, never into the unit itself; `files` are
+    the user's own env files, read by the supervisor at each start (systemd) or copied in at install (launchd).
+    """
+
+    values: tuple[tuple[str, str], ...] = ()
+    files: tuple[Path, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.values]
+
+
+def environment(specs: list[str], files: list[Path], environ: dict[str, str] | None = None) -> Environment:
+    """`--env NAME=VALUE` or `--env NAME` (its value here, now) and `--env-file PATH` → Environment."""
+    environ = dict(os.environ) if environ is None else environ
+    values: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not ENV_NAME.match(name):
+            raise NerveError(f"--env {spec!r}: expected NAME=VALUE or NAME (letters, digits and _, not starting "
+                             "with a digit)")
+        if not sep:
+            if name not in environ:
+                raise NerveError(f"--env {name}: it is not set here, so there is no value to take; "
+                                 f"give one with --env {name}=VALUE")
+            value = environ[name]
+        if "\n" in value or "\r" in value or "\0" in value:
+            raise NerveError(f"--env {name}: a value on one line only (no newline or NUL)")
+        values[name] = value
+    resolved = []
+    for file in files:
+        path = Path(file).expanduser().resolve()
+        if not path.is_file():
+            raise NerveError(f"--env-file {file}: no such file (lines of NAME=VALUE)")
+        read_env_file(path)  # refuses a line that is not NAME=VALUE now, not at the service's start
+        resolved.append(path)
+    return Environment(tuple(values.items()), tuple(resolved))
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """NAME=VALUE lines (systemd's EnvironmentFile= format: # comments, blank lines, optional quotes)."""
+    out: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", ";")):
+            continue
+        name, sep, value = text.partition("=")
+        name = name.strip().removeprefix("export ").strip()
+        if not sep or not ENV_NAME.match(name):
+            raise NerveError(f"{path}:{number}: expected NAME=VALUE, got {line!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\") if value[0] == '"' else value[1:-1]
+        out[name] = value
+    return out
+
+
+def env_file_text(env: Environment) -> str:
+    """The private env file: `NAME="value"` lines, quoted as systemd's EnvironmentFile= reads them."""
+    lines = ["# written by `nerve service install --env`: the engine's environment (keep it private)"]
+    for name, value in env.values:
+        lines.append(f'{name}="' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Unit:
     platform: str  # linux | macos
@@ -37,6 +109,8 @@ class Unit:
     path: Path  # where the file goes
     text: str  # its content
     argv: tuple[str, ...]  # what it runs
+    env: Environment = Environment()
+    env_path: Path | None = None  # the private file holding env.values (systemd), when there are any
 
 
 @dataclass
@@ -54,21 +128,24 @@ def this_platform() -> str:
     return "macos" if sys.platform == "darwin" else "linux"
 
 
-def unit_for(home: Path, platform: str | None = None, *, stop_timeout: float = 5.0) -> Unit:
-    """The unit (systemd) or agent (launchd) that runs the engine for `home`."""
+def unit_for(home: Path, platform: str | None = None, *, stop_timeout: float = 5.0,
+             env: Environment = Environment(), metrics: str | None = None) -> Unit:
+    """The unit (systemd) or agent (launchd) that runs the engine for `home` (`metrics`: its --metrics)."""
     home = Path(home).resolve()
     platform = platform or this_platform()
     slug = _slug(home)
-    argv = (sys.executable, "-m", "nerve_cli", "run", "--home", str(home))
+    argv = (sys.executable, "-m", "nerve_cli", "run", "--home", str(home), *(("--metrics", metrics) if metrics else ()))
     if platform == "macos":
         label = f"dev.nerve.{slug}"
         path = Path.home() / "Library" / "LaunchAgents" / f"{label}.plist"
-        return Unit(platform, label, path, _plist(label, home, argv), argv)
+        return Unit(platform, label, path, _plist(label, home, argv, env), argv, env)
     if platform != "linux":
         raise NerveError(f"unknown platform {platform!r}: use linux (systemd) or macos (launchd)")
     name = f"nerve-{slug}.service"
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return Unit(platform, name, config / "systemd" / "user" / name, _systemd(home, argv, stop_timeout), argv)
+    env_path = config / "nerve" / f"{name}.env" if env.values else None
+    return Unit(platform, name, config / "systemd" / "user" / name,
+                _systemd(home, argv, stop_timeout, env, env_path), argv, env, env_path)
 
 
 def _slug(home: Path) -> str:
@@ -76,7 +153,8 @@ def _slug(home: Path) -> str:
     return f"{base[:40]}-{hashlib.sha256(str(home).encode()).hexdigest()[:6]}"
 
 
-def _systemd(home: Path, argv: tuple[str, ...], stop_timeout: float) -> str:
+def _systemd(home: Path, argv: tuple[str, ...], stop_timeout: float, env: Environment, env_path: Path | None) -> str:
+    files = [*([env_path] if env_path else []), *env.files]
     return "\n".join([
         "[Unit]",
         f"Description=Nerve engine for {_escape_text(str(home))}",
@@ -86,6 +164,8 @@ def _systemd(home: Path, argv: tuple[str, ...], stop_timeout: float) -> str:
         f"ExecStart={' '.join(_quote(a) for a in argv)}",
         f"WorkingDirectory={_escape_text(str(home))}",  # a path, taken whole: never quoted
         "Environment=PYTHONUNBUFFERED=1",
+        *([f"# {', '.join(env.names)}: in {_escape_text(str(env_path))} (mode 0600), not here"] if env_path else []),
+        *(f"EnvironmentFile={_escape_text(str(f))}" for f in files),
         "# a crash restarts the engine; a clean stop (exit 0) stays stopped",
         "Restart=on-failure",
         f"RestartSec={RESTART_SEC}",
@@ -111,13 +191,17 @@ def _escape_text(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _plist(label: str, home: Path, argv: tuple[str, ...]) -> str:
+def _plist(label: str, home: Path, argv: tuple[str, ...], env: Environment) -> str:
     log = str(Layout(home).data / "engine.log")
+    variables = {"PYTHONUNBUFFERED": "1"}
+    for file in env.files:  # launchd has no EnvironmentFile: their values are copied in at install
+        variables.update(read_env_file(file))
+    variables.update(env.values)
     body = {
         "Label": label,
         "ProgramArguments": list(argv),
         "WorkingDirectory": str(home),
-        "EnvironmentVariables": {"PYTHONUNBUFFERED": "1"},
+        "EnvironmentVariables": variables,
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},  # restart after a failure, not after a clean stop
         "ThrottleInterval": RESTART_SEC,
@@ -131,7 +215,12 @@ def install(home: Path, unit: Unit) -> ServiceState:
     """Write the unit and enable + start it."""
     Layout(Path(home)).data.mkdir(parents=True, exist_ok=True)
     unit.path.parent.mkdir(parents=True, exist_ok=True)
-    unit.path.write_text(unit.text, encoding="utf-8")
+    if unit.env_path is not None:
+        _write_private(unit.env_path, env_file_text(unit.env))
+    if unit.platform == "macos" and (unit.env.values or unit.env.files):
+        _write_private(unit.path, unit.text)  # it holds the values
+    else:
+        unit.path.write_text(unit.text, encoding="utf-8")
     commands = _install_commands(unit)
     for argv in commands:
         _run(argv, missing="the unit file is written, start it with your supervisor (or run `nerve run` yourself)",
@@ -154,11 +243,30 @@ def uninstall(home: Path, unit: Unit) -> ServiceState:
              failed=f"the unit file is kept ({USER_SESSION}; where none runs, nothing runs the unit: "
                     f"remove {unit.path} yourself)")
     unit.path.unlink()
+    env_path = _env_path(unit)
+    if env_path.exists():
+        env_path.unlink()
     for argv in after:
         _run(argv, missing=f"{unit.path} is removed", failed=f"{unit.path} is removed ({USER_SESSION})")
     state = status(home, unit)
     state.commands = before + after
     return state
+
+
+def _env_path(unit: Unit) -> Path:
+    """Where install put the unit's private env file (systemd), whatever this invocation's --env."""
+    return unit.env_path or unit.path.parent.parent.parent / "nerve" / f"{unit.name}.env"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Written 0600 from its first byte (a folder of its own 0700): it holds keys."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 def status(home: Path, unit: Unit) -> ServiceState:

@@ -20,6 +20,11 @@ retried per `role_retries` with back-off. `role_timeout` cancels an async
 model call; a sync one runs in a daemon thread of its own and is abandoned
 there (it ends with the worker, never holding up its exit).
 
+When the user's llm logging is on (`llm logs on`, llm's default), each call is
+also recorded in llm's own logs.db, as `llm prompt` records it, so `llm logs`
+shows Nerve's calls; an unknown model or a missing key names the llm folder
+this worker uses (its environment is the engine's, not the caller's shell's).
+
 `llm` is imported when a workflow worker starts with such a role (`warm_up`,
 so the import does not count against the first call's role_timeout) or on the
 first call, never when this module or a workflow file is merely imported:
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -39,6 +45,7 @@ from typing import Any, TypeVar
 
 from nerve_cli.automaton.context import current_thread
 from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage
+from nerve_cli.roles.llm_env import llm_env
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
 CONVERSATION_KEY = "conversation_id"
@@ -95,6 +102,7 @@ class LlmRole:
             usage = response.usage()
         meta: dict[str, Any] = {"model": model.model_id, "usage": _usage(usage),
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+        await in_daemon_thread(partial(log_to_llm, response))
         if conv is not None:
             meta[CONVERSATION_KEY] = conv.id
         return RoleResult(content, meta)
@@ -159,6 +167,30 @@ async def in_daemon_thread(call: Callable[[], T]) -> T:
     return await done
 
 
+def log_to_llm(response: Any) -> None:
+    """Record the call in llm's own logs.db, as `llm prompt` does, when the user's llm logging is on (`llm logs
+    on`, its default): `llm logs` then shows Nerve's model calls beside the user's own. A failure to log is
+    reported on stderr (the engine's output) and never fails the role."""
+    import llm  # loaded already by resolve_model
+
+    folder = llm.user_dir()
+    if (folder / "logs-off").exists():
+        return
+    try:
+        import sqlite_utils  # with llm's migrations: only a worker logging a model call pays for them
+        from llm.migrations import migrate  # (as above)
+
+        db = sqlite_utils.Database(folder / "logs.db")
+        try:
+            migrate(db)
+            response.log_to_db(db)
+        finally:
+            db.close()
+    except Exception as exc:  # the answer is what matters; the log is a copy
+        print(f"nerve: could not log the model call to {folder / 'logs.db'}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+
+
 def _usage(usage: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"input": usage.input, "output": usage.output}
     if usage.details:
@@ -199,12 +231,14 @@ def resolve_model(model_id: str | None, sync: bool | None = None) -> Any:
         except llm.UnknownModelError:
             pass
     if model is None:
-        raise RoleSetupError(unknown_model(name, model_id is None))
+        raise RoleSetupError(f"{unknown_model(name, model_id is None)} (roles here use {llm_env().describe()})")
     if getattr(model, "needs_key", None):
         try:
             model.get_key()
         except llm.NeedsKeyException as exc:
-            raise RoleSetupError(f"model {model.model_id} needs an API key: {exc}") from None
+            raise RoleSetupError(f"model {model.model_id} needs an API key: {exc} (roles here use "
+                                 f"{llm_env().describe()}: set the key there, `llm keys set`, or give the engine "
+                                 "the key's variable, `nerve service install --env NAME` for a service)") from None
     _models[(name, sync)] = model
     return model
 

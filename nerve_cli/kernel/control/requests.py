@@ -32,6 +32,7 @@ from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.states import SenseStatus, WorkerState
 from nerve_cli.wire.control import COMPUTE_WAIT_MAX
 from nerve_cli.wire.protocol import ErrorInfo
+from nerve_cli.roles.llm_env import llm_env
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
@@ -228,7 +229,8 @@ async def _start_thread(engine: Target, request: dict) -> dict:
     workflow, prompt = request.get("workflow"), request.get("prompt")
     if not isinstance(workflow, str) or not isinstance(prompt, str):
         raise NerveError("start_thread needs a workflow name and a prompt")
-    return engine.workflows.launch(workflow, prompt, request.get("max_rounds"), _origin(request.get("origin")))
+    started = engine.workflows.launch(workflow, prompt, request.get("max_rounds"), _origin(request.get("origin")))
+    return {**started, "llm": llm_env().to_json()}  # the caller can say when its own llm environment differs
 
 
 MAX_ORIGIN_FIELDS, MAX_ORIGIN_TEXT = 8, 200
@@ -306,6 +308,7 @@ def status(engine: Target, listeners: Snapshot | None = None) -> dict:
     return {
         "pid": os.getpid(), "home": str(engine.home), "started_at": engine.started_at,
         "webhooks_url": engine.webhooks.url if engine.webhooks is not None else None,
+        "llm": llm_env().to_json(),  # what the workflow workers inherit: the models their roles call
         "uptime_s": round(now - engine.started_at, 1),
         "workers": [s.describe() for s in engine.groups.values()],
         "senses": senses,

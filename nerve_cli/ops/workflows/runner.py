@@ -19,6 +19,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.ops.client import engine_running, request
+from nerve_cli.roles.llm_env import LlmEnv, llm_env, mismatch
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, query_logs
 
@@ -35,6 +36,9 @@ def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
     """Run one thread to its end, or until it waits for a person; returns {"run_id", "status", "reason", "via"}."""
     if engine_running(home):
         answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds)
+        differs = _llm_differs(home, name, answer.get("llm"))
+        if differs:
+            report("warn", differs)
         try:
             end = follow_run(home, answer["run_id"], on_event)
         except KeyboardInterrupt:  # Ctrl-C stops the following, not the thread: the engine runs it
@@ -42,6 +46,30 @@ def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
                    "reason": "stopped following it; the thread goes on in the engine"}
         return {**end, "via": "engine"}
     return {**run_standalone(home, name, prompt, max_rounds, on_event, report), "via": "standalone"}
+
+
+def llm_environments(home: Path) -> tuple[LlmEnv, LlmEnv | None]:
+    """(this process's llm environment, the running engine's or None when none runs or it does not say)."""
+    here = llm_env()
+    if not engine_running(home):
+        return here, None
+    try:
+        engine = request(home, "status").get("llm")
+    except NerveError:
+        return here, None
+    return here, LlmEnv.from_json(engine) if engine else None
+
+
+def _llm_differs(home: Path, name: str, engine: dict[str, Any] | None) -> str | None:
+    """The engine's llm environment against this process's, for a workflow whose file builds llm roles."""
+    if not engine:
+        return None
+    try:
+        if "llm_role" not in Layout(Path(home)).workflow_file(name).read_text(encoding="utf-8"):
+            return None  # its roles call no model through llm: the folders do not matter
+    except OSError:
+        pass
+    return mismatch(LlmEnv.from_json(engine), llm_env(), name)
 
 
 def follow_run(home: Path, run_id: str, on_event: OnEvent, *, poll: float = POLL) -> dict[str, Any]:
