@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from schemarules import opened, strict
 
 from nerve_cli.contract import VERSION
 from nerve_cli.contract.schema import schema
-from schemarules import opened, strict
 
 PINNED = Path(__file__).resolve().parent / "contract_v1"  # the schemas as they were when version 1 began
 # What changed within version 1 that is more than an addition, each documented in the README's list

@@ -72,12 +72,16 @@ def _normal(node: Any) -> Any:
 
 
 def _open_enum(node: Any) -> Any:
-    """`{"enum": ["a", "b"]}` → `{"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "string"}]}`."""
-    if not (isinstance(node, dict) and "enum" in node and all(isinstance(v, str) for v in node["enum"])):
+    """`{"enum": ["a", "b"]}` → `{"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "string"}]}`
+    (and a `{"type": "null"}` branch when null is one of the values)."""
+    if not (isinstance(node, dict) and "enum" in node and node["enum"]
+            and all(isinstance(v, str) or v is None for v in node["enum"])):
         return node
     outer = {k: v for k, v in node.items() if k in OUTER}
     inner = {k: v for k, v in node.items() if k not in OUTER and k != "type"}
-    return {**outer, "anyOf": [{"type": "string", **inner}, {"type": "string"}]}
+    nullable = None in inner["enum"]
+    inner["enum"] = [v for v in inner["enum"] if v is not None]
+    return {**outer, "anyOf": [{"type": "string", **inner}, {"type": "string"}, *([{"type": "null"}] if nullable else [])]}
 
 
 def _children(key: str, value: Any) -> Any:

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
-
-import nerve_cli
 import schemarules
 from contractkit import PINNED, closed, pinned
 from enginekit import write_instance
+from typer.testing import CliRunner
+
+import nerve_cli
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
 from nerve_cli.contract.schema import KINDS, schema

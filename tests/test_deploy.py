@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
-from promkit import documented_families, promtool as promtool_path
+from promkit import documented_families
+from promkit import promtool as promtool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "nerve-alerts.yml"

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from enginekit import RunningEngine, nerve, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, nerve, write_instance
 from llmkit import llm_home  # noqa: F401  (fixture)
 
 ROLE = """

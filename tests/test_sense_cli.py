@@ -154,7 +154,7 @@ def test_sense_list(inst) -> None:
     assert table.exit_code == 0
     line = next(line for line in table.output.splitlines() if "counter" in line)
     assert "on demand" in line and "Z\t2" in line  # piped: the last signal's time in RFC 3339 UTC, not "5s ago"
-    drawn = nerve("sense", "list", "--format", "table")
+    drawn = cli("sense", "list", "--format", "table")
     assert "ago" in next(line for line in drawn.output.splitlines() if "counter" in line)
     assert "never" in next(line for line in table.output.splitlines() if "cpu-percent" in line)
 

@@ -84,7 +84,7 @@ def _render_runs(report) -> None:
     output.warn("run `nerve doctor --fix` (with the engine stopped) to rebuild workflow_runs from the logs")
 
 
-def _render_models(models) -> None:  # type: ignore[no-untyped-def]
+def _render_models(models) -> None:
     from nerve_cli.cli import output
     from nerve_cli.roles.llm_env import mismatch
 

@@ -31,7 +31,7 @@ def utc() -> bool:
 
 def when(ms: int | float | None, *, date: bool = True, millis: bool = False) -> str:
     """A point in time by the display rule: local with its zone shown, or UTC labelled (--utc); in a pipe or
-    with --format tsv|csv, RFC 3339 UTC (`2026-08-01T12:00:00.123Z`), what scripts parse (as gh prints)."""
+    with --format tsv|csv, ISO 8601 UTC (`2026-08-01T12:00:00.123Z`), what scripts parse (as gh prints)."""
     from nerve_cli.contract.times import display, iso
 
     if ms is not None and tabular():
@@ -40,8 +40,9 @@ def when(ms: int | float | None, *, date: bool = True, millis: bool = False) -> 
 
 
 def ago(ms: int | float | None, now_ms: int) -> str:
-    """`5m ago` / `in 5m` on a terminal; the instant in RFC 3339 UTC in a pipe or with --format tsv|csv."""
-    from nerve_cli.contract.times import ago as relative, iso
+    """`5m ago` / `in 5m` on a terminal; the instant in ISO 8601 UTC in a pipe or with --format tsv|csv."""
+    from nerve_cli.contract.times import ago as relative
+    from nerve_cli.contract.times import iso
 
     if ms is not None and tabular():
         return iso(int(ms))

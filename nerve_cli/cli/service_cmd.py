@@ -143,12 +143,11 @@ def _metrics(text: str | None) -> str | None:
         raise typer.BadParameter(str(exc), param_hint="--metrics") from None
 
 
-def _hint_llm(given) -> None:  # type: ignore[no-untyped-def]
+def _hint_llm(given) -> None:
     """Your shell points llm at a folder the service would not see: say so, with the option that passes it."""
     import os
 
     from nerve_cli.cli import output
-
     from nerve_cli.instance.service import read_env_file
 
     folder = os.environ.get("LLM_USER_PATH")

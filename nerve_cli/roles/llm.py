@@ -177,17 +177,18 @@ def log_to_llm(response: Any) -> None:
     if (folder / "logs-off").exists():
         return
     try:
-        import sqlite_utils  # with llm's migrations: only a worker logging a model call pays for them
+        import sqlite_utils  # with llm's CLI and migrations: only a worker logging a model call pays for them
+        from llm.cli import logs_db_path  # (as above)
         from llm.migrations import migrate  # (as above)
 
-        db = sqlite_utils.Database(folder / "logs.db")
+        db = sqlite_utils.Database(logs_db_path())
         try:
             migrate(db)
             response.log_to_db(db)
         finally:
             db.close()
     except Exception as exc:  # the answer is what matters; the log is a copy
-        print(f"nerve: could not log the model call to {folder / 'logs.db'}: {type(exc).__name__}: {exc}",
+        print(f"nerve: could not log the model call in llm's folder {folder}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
 
 

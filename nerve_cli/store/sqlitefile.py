@@ -80,6 +80,8 @@ def _unwritable(folder: Path) -> OSError:
 class DamagedRead(DamagedDatabase, sqlite3.DatabaseError):
     """Damage met by a query on a reader's connection, with the file it is in."""
 
+    type = ErrorType.DAMAGED_DATABASE
+
 
 READ_FIX = "restore it from a backup, or move it aside; `nerve doctor` checks every database"
 

@@ -16,8 +16,7 @@ from typing import Any, Iterator, Protocol
 
 import psutil
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
-                                    Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from nerve_cli import __version__, eventloop
@@ -29,6 +28,7 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab.states import WorkerState
+
 
 def _run_seconds(pid: int) -> float:
     """CPU time of a process's live threads at ns precision (Linux schedstat; 0.0 elsewhere).
@@ -304,6 +304,6 @@ def _histogram(name: str, doc: str, hist: Histogram) -> Metric:
 def registry(engine: Observed) -> CollectorRegistry:
     """The engine's families and the kernel process's own (CPU, memory, open files: nerve_kernel_process_*)."""
     found = CollectorRegistry(auto_describe=False)
-    found.register(EngineCollector(engine))  # type: ignore[arg-type]
+    found.register(EngineCollector(engine))
     ProcessCollector(namespace="nerve_kernel", pid=lambda: os.getpid(), registry=found)
     return found

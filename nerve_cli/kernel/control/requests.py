@@ -27,12 +27,12 @@ from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import channel_problem
+from nerve_cli.roles.llm_env import llm_env
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.states import SenseStatus, WorkerState
 from nerve_cli.wire.control import COMPUTE_WAIT_MAX
 from nerve_cli.wire.protocol import ErrorInfo
-from nerve_cli.roles.llm_env import llm_env
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log

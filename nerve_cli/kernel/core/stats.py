@@ -96,7 +96,7 @@ class EngineStats:
         if type_ == "message":
             meta = payload.get("meta")
             model = meta.get("model") if isinstance(meta, dict) else None
-            if isinstance(model, str):
+            if isinstance(meta, dict) and isinstance(model, str):
                 self.model_calls[model] += 1
                 usage = meta.get("usage")
                 for kind in ("input", "output"):
