@@ -44,7 +44,7 @@ def test_only_the_allowed_modules_import_llm_or_mcp() -> None:
     offenders = {_module(p): _heavy_imports(p) for p in ROOT.rglob("*.py") if "templates" not in p.parts}
     offenders = {m: i for m, i in offenders.items() if i and not _allowed(m)}
     assert not offenders, f"llm/mcp imported outside the workers and `nerve mcp` that need them: {offenders}"
-    assert _heavy_imports(ROOT / "roles" / "llm.py") == {"llm"}  # the check sees function-level imports
+    assert {"llm", "llm.cli"} <= _heavy_imports(ROOT / "roles" / "llm.py")  # it sees function-level imports
 
 
 def test_importing_the_kernel_the_cli_and_every_other_module_loads_neither() -> None:

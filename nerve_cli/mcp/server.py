@@ -22,13 +22,15 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
+from nerve_cli import __version__
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
 from nerve_cli.errors import ErrorType
-from nerve_cli.mcp.tools import Tools, error_document
+from nerve_cli.mcp.tools import LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT, Tools, error_document
 from nerve_cli.mcp.transport import stdio_transport
+from nerve_cli.store.readquery import MAX_ROWS, MAX_TIMEOUT
 
 INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
 database) observe the world on schedules or on signals, and workflows run multi-role threads. Start with
@@ -58,6 +60,14 @@ def document(kind: str) -> Any:
     Document.__name__ = Document.__qualname__ = f"Document[{kind}]"
     return Annotated[CallToolResult, Document]
 
+# any JSON value, typed as each of the six (MCP clients' strict checks refuse an untyped `{}`)
+JsonValue = Annotated[Any, WithJsonSchema({"anyOf": [{"type": t} for t in ("object", "array", "string", "number",
+                                                                           "boolean", "null")]})]
+Sense = Annotated[str, Field(description="the sense's name (senses: in nerve.yaml; list_senses lists them)")]
+RunId = Annotated[str, Field(description="a thread's id, like run-7 (list_threads lists them)")]
+Note = Annotated[str | None, Field(description="the answer the thread's moderator sees next (default: approved "
+                                               "or rejected)")]
+
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -74,6 +84,11 @@ class NerveServer(MCPServer):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = sorted(tool.name for tool in self._tool_manager.list_tools())
+        if name not in known:  # the SDK's answer is plain text; an agent reads the error document everywhere
+            document = error_docs.error(ErrorType.USAGE, f"no tool {name!r}: the tools are {', '.join(known)}", 2)
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(document, ensure_ascii=False))],
+                                  is_error=True)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -88,7 +103,7 @@ class NerveServer(MCPServer):
 
 def build(home: Path) -> MCPServer:
     tools = Tools(home)
-    app = NerveServer("nerve", instructions=INSTRUCTIONS)
+    app = NerveServer("nerve", title="Nerve", version=__version__, instructions=INSTRUCTIONS)
 
     def call(fn: Any, *args: Any, **kwargs: Any) -> CallToolResult:
         """The document as structured content and as JSON text; a failure as the error document (is_error)."""
@@ -100,19 +115,27 @@ def build(home: Path) -> MCPServer:
         text = json.dumps(document, ensure_ascii=False, default=str)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
 
-    @app.tool(annotations=READ)
+    @app.tool(title="List senses", annotations=READ)
     def list_senses() -> document("sense-list"):
         """Every sense with its group, triggers, signal count and last signal (time and payload)."""
         return call(tools.list_senses)
 
-    @app.tool(annotations=READ)
-    def show_sense(sense: str, limit: int = 20) -> document("sense-show"):
+    @app.tool(title="Show a sense", annotations=READ)
+    def show_sense(sense: Sense, limit: Annotated[int, Field(ge=0, le=SIGNALS_LIMIT, description=(
+            f"how many of its newest signals (0 to {SIGNALS_LIMIT})"))] = 20) -> document("sense-show"):
         """One sense: its settings, tables with row counts, and its last `limit` signals (oldest first)."""
         return call(tools.show_sense, sense, limit)
 
-    @app.tool(annotations=READ)
-    def query_sense(sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
-                    timeout_s: float = 2.0) -> document("sense-query"):
+    @app.tool(title="Query a sense's database (read-only SQL)", annotations=READ)
+    def query_sense(sense: Sense,
+                    sql: Annotated[str, Field(description="one read-only SQL statement, with ? placeholders")],
+                    params: Annotated[list[JsonValue] | None, Field(description="values for the ? placeholders")]
+                    = None,
+                    max_rows: Annotated[int, Field(ge=1, le=MAX_ROWS, description=(
+                        f"at most this many rows (1 to {MAX_ROWS})"))] = 100,
+                    timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT, description=(
+                        f"stop the query after this many seconds (at most {MAX_TIMEOUT:g})"))] = 2.0,
+                    ) -> document("sense-query"):
         """One read-only SQL statement (SELECT, WITH, read-only PRAGMA table_info...) on a sense's SQLite
         database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000) and
         16 MiB of values (`truncated_by` says which bound stopped it), no single value over 16 MiB, and
@@ -120,55 +143,72 @@ def build(home: Path) -> MCPServer:
         (id, ts unix ms, payload JSON); `signals_view` adds ISO time."""
         return call(tools.query_sense, sense, sql, params, max_rows, timeout_s)
 
-    @app.tool(annotations=READ)
-    def query_logs(source: Literal["reflex", "workflow", "system", "signal"] | None = None,
-                   type: str | None = None, ref: str | None = None, since: str | None = None,
-                   limit: int = 50) -> document("log-list"):
+    @app.tool(title="Read the engine's log", annotations=READ)
+    def query_logs(source: Annotated[Literal["reflex", "workflow", "system", "signal"] | None, Field(
+                       description="reflex: computes; workflow: threads; system: engine, workers, errors; "
+                                   "signal: external events")] = None,
+                   type: Annotated[str | None, Field(description="a row type, e.g. error, run_complete")] = None,
+                   ref: Annotated[str | None, Field(description="a sense name or a thread id like run-7")] = None,
+                   since: Annotated[str | None, Field(description="a duration ago (1h30m, 7d), a date or ISO time")]
+                   = None,
+                   limit: Annotated[int, Field(ge=1, le=LOGS_LIMIT, description=(
+                       f"at most this many rows, the newest (1 to {LOGS_LIMIT})"))] = 50) -> document("log-list"):
         """The engine's log, newest last: filter by source, type (e.g. error, run_complete), ref (a sense
         name or a thread id like run-7) and since (1h, 7d or a UTC date); at most limit rows (≤ 1000)."""
         return call(tools.query_logs, source, type, ref, since, limit)
 
-    @app.tool(annotations=READ)
-    def list_threads(status: Literal["queued", "started", "waiting", "completed", "failed", "crashed",
-                                     "dropped"] | None = None,
-                     workflow: str | None = None, limit: int = 20) -> document("thread-list"):
+    @app.tool(title="List workflow threads", annotations=READ)
+    def list_threads(status: Annotated[Literal["queued", "started", "waiting", "completed", "failed", "crashed",
+                                               "dropped"] | None, Field(
+                         description="only threads in this status; waiting: those asking a person")] = None,
+                     workflow: Annotated[str | None, Field(description="only threads of this workflow")] = None,
+                     limit: Annotated[int, Field(ge=1, le=THREADS_LIMIT, description=(
+                         f"at most this many, newest first (1 to {THREADS_LIMIT})"))] = 20) -> document("thread-list"):
         """Workflow threads, newest first. status="waiting": threads waiting for a person (reason: the question)."""
         return call(tools.list_threads, status, workflow, limit)
 
-    @app.tool(annotations=READ)
-    def show_thread(run_id: str) -> document("thread-show"):
+    @app.tool(title="Show a thread", annotations=READ)
+    def show_thread(run_id: RunId) -> document("thread-show"):
         """One thread (run-7): status, prompt, timings, why it ended, its events and every message with meta."""
         return call(tools.show_thread, run_id)
 
-    @app.tool(annotations=READ)
+    @app.tool(title="Engine status", annotations=READ)
     def engine_status() -> document("status"):
         """The running engine: workers, each sense's state and schedule, workflows (needs `nerve run`)."""
         return call(tools.status)
 
-    @app.tool(annotations=ACT)
-    def emit(channel: str, payload: Any = None, key: str | None = None) -> document("emit"):
+    @app.tool(title="Send an event", annotations=ACT)
+    def emit(channel: Annotated[str, Field(description="the channel: a name in a reflex's on: list")],
+             payload: Annotated[JsonValue, Field(description="any JSON value, at most 16 MiB - 64 KiB")] = None,
+             key: Annotated[str | None, Field(description="an idempotency key: a resend with it is a no-op")] = None,
+             ) -> document("emit"):
         """Send an event to an external channel (a name in a reflex's on: list) with a JSON payload: it is
         committed before the answer and its listeners compute (delivered at the next start if no engine runs).
         A key makes a resend of the same event a no-op."""
         return call(tools.emit, channel, payload, key)
 
-    @app.tool(annotations=ACT)
-    def compute_sense(sense: str) -> document("sense-compute"):
+    @app.tool(title="Compute a sense now", annotations=ACT)
+    def compute_sense(sense: Sense) -> document("sense-compute"):
         """Run one compute of a sense now, in the engine's worker; returns its outcome and payload."""
         return call(tools.compute_sense, sense)
 
-    @app.tool(annotations=ACT)
-    def start_thread(workflow: str, prompt: str, ctx: Context, max_rounds: int | None = None) -> document("thread-start"):
+    @app.tool(title="Start a workflow thread", annotations=ACT)
+    def start_thread(workflow: Annotated[str, Field(description="the workflow's name (workflows: in nerve.yaml)")],
+                     prompt: Annotated[str, Field(description="the thread's first message")],
+                     ctx: Context,
+                     max_rounds: Annotated[int | None, Field(ge=1, description=(
+                         "at most this many rounds (capped by engine.max_rounds); default: the engine's"))] = None,
+                     ) -> document("thread-start"):
         """Start a thread of a workflow with a prompt; returns its run id (follow it with show_thread)."""
         return call(tools.start_thread, workflow, prompt, max_rounds, client_name(ctx))
 
-    @app.tool(annotations=ACT)
-    def approve_thread(run_id: str, ctx: Context, note: str | None = None) -> document("thread-answer"):
+    @app.tool(title="Approve a waiting thread", annotations=ACT)
+    def approve_thread(run_id: RunId, ctx: Context, note: Note = None) -> document("thread-answer"):
         """Approve a thread waiting for a person; the note is the next message its moderator sees."""
         return call(tools.answer_thread, run_id, "approve", note, client_name(ctx))
 
-    @app.tool(annotations=ACT)
-    def reject_thread(run_id: str, ctx: Context, note: str | None = None) -> document("thread-answer"):
+    @app.tool(title="Reject a waiting thread", annotations=ACT)
+    def reject_thread(run_id: RunId, ctx: Context, note: Note = None) -> document("thread-answer"):
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
         return call(tools.answer_thread, run_id, "reject", note, client_name(ctx))
 

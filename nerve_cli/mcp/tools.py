@@ -35,7 +35,7 @@ from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms
 from nerve_cli.store.readquery import read_query
 
-LOGS_LIMIT, SIGNALS_LIMIT = 1000, 500
+LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT = 1000, 500, 500
 
 
 class BadArgument(NerveError):
@@ -91,7 +91,7 @@ class Tools:
     def list_threads(self, status: str | None = None, workflow: str | None = None, limit: int = 20) -> dict[str, Any]:
         """`nerve thread list --json`: threads newest first; status `waiting` is the inbox of threads asking a person."""
         return thread_docs.thread_list(list_threads(self.layout.logs_db, status=status, workflow=workflow,
-                                        limit=max(1, min(limit, 500))))
+                                        limit=max(1, min(limit, THREADS_LIMIT))))
 
     def show_thread(self, run_id: str) -> dict[str, Any]:
         """`nerve thread show run-N --json`: status, prompt, timings, events and every message."""
