@@ -33,6 +33,7 @@ class ErrorType(str, Enum):
     EVENT_ERROR = "event_error"  # an event that cannot be stored as given
     QUERY_REFUSED = "query_refused"  # a query that would write (or is not one statement): nothing ran
     BLOB_NOT_FOUND = "blob_not_found"  # no blob with that hash
+    WEBHOOK_REFUSED = "webhook_refused"  # a webhook post refused (no such channel, bad signature, not JSON...)
     INTERNAL = "internal"  # an unexpected failure in Nerve itself: the message names the exception; please report it
 
 

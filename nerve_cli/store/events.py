@@ -138,9 +138,13 @@ class EventError(NerveError):
 class PayloadTooLarge(EventError):
     """A payload over MAX_PAYLOAD bytes of compact JSON (the one size rule)."""
 
+    type = ErrorType.EVENT_ERROR
+
 
 class EventNotStored(EventError):
     """The store refused the write (disk full, the lock held too long): nothing was stored, send it again."""
+
+    type = ErrorType.STORAGE_ERROR
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class EngineCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._build()
         yield from self._computes()
-        yield from self._freshness()
+        yield from self._last_times()
         yield from self._timing()
         yield from self._queues()
         yield from self._events()
@@ -119,7 +119,7 @@ class EngineCollector:
             errors.add_metric([sense], entry["count"])
         yield errors
 
-    def _freshness(self) -> Iterator[Metric]:
+    def _last_times(self) -> Iterator[Metric]:
         """When each sense last succeeded and last signalled (kept across restarts), and its interval."""
         stats, states = self.engine.stats, self.engine.scheduler.states
         success = GaugeMetricFamily("nerve_sense_last_success_timestamp_seconds", "When each sense's last compute "

@@ -52,7 +52,7 @@ from nerve_cli.address import ListenAddress
 from nerve_cli.config.model import ChannelConfig, NerveConfig
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.engine import emit as emit_document
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
@@ -84,7 +84,7 @@ class Answer:
     document: dict[str, Any]
 
 
-def refused(status: int, message: str, type_: str = "webhook_refused") -> Answer:
+def refused(status: int, message: str, type_: ErrorType = ErrorType.WEBHOOK_REFUSED) -> Answer:
     """An answer with the error document (the shape every `--json` failure has)."""
     return Answer(status, error_docs.error(type_, message, 1))
 
@@ -241,7 +241,7 @@ class WebhookServer:
         except PayloadTooLarge as exc:  # its stored JSON, not the body, passed the limit (e.g. 1e5 → 100000.0)
             return refused(413, str(exc))
         except EventNotStored as exc:
-            return refused(503, str(exc), "storage_error")
+            return refused(503, str(exc), ErrorType.STORAGE_ERROR)
         except EventError as exc:
             return refused(400, str(exc))
         return Answer(200 if event.duplicate else 202, emit_document(
@@ -333,6 +333,6 @@ class BoundedH11(H11Protocol):
 
 
 def _close_with(transport: asyncio.BaseTransport, template: bytes, message: str) -> None:
-    body = orjson.dumps(error_docs.error("webhook_refused", message, 1))
+    body = orjson.dumps(error_docs.error(ErrorType.WEBHOOK_REFUSED, message, 1))
     transport.write(template % (len(body), body))  # type: ignore[attr-defined]
     transport.close()
