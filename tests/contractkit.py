@@ -27,6 +27,11 @@ PINNED = Path(__file__).resolve().parent / "contract_v1"  # the schemas as they 
 PINNED_EXCEPTIONS: dict[str, dict[str, Any]] = {
     "log": {"id": {"type": ["integer", "null"]}},  # null for a `--signals` row
 }
+# ... and inside an object: (kind, object) → {field: its schema now}
+PINNED_NESTED: dict[tuple[str, str], dict[str, Any]] = {
+    # `nerve status --json` with the engine stopped: a status document (before, the error document)
+    ("status", "engine"): {"pid": {"type": ["integer", "null"]}, "uptime_s": {"type": ["number", "null"]}},
+}
 
 
 @lru_cache(maxsize=None)
@@ -38,6 +43,9 @@ def pinned(kind: str) -> dict[str, Any] | None:
     old = opened(json.loads(path.read_text(encoding="utf-8")))
     for field, replacement in PINNED_EXCEPTIONS.get(kind, {}).items():
         old["properties"][field] = replacement
+    for (of_kind, within), fields in PINNED_NESTED.items():
+        if of_kind == kind:
+            old["properties"][within]["properties"].update(fields)
     return old
 
 
