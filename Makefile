@@ -4,6 +4,7 @@ BIN := $(VENV)/bin
 DEMO_HOME ?= $(CURDIR)/demo-instance
 STAMP := $(VENV)/.installed
 PROMTOOL := $(BIN)/promtool
+DATASETTE1 := .venv-datasette1/bin/datasette
 # Four test processes on two cores: most of a test is spent waiting on worker
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
@@ -19,9 +20,15 @@ $(STAMP): pyproject.toml
 install: $(STAMP) tools
 
 # tmux runs `nerve top` in a real 80x24 terminal in the tests
-tools: $(PROMTOOL)
+tools: $(PROMTOOL) $(DATASETTE1)
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } \
 		|| { echo "tmux is needed by the tests: install it (apt-get install tmux)"; exit 1; }
+
+# Datasette 1.0 (a pre-release, pinned) in a venv of its own: `nerve datasette` is tested under it and under the
+# 0.65 the test extra installs, since 1.0 reads its configuration from -c where 0.65 reads metadata
+$(DATASETTE1):
+	$(PYTHON) -m venv .venv-datasette1
+	.venv-datasette1/bin/pip install --quiet 'datasette==1.0a41'
 
 # promtool (Prometheus' metrics linter and alert-rule tester) lints a real scrape and runs deploy/'s rule
 # tests: the one on PATH, else unpacked from Debian's prometheus package into the venv (no server is
@@ -57,4 +64,4 @@ bench: $(STAMP)
 		$(BIN)/python bench/_kit.py goals $$goals; rm -f $$goals
 
 clean:
-	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-datasette1 $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

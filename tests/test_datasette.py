@@ -241,3 +241,46 @@ def test_backup_counts_in_the_singular(tmp_path: Path) -> None:
     made = nerve("backup", str(tmp_path / "copy"), home=home)
     assert made.returncode == 0, made.stderr
     assert f"Backed up to {tmp_path / 'copy'}: 1 database and 1 other file, " in made.stdout, made.stdout
+
+
+DATASETTE_1 = Path(__file__).resolve().parents[1] / ".venv-datasette1" / "bin" / "datasette"
+
+
+@pytest.mark.parametrize("version", ["0.65", "1.0"])
+def test_canned_queries_hidden_tables_and_the_users_metadata_merged_under_both_versions(
+        tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Datasette 1.0 reads queries and table settings from -c, 0.65 from metadata: Nerve writes each its way,
+    and a user's --metadata is merged into Nerve's rather than replacing it."""
+    if version == "1.0":
+        assert DATASETTE_1.exists(), "make tools installs Datasette 1.0 (a pre-release) in .venv-datasette1"
+        monkeypatch.setenv("NERVE_DATASETTE", str(DATASETTE_1))
+    home = write_instance(tmp_path / "inst", "senses: {}\n", {})
+    from nerve_cli.store.logs import LogStore
+    from nerve_cli.vocab import logrows
+
+    store = LogStore(Layout(home).logs_db)
+    store.write(logrows.error("boom", "the sensor is unplugged", sense="boom", file="senses/boom/sense.py", line=2))
+    store.close()
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps({"title": "My lab", "databases": {"logs": {"description": "mine"}}}))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "nerve_cli", "datasette", "--port", str(port), "--home", str(home),
+                               "--", "--metadata", str(mine)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: server.poll() is not None or reachable(port), 60, 0.2, what="datasette to listen")
+        assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+        assert get(port, "/-/versions.json")["datasette"]["version"].startswith(version.split(".")[0])
+        errors = get(port, "/logs/recent_errors.json?_shape=array")  # a canned query: Nerve's config was read
+        assert errors[0]["sense"] == "boom" and errors[0]["message"] == "the sensor is unplugged"
+        hidden = {t["name"]: t["hidden"] for t in get(port, "/logs.json")["tables"]}
+        assert hidden["meta"] is True and hidden["logs"] is False
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+            assert "My lab" in page.read().decode()  # the user's title, merged in
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/logs", timeout=10) as page:
+            assert "mine" in page.read().decode()  # theirs wins where both set a key
+        written = json.loads((home / "data" / "datasette-metadata.json").read_text())
+        assert written["databases"]["logs"]["description"] == "mine"
+        assert written["databases"]["logs"]["tables"]["logs"]["columns"]["ts"].startswith("when it happened")
+    finally:
+        server.terminate()
+        server.wait(10)

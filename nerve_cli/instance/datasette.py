@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,24 +123,133 @@ def metadata(layout: Layout) -> dict[str, Any]:
             "databases": dbs}
 
 
+CONFIG_FILE = "datasette-config.json"
+TABLE_SETTINGS = ("hidden", "sort", "sort_desc", "facets", "sortable_columns", "label_column", "size")
+
+
 def command(layout: Layout, host: str, port: int, extra: list[str]) -> list[str]:
-    """The datasette command line; writes data/datasette-metadata.json. Refuses when there is nothing to show."""
+    """The datasette command line; writes Nerve's metadata (and, for Datasette 1.0, its configuration) under
+    data/, merged with the user's own `--metadata FILE` / `-c FILE` (theirs wins where both set a key).
+    Refuses when there is nothing to show."""
     found = databases(layout)
     if not found:
         raise NerveError(f"{layout.data} has no databases yet: start the engine (`nerve run`) or compute a sense "
                          "(`nerve sense compute NAME`) first")
-    path = layout.data / METADATA_FILE
-    path.write_text(json.dumps(metadata(layout), indent=2), encoding="utf-8")
-    return [*executable(), "serve", *map(str, found), "--metadata", str(path), "--host", host,
-            "--port", str(port), *extra]
+    exe = executable()
+    one = major_version(exe) >= 1
+    rest, theirs = _user_files(extra, config_option=one)
+    ours = metadata(layout)
+    args: list[str] = []
+    if one:  # 1.0 reads queries, table settings and plugins from -c, not from metadata
+        described, configured = split_for_1_0(ours)
+        args += ["--metadata", _write(layout.data / METADATA_FILE, merged(described, theirs.get("metadata"))),
+                 "-c", _write(layout.data / CONFIG_FILE, merged(configured, theirs.get("config")))]
+    else:
+        args += ["--metadata", _write(layout.data / METADATA_FILE, merged(ours, theirs.get("metadata")))]
+    return [*exe, "serve", *map(str, found), *args, "--host", host, "--port", str(port), *rest]
+
+
+def split_for_1_0(ours: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Nerve's 0.65-style metadata → (metadata: titles, descriptions, columns; config: queries, table settings)."""
+    described: dict[str, Any] = {k: v for k, v in ours.items() if k != "databases"}
+    configured: dict[str, Any] = {}
+    for name, db in ours.get("databases", {}).items():
+        meta_db = {k: v for k, v in db.items() if k not in ("tables", "queries")}
+        conf_db: dict[str, Any] = {}
+        if db.get("queries"):
+            conf_db["queries"] = db["queries"]
+        for table, spec in db.get("tables", {}).items():
+            settings = {k: v for k, v in spec.items() if k in TABLE_SETTINGS}
+            about = {k: v for k, v in spec.items() if k not in TABLE_SETTINGS}
+            if settings:
+                conf_db.setdefault("tables", {})[table] = settings
+            if about:
+                meta_db.setdefault("tables", {})[table] = about
+        described.setdefault("databases", {})[name] = meta_db
+        if conf_db:
+            configured.setdefault("databases", {})[name] = conf_db
+    return described, configured
+
+
+def merged(ours: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
+    """`theirs` over `ours`, object by object: a key both set takes theirs; everything else of both stays."""
+    if not theirs:
+        return ours
+    out = dict(ours)
+    for key, value in theirs.items():
+        out[key] = merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def _user_files(extra: list[str], *, config_option: bool) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The options for Datasette with the user's --metadata/-m (and, for 1.0, --config/-c) files taken out and
+    read: they are merged into Nerve's, never passed beside them (Datasette would read only one)."""
+    names = {"--metadata": "metadata", "-m": "metadata"}
+    if config_option:
+        names.update({"--config": "config", "-c": "config"})
+    rest: list[str] = []
+    found: dict[str, dict[str, Any]] = {}
+    items = iter(extra)
+    for arg in items:
+        option, eq, value = arg.partition("=")
+        if option in names:
+            path = value if eq else next(items, None)
+            if path is None:
+                raise NerveError(f"{option} needs a file: `nerve datasette -- {option} FILE`")
+            found[names[option]] = merged(found.get(names[option], {}), _read(Path(path), option))
+        else:
+            rest.append(arg)
+    return rest, found
+
+
+def _read(path: Path, option: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise NerveError(f"{option} {path}: cannot read it ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else _yaml(text)
+    except ValueError as exc:
+        raise NerveError(f"{option} {path}: not JSON or YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise NerveError(f"{option} {path}: expected an object of settings at the top")
+    return data
+
+
+def _yaml(text: str) -> Any:
+    import yaml  # PyYAML: only `nerve datasette` with a user's YAML file reads one here
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _write(path: Path, data: dict[str, Any]) -> str:
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return str(path)
+
+
+def major_version(exe: list[str]) -> int:
+    """Datasette's major version (0 for 0.65, 1 for 1.0a41), asked of the command that will serve."""
+    try:
+        done = subprocess.run([*exe, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return 0
+    match = re.search(r"version (\d+)\.", done.stdout)
+    return int(match.group(1)) if match else 0
 
 
 def executable() -> list[str]:
-    """Datasette from this interpreter when installed beside Nerve, else from PATH."""
+    """Datasette from $NERVE_DATASETTE (a datasette command, e.g. a pipx install of 1.0), else this
+    interpreter's when installed beside Nerve, else the one on PATH."""
+    chosen = os.environ.get("NERVE_DATASETTE")
+    if chosen:
+        return [chosen]
     if importlib.util.find_spec("datasette") is not None:
         return [sys.executable, "-m", "datasette"]
     found = shutil.which("datasette")
     if found:
         return [found]
     raise NerveError("Datasette is not installed: `pip install datasette` in Nerve's environment "
-                     "(or `pipx install datasette`), then run `nerve datasette` again")
+                     "(or `pipx install datasette` and NERVE_DATASETTE=its path), then run `nerve datasette` again")
