@@ -187,7 +187,10 @@ class DbRun:
     def _execute(self, ticker: Ticker) -> None:
         for day, _ in sorted(self.late_days.items()):
             self._move(day, self.late_sql(), self._part_name(day_str(day)), ticker, advance=False)
-        for day, _ in sorted(self.new_days.items()):
+        days = sorted(self.new_days)
+        if days and self.db.rewrite_fits(sum(self.new_days.values())) and self._move_all(days, ticker):
+            days = []
+        for day in days:
             if self._move(day, self.db.keep_sql, self._day_name(day_str(day)), ticker, advance=True) is None:
                 return  # the day would not hold still: stop here, the watermark stays before it
         self._advance_watermark()
@@ -236,6 +239,58 @@ class DbRun:
         path.with_name(name + jsonl.TMP_SUFFIX).unlink(missing_ok=True)
         self.report.problems.append(f"rows of {day_str(day)} in {db.path.name} kept changing while being archived; left in place")
         return None
+
+    def _move_all(self, days: list[int], ticker: Ticker) -> bool:
+        """Move every day at once when most of the table leaves: the same steps as _move, in one transaction.
+
+        Each day is exported to its .tmp (fsynced) first; then one transaction deletes them all, by
+        rewriting the table (ArchiveDb.delete_by_rewrite), records every file and advances the watermark
+        to the last day; then the files are renamed. A crash before the commit leaves every row in the
+        database and only uncommitted .tmp files; after it, committed ones. False (nothing changed) if the
+        rows kept changing: the caller then moves the days one at a time.
+        """
+        db, extra = self.db, self.db.keep_sql
+        lo, hi = days[0] * DAY_MS, (days[-1] + 1) * DAY_MS
+        names = [self._day_name(day_str(day)) for day in days]
+        ticked: set[int] = set()
+        for _ in range(RETRIES):
+            written = []
+            for day, name in zip(days, names):
+                lines = db.lines(day * DAY_MS, (day + 1) * DAY_MS, extra)
+                rows, size = jsonl.write_tmp(db.folder / name, lines, sync=False)
+                written.append((day, name, rows, size))
+                if day not in ticked:  # progress shows the export, the long part
+                    ticked.add(day)
+                    ticker.tick(db.label, day_str(day), rows)
+            jsonl.sync_tmp(db.folder / name for name in names)
+            self.crash.point("exported")
+            db.conn.execute("BEGIN IMMEDIATE")
+            if db.delete_by_rewrite(lo, hi, extra) != sum(rows for _, _, rows, _ in written):
+                db.conn.execute("ROLLBACK")  # rows changed between export and delete: export again
+                continue
+            for _, name, rows, size in written:
+                if rows:
+                    db.set_meta(FILE_KEY + name, f'{{"rows": {rows}, "bytes": {size}}}')
+                    self.manifest[name] = {"rows": rows, "bytes": size}
+            db.set_meta(WATERMARK, day_str(days[-1]))
+            self.crash.point("deleted")
+            db.conn.execute("COMMIT")
+            self.crash.point("committed")
+            for day, name, rows, _ in written:
+                if rows:
+                    jsonl.publish(db.folder / name, sync=False)  # a rename lost to a power cut is redone
+                    self.report.files.append(name)
+                else:
+                    (db.folder / (name + jsonl.TMP_SUFFIX)).unlink()
+                self.crash.point("published")
+                self.report.rows += rows
+                self.report.days.append(day_str(day))
+            jsonl.fsync_dir(db.folder)
+            self.watermark = self.report.watermark_after = day_str(days[-1])
+            return True
+        for name in names:
+            (db.folder / (name + jsonl.TMP_SUFFIX)).unlink(missing_ok=True)
+        return False
 
     def _advance_watermark(self) -> None:
         """Empty days up to the cut-off count as archived too, so the next run starts after them."""

@@ -74,27 +74,49 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_tmp(path: Path, lines: Iterable[bytes]) -> tuple[int, int]:
-    """Write `path.tmp` durably (file and directory entry fsynced). Returns (lines, bytes)."""
+def write_tmp(path: Path, blocks: Iterable[bytes], *, sync: bool = True) -> tuple[int, int]:
+    """Write `path.tmp` durably (file and directory entry fsynced). Returns (lines, bytes).
+
+    Each block is one or more whole lines, each ending in a newline (a JSON line never holds a raw one).
+    `sync=False` leaves the fsyncs to a later sync_tmp() over several files, so the kernel writes one
+    file back while the next is produced.
+    """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     count = size = 0
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)  # archived rows are as private as the databases they came from
     with os.fdopen(fd, "wb", buffering=1 << 20) as out:
-        for line in lines:
-            out.write(line)
-            count += 1
-            size += len(line)
+        for block in blocks:
+            out.write(block)
+            count += block.count(b"\n")
+            size += len(block)
         out.flush()
-        os.fsync(out.fileno())
-    fsync_dir(path.parent)
+        if sync:
+            os.fsync(out.fileno())
+    if sync:
+        fsync_dir(path.parent)
     return count, size
 
 
-def publish(path: Path) -> None:
-    """Rename `path.tmp` to `path` and make the rename durable."""
+def sync_tmp(paths: Iterable[Path]) -> None:
+    """Make the `.tmp` files of `paths` (written with sync=False) and their directory entries durable."""
+    folders = set()
+    for path in paths:
+        fd = os.open(path.with_name(path.name + TMP_SUFFIX), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        folders.add(path.parent)
+    for folder in folders:
+        fsync_dir(folder)
+
+
+def publish(path: Path, *, sync: bool = True) -> None:
+    """Rename `path.tmp` to `path` and make the rename durable (`sync=False`: the caller fsyncs the folder)."""
     os.replace(path.with_name(path.name + TMP_SUFFIX), path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def is_truncated(path: Path) -> bool:
