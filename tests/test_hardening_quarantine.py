@@ -67,32 +67,31 @@ def _book() -> PenaltyBook:
 
 
 def _death(book: PenaltyBook, computing: set[str], at: float, evidence: Blame | None = None) -> dict:
-    blame = book.record_death("g", frozenset(computing), evidence, at)
-    return {sense: book.record(sense, Outcome.LOST, at, group="g", blame=blame) for sense in sorted(computing)}
+    blame, verdict = book.record_death("g", frozenset(computing), evidence, at)
+    verdicts = {sense: book.record(sense, Outcome.LOST, at, group="g", blame=blame) for sense in sorted(computing)}
+    if verdict is not None and blame is not None:
+        verdicts[blame.sense] = verdict
+    return verdicts
 
 
-def test_quarantine_blames_nobody_when_two_senses_were_computing_at_every_death() -> None:
+def test_quarantine_blames_nobody_for_merely_computing() -> None:
+    """Two senses at every death, one alone, one common to every death: none of it is evidence."""
     book = _book()
     for at in (0.0, 1.0, 2.0):
-        verdicts = _death(book, {"a", "b"}, at)
-    assert verdicts == {"a": None, "b": None}
+        assert _death(book, {"a", "b"}, at) == {"a": None, "b": None}
+    for at in (3.0, 4.0, 5.0):
+        assert _death(book, {"a"}, at) == {"a": None}  # the only sense computing, every time
+    assert book.failures == {}  # its lost computes are not its failures either: it did not cause them
 
 
-def test_quarantine_blames_the_only_sense_computing_and_spares_the_one_there_once() -> None:
+def test_quarantine_blames_the_sense_whose_code_did_it_even_when_it_was_not_computing() -> None:
     book = _book()
-    assert _death(book, {"a", "b"}, 0.0) == {"a": None, "b": None}  # ambiguous: nobody yet
-    verdicts = _death(book, {"a"}, 1.0)  # only a: a is the likely cause, the earlier death counts for it too
-    assert verdicts["a"] is not None and verdicts["a"].quarantine
-    assert "it was the only sense computing" in verdicts["a"].why and "died 2 times" in verdicts["a"].why
-    assert _death(book, {"b"}, 2.0)["b"] is None  # b's first death of its own
-
-
-def test_quarantine_blames_the_one_sense_common_to_every_death() -> None:
-    book = _book()
-    _death(book, {"a", "b"}, 0.0)
-    verdicts = _death(book, {"a", "c"}, 1.0)
-    assert verdicts["c"] is None and verdicts["a"] is not None and verdicts["a"].quarantine
-    assert "computing at each of its worker's last 2 deaths" in verdicts["a"].why
+    thread = Blame("b", "a thread its code started crashed the worker (thread 0x7f00)")
+    assert _death(book, {"a"}, 0.0, thread) == {"a": None}  # a computed; b's background thread killed it
+    verdicts = _death(book, {"a"}, 1.0, thread)
+    assert verdicts["a"] is None and verdicts["b"] is not None and verdicts["b"].quarantine
+    assert "died 2 times" in verdicts["b"].why and "thread 0x7f00" in verdicts["b"].why
+    assert book.failures.get("a") is None
 
 
 def test_quarantine_evidence_outweighs_who_else_was_computing() -> None:

@@ -28,6 +28,7 @@ from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.reload.watch import Changes
 from nerve_cli.kernel.supervision.guards import Guards
+from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows import admission, recovery
 from nerve_cli.kernel.workflows.journal import Journal
@@ -63,8 +64,9 @@ def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_pa
     now = time.time()  # the quarantine's expiry is absolute: read back against the clock
     scheduler, out = Scheduler(cfg, now=now), Recorder()
     guards = Guards(cfg.engine, scheduler, logs, out.log, out.report)
-    for at in (now, now + 1):  # its worker died twice while only `a` computed
-        blame = guards.worker_died("g", frozenset({"a"}), None, at)
+    crash = Blame("a", "its code was on the crashing thread (senses/a/sense.py:3)")
+    for at in (now, now + 1):  # its code killed its worker twice
+        blame = guards.worker_died("g", frozenset({"a"}), crash, at)
         guards.after_compute("a", Outcome.LOST, at, group="g", blame=blame)
     assert scheduler.states["a"].quarantined
     assert [r[1] for r in out.rows] == ["quarantined"]

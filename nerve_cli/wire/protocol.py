@@ -5,7 +5,7 @@ module; nothing else knows the wire format. `decode` never raises: a malformed
 line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
 kernel → sense worker:    compute, cancel, shutdown
-sense worker → kernel:    ready, output, signal, silent, error
+sense worker → kernel:    ready, output, signal, silent, error, thread_owner, fatal
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, thread_end
 """
@@ -188,6 +188,25 @@ class Output(Message):
 
 
 @dataclass(frozen=True)
+class ThreadOwner(Message):
+    """A thread a sense's code started (at import, in a compute, or from another of its threads): whose it is."""
+
+    type: ClassVar[str] = "thread_owner"
+    ident: int  # threading.get_ident(): what faulthandler names as "Thread 0x..."
+    native_id: int  # the OS thread id (/proc/PID/task/ID): what its CPU time is counted under
+    sense: str
+
+
+@dataclass(frozen=True)
+class Fatal(Message):
+    """A sense's code is about to end its worker or cut it off from the kernel (`what` it called)."""
+
+    type: ClassVar[str] = "fatal"
+    sense: str
+    what: str
+
+
+@dataclass(frozen=True)
 class ThreadMessage(Message):
     """Message number `seq` of a thread's chain (0 is the start message)."""
 
@@ -217,7 +236,7 @@ class Malformed:
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
-                Ready, Output, Signal, Silent, Error, ThreadMessage, ThreadEnd)
+                Ready, Output, Signal, Silent, Error, ThreadOwner, Fatal, ThreadMessage, ThreadEnd)
 }
 
 

@@ -108,6 +108,11 @@ def install_capture() -> None:
     sys.stderr = _Stream("stderr", fallback)
 
 
+def current_compute() -> Capture | None:
+    """The compute this task or thread runs (None outside a compute)."""
+    return _current.get()
+
+
 class ComputeAwareFormatter(logging.Formatter):
     """The worker's own log format outside a compute; inside one, a user's log record reads as the user wrote it."""
 

@@ -28,6 +28,7 @@ from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import LoadedSense, compute_arity, signature_problem
 from nerve_cli.worker.events import EventReader
+from nerve_cli.worker.evidence import acting_for
 from nerve_cli.worker.failure import error_info, shown_path
 
 
@@ -64,7 +65,8 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         raise _LoadFailed(ErrorInfo(
             "SenseError", f"{shown_path(str(code), layout.home)} does not exist; create it with "
             f"`nerve sense new {name}` or remove senses.{name} from nerve.yaml"))
-    schema, sense = _import(folder, name, layout.home)
+    with acting_for(name):  # a thread its import starts is this sense's (worker.evidence)
+        schema, sense = _import(folder, name, layout.home)
     compute = getattr(sense, "compute", None)
     problem = compute_problem(compute, code, layout.home)
     if problem is not None:

@@ -66,6 +66,7 @@ from nerve_cli.wire.protocol import (
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, install_capture
 from nerve_cli.worker.compute import Answer, Job, LoadedSense, async_lock, run_async, run_sync
+from nerve_cli.worker.evidence import Evidence
 from nerve_cli.worker.load import load_senses
 from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
 
@@ -355,9 +356,11 @@ class SenseRuntime:
 def main(args: Any) -> int:
     fds = take_protocol_fds()
     out = ProtocolWriter(fds.write)
-    # a fatal signal (SIGSEGV, SIGABRT...) prints the crashing thread's stack: the kernel reads
-    # from it which sense's code brought the worker down, and blames only that one
-    faulthandler.enable(file=sys.stderr, all_threads=False)
+    # a fatal signal (SIGSEGV, SIGABRT...) prints every thread's stack and names the crashing one: the
+    # kernel reads from it which sense's code (or background thread) brought the worker down, and blames
+    # only that sense; the calls that end the worker from Python say whose code made them (worker.evidence)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    Evidence(out.send, {fds.read, fds.write}).install()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     install_capture()  # a compute's prints (and its logging) are sent as Output lines under its name
     handler = logging.StreamHandler(sys.stderr)

@@ -1,16 +1,22 @@
 """Which sense's code a worker was running when it crashed, read from its last stderr lines.
 
-A sense worker enables `faulthandler`, so a fatal signal (SIGSEGV, SIGABRT,
-SIGBUS, SIGFPE, SIGILL) prints the crashing thread's stack before the process
-dies:
+A sense worker enables `faulthandler` for every thread, so a fatal signal
+(SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) prints each thread's stack, the
+crashing one marked, before the process dies:
 
     Fatal Python error: Segmentation fault
 
-    Stack (most recent call first):
+    Current thread 0x00007f4c16d7e6c0 (most recent call first):
       File "/home/me/.uncaged-nerve/senses/crasher/sense.py", line 5 in compute
       ...
 
-The most recent frame inside `senses/<name>/` names the sense that crashed it.
+    Thread 0x00007f4c179fbb80 (most recent call first):
+      ...
+
+The most recent frame inside `senses/<name>/` of the crashing thread names the
+sense that crashed it. When none does (a background thread running library
+code), the crashing thread's id is returned, for the kernel to look up whose
+thread it was (`ThreadOwner` messages).
 """
 
 from __future__ import annotations
@@ -22,33 +28,40 @@ from pathlib import Path
 from typing import Iterable
 
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in ')
+_CURRENT = re.compile(r"^(?:Current thread (?P<ident>0x[0-9a-fA-F]+) |Stack )\(most recent call first\):")
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
 
 
 @dataclass(frozen=True)
 class CrashSite:
-    sense: str
-    where: str  # senses/<name>/sense.py:5
+    sense: str | None  # the sense whose file is on the crashing thread's stack, if any
+    where: str | None  # senses/<name>/sense.py:5
+    thread: int | None  # the crashing thread's id (threading.get_ident()), when the dump names it
 
 
 def crash_site(stderr: Iterable[str], home: Path) -> CrashSite | None:
-    """The sense whose file is the most recent frame of the last fatal-error stack in `stderr`, if any."""
+    """What the last fatal-error dump in `stderr` says about the crashing thread; None when there is none."""
     lines = list(stderr)
     starts = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error")]
     if not starts:
         return None
+    block = lines[starts[-1] + 1:]
+    current = next(((i, m) for i, line in enumerate(block) if (m := _CURRENT.match(line))), None)
+    if current is None:
+        return CrashSite(None, None, None)
+    index, match = current
+    thread = int(match["ident"], 16) if match["ident"] else None
     root = Path(os.path.realpath(home))
-    seen_frames = False
-    for line in lines[starts[-1] + 1:]:
+    for line in block[index + 1:]:
+        if not line.strip() or _THREAD.match(line):
+            break  # the end of the crashing thread's stack
         frame = _FRAME.match(line)
         if frame is None:
-            if seen_frames and not line.strip():
-                break  # the end of the crashing thread's stack
             continue
-        seen_frames = True
         try:
             parts = Path(os.path.realpath(frame["file"])).relative_to(root).parts
         except ValueError:
             continue
         if len(parts) >= 3 and parts[0] == "senses":
-            return CrashSite(parts[1], f"{'/'.join(parts)}:{frame['line']}")
-    return None
+            return CrashSite(parts[1], f"{'/'.join(parts)}:{frame['line']}", thread)
+    return CrashSite(None, None, thread)

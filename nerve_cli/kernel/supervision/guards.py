@@ -14,7 +14,7 @@ import time
 from nerve_cli.config.model import EngineConfig
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
-from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook
+from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook, Verdict
 from nerve_cli.store import quarantines
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
@@ -41,14 +41,22 @@ class Guards:
         self.book.settings = settings
 
     def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float) -> Blame | None:
-        """The likely culprit of a worker's death (None when the senses computing cannot be told apart)."""
-        return self.book.record_death(group, computing, evidence, now)
+        """The culprit of a worker's death (None when no evidence names one), quarantined if it did it too often."""
+        blame, verdict = self.book.record_death(group, computing, evidence, now)
+        if blame is not None and verdict is not None:
+            self._apply(blame.sense, verdict)
+        return blame
 
     def after_compute(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,
                       blame: Blame | None = None) -> None:
+        state = self.scheduler.states.get(sense)
+        if state is not None and state.quarantined:
+            return  # quarantined by its worker's death just now: a back-off must not shorten that
         verdict = self.book.record(sense, outcome, now, group=group, blame=blame)
-        if verdict is None:
-            return
+        if verdict is not None:
+            self._apply(sense, verdict)
+
+    def _apply(self, sense: str, verdict: Verdict) -> None:
         self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
         if verdict.quarantine:
             quarantines.keep(self.logs, sense, verdict.until, verdict.why)

@@ -3,16 +3,20 @@
 - A sense failing `failure_backoff_after` times in a row (error, timeout, or
   its worker died while it computed) is backed off exponentially, doubling
   from `failure_backoff_first` up to `failure_backoff_max`; one success ends it.
-- A worker's death is blamed on one sense only when that sense is its likely
-  cause (`record_death`): its code was on the crashing thread's stack, or it
-  was the only sense computing, or it was the one sense computing at every
-  death of that worker within the window. A sense blamed for
-  `quarantine_after` deaths within `quarantine_window` (deaths where nobody
-  could be blamed count for it too, if it was computing then) is quarantined
-  for `quarantine_for`: not computed at all, while the other senses of its
-  group keep running; the reason says why it was blamed. A group-mate that
-  merely lost its compute is not penalised for it. The expiry is an absolute
-  time, so the engine can persist it and honour it after a restart.
+- A worker's death is blamed on a sense only on evidence that its code caused
+  it (`record_death`, evidence gathered by the supervisor): its code was on the
+  crashing thread's stack, a thread its code started crashed, its code called
+  what ends or deafens the worker (os._exit, closing the protocol pipe...), or
+  the kernel killed the worker for it. Never because it was computing: a sense
+  whose background thread kills the worker while a group-mate computes is the
+  one blamed, and a death nothing explains is nobody's. A sense blamed for
+  `quarantine_after` deaths within `quarantine_window` is quarantined for
+  `quarantine_for` (computing or not when its worker died): not computed at
+  all, while the other senses of its group keep running; the reason says why
+  it was blamed. A compute lost with its worker counts as a failure only for
+  the sense blamed: for the others it is neither a failure nor a success. The
+  expiry is an absolute time, so the engine can persist it and honour it after
+  a restart.
 """
 
 from __future__ import annotations
@@ -55,27 +59,18 @@ class PenaltyBook:
         self.deaths: dict[str, deque[Death]] = {}  # group → its worker's recent deaths
 
     def record_death(self, group: str, computing: frozenset[str], evidence: Blame | None,
-                     now: float) -> Blame | None:
-        """Account one death of `group`'s worker while `computing` ran; the likely culprit, if there is one.
+                     now: float) -> tuple[Blame | None, Verdict | None]:
+        """Account one death of `group`'s worker (`computing`: what it lost): (the culprit, or None when no
+        evidence names one; a quarantine verdict when the culprit has now killed its worker too often).
 
-        `evidence` is what the supervisor saw itself: the sense whose code was on
-        the crashing thread, or the one it killed the worker for.
+        `evidence` is what the supervisor found: the sense whose code caused the
+        death. Which senses were computing never makes a culprit.
         """
-        if not computing:
-            return None  # nothing lost, and nothing to tell apart
         deaths = self._recent(group, now)
-        blame = None
-        if evidence is not None and evidence.sense in computing:
-            blame = evidence
-        elif len(computing) == 1:
-            blame = Blame(next(iter(computing)), "it was the only sense computing")
-        elif deaths:
-            common = frozenset(computing).intersection(*(d.computing for d in deaths))
-            if len(common) == 1:
-                blame = Blame(next(iter(common)), f"it was computing at each of its worker's last "
-                                                  f"{len(deaths) + 1} deaths; no other sense was")
-        deaths.append(Death(now, frozenset(computing), blame.sense if blame else None))
-        return blame
+        deaths.append(Death(now, frozenset(computing), evidence.sense if evidence else None))
+        if evidence is None:
+            return None, None
+        return evidence, self._quarantine(evidence.sense, group, evidence, now)
 
     def record(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,
                blame: Blame | None = None) -> Verdict | None:
@@ -85,16 +80,12 @@ class PenaltyBook:
         (None: nobody could be told apart): another sense's crash is not this
         sense's failure.
         """
-        if outcome is Outcome.LOST and blame is not None and blame.sense != sense:
-            return None
+        if outcome is Outcome.LOST and (blame is None or blame.sense != sense):
+            return None  # its worker died of something else (or of nothing known): not this sense's failure
         if outcome not in FAILURES:
             self.failures.pop(sense, None)
             return None
         count = self.failures[sense] = self.failures.get(sense, 0) + 1
-        if outcome is Outcome.LOST and blame is not None and group is not None:
-            verdict = self._quarantine(sense, group, blame, now)
-            if verdict is not None:
-                return verdict
         after = self.settings.failure_backoff_after
         if count < after:
             return None
@@ -104,13 +95,13 @@ class PenaltyBook:
     def _quarantine(self, sense: str, group: str, blame: Blame, now: float) -> Verdict | None:
         window = self.settings.quarantine_window
         deaths = self._recent(group, now)
-        count = sum(1 for d in deaths if d.culprit == sense or (d.culprit is None and sense in d.computing))
+        count = sum(1 for d in deaths if d.culprit == sense)
         if count < self.settings.quarantine_after:
             return None
         deaths.clear()
         self.failures.pop(sense, None)
         return Verdict(now + self.settings.quarantine_for,
-                       f"its worker died {count} times within {format_duration(window)} while it computed; "
+                       f"its worker died {count} times within {format_duration(window)} because of it; "
                        f"blamed because {blame.because}", True)
 
     def _recent(self, group: str, now: float) -> deque[Death]:

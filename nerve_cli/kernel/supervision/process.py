@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 # small messages; 64 KiB halves the kernel<->worker round trip (LIBRARY-NOTES).
 unix_events._UnixReadPipeTransport.max_size = 64 * 1024  # type: ignore[attr-defined]
 
-STDERR_TAIL = 40
+STDERR_TAIL = 200  # enough for faulthandler's dump of every thread of a worker that crashed
 PIPE_DRAIN = 0.5  # seconds to wait for a dead child's pipes to drain
+OUTPUT_CLOSED_GRACE = 0.5  # a worker still alive this long after its protocol output closed is deaf
 
 
 class _Protocol(asyncio.SubprocessProtocol):
@@ -63,6 +64,10 @@ class _Protocol(asyncio.SubprocessProtocol):
         if start:
             del buf[:start]
 
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.handle._output_closed()
+
     def process_exited(self) -> None:
         self.handle._process_gone()
 
@@ -91,6 +96,8 @@ class WorkerProcess:
         self.env = env
         self.cwd = cwd
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        # called when the protocol output closed and the process lives on: it can tell the kernel nothing more
+        self.on_output_closed: Callable[["WorkerProcess"], None] | None = None
         self.ready: protocol.Ready | None = None
         self.pid: int | None = None
         self.warm = False  # forked from the warm template rather than started as a fresh interpreter
@@ -197,6 +204,16 @@ class WorkerProcess:
             self.ready = message
             self._ready.set_result(message)
         self.on_message(self, message)
+
+    def _output_closed(self) -> None:
+        """The worker's protocol output closed: normal as it exits; if it lives on, it has gone deaf."""
+        if self._exit.done() or self.on_output_closed is None:
+            return
+        asyncio.get_running_loop().call_later(OUTPUT_CLOSED_GRACE, self._still_alive_without_output)
+
+    def _still_alive_without_output(self) -> None:
+        if self.alive and self.on_output_closed is not None:
+            self.on_output_closed(self)
 
     def _process_gone(self) -> None:
         kill_group(self.pid)

@@ -29,6 +29,9 @@ from nerve_cli.vocab.states import WorkerState
 from nerve_cli.wire import protocol
 from nerve_cli.wire.spec import GroupSpec
 
+FATAL_FRESH = 30.0  # seconds a sense's fatal call (os._exit, closing the pipe...) explains a death that follows
+MAX_OWNERS = 10_000  # background threads remembered per worker
+
 
 @dataclass
 class Inflight:
@@ -95,6 +98,10 @@ class GroupSupervisor:
         self._deadlines_at = float("inf")
         self._retiring: set[asyncio.Task[int | None]] = set()  # old workers shutting down after a reload
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
+        # what the worker told about its senses' code (worker.evidence): whose each background thread is,
+        # and the last call a sense's code made that ends the worker or cuts it off (with when, monotonic)
+        self.owners: dict[int, tuple[int, str]] = {}  # thread ident → (native thread id, sense)
+        self._fatal: tuple[float, Blame] | None = None
 
     @property
     def policy(self) -> Policy:
@@ -140,7 +147,9 @@ class GroupSupervisor:
                            "--senses", ",".join(self.senses), "--spec", spec)
         worker = start_worker(f"group={self.group}", argv, self._on_message, self._on_stderr, cwd=str(self.home),
                               launch=self.launch)
+        worker.on_output_closed = self._output_closed
         self.worker = worker
+        self.owners, self._fatal = {}, None
         try:
             await worker.start()
             self.started_at = self.clock()
@@ -182,7 +191,7 @@ class GroupSupervisor:
         evidence, self._kill_evidence = self._evidence(worker), None
         # a worker we stopped on purpose is nobody's fault
         computing = frozenset() if self._stopping else frozenset(i.sense for i in lost)
-        blame = self.hooks.worker_died(self.group, computing, evidence) if lost else None
+        blame = None if self._stopping else self.hooks.worker_died(self.group, computing, evidence)
         for inflight in lost:
             inflight.disarm()
             self.hooks.compute_lost(self.group, inflight, f"worker {why}", blame)
@@ -199,11 +208,30 @@ class GroupSupervisor:
         self._spawn_soon(delay)
 
     def _evidence(self, worker: WorkerProcess) -> Blame | None:
-        """The sense that killed the worker, when it shows: its code on the crashing thread, or our own kill."""
+        """The sense whose code killed the worker, when it shows; None when nothing says (never the sense that
+        merely computed): its code on the crashing thread, a thread its code started crashed it, its code
+        called what ends or deafens the worker (a recent `Fatal`), or we killed the worker for it."""
         site = crash_site(worker.stderr_tail, self.home)
-        if site is not None:
+        if site is not None and site.sense is not None:
             return Blame(site.sense, f"its code was on the crashing thread ({site.where})")
+        if site is not None and site.thread is not None and site.thread in self.owners:
+            owner = self.owners[site.thread][1]
+            return Blame(owner, f"a thread its code started crashed the worker (thread 0x{site.thread:x})")
+        if self._fatal is not None and time.monotonic() - self._fatal[0] < FATAL_FRESH:
+            return self._fatal[1]
         return self._kill_evidence
+
+    def _output_closed(self, worker: WorkerProcess) -> None:
+        """The worker lives but its protocol output closed (user code closed or overwrote the fd): it can
+        answer nothing, so it is replaced now rather than after every compute's timeout and grace."""
+        if worker is not self.worker or self._stopping:
+            return
+        culprit = self._fatal[1].sense if self._fatal is not None else ""
+        self.hooks.group_event(self.group, logrows.worker_killed(
+            self.group, worker.pid, culprit,
+            "its protocol output closed while it ran, so it can answer nothing more"
+            + (f" ({self._fatal[1].because})" if self._fatal is not None else "")))
+        asyncio.get_running_loop().create_task(worker.terminate(self.policy.term_wait))
 
     async def stop(self, timeout: float) -> None:
         """Let in-flight computes finish up to `timeout`, then shut the worker down."""
@@ -348,6 +376,14 @@ class GroupSupervisor:
         if isinstance(message, protocol.Malformed):
             self.hooks.group_event(self.group, logrows.malformed(self.group, worker.pid, message.problem,
                                                                  message.line.decode("utf-8", "replace")))
+            return
+        if isinstance(message, protocol.ThreadOwner):
+            if len(self.owners) >= MAX_OWNERS:
+                self.owners.pop(next(iter(self.owners)))
+            self.owners[message.ident] = (message.native_id, message.sense)
+            return
+        if isinstance(message, protocol.Fatal):
+            self._fatal = (time.monotonic(), Blame(message.sense, f"its code {message.what}"))
             return
         if isinstance(message, protocol.Output):
             if message.id in self.inflight:  # a line from a compute already answered (abandoned) is dropped
