@@ -95,10 +95,10 @@ def test_watchdog_calls_its_breach_callback_for_a_real_worker_over_its_limit() -
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         worker = SimpleNamespace(alive=True, pid=child.pid)
-        supervisors = {"g": SimpleNamespace(worker=worker, state=WorkerState.READY)}
+        supervisors = {"g": SimpleNamespace(worker=worker, state=WorkerState.READY, inflight={}, owners={}, children={})}
         limits = {"g": GroupConfig(memory_limit="1MB")}  # any python process breaks it
         breaches: list[tuple[int, str]] = []
-        dog = Watchdog(supervisors, lambda: limits, lambda g, pid, problem: breaches.append((pid, problem)))
+        dog = Watchdog(supervisors, lambda: limits, lambda g, pid, problem, blame: breaches.append((pid, problem)))
         clock = IdleClock(10)  # right after exec the child is still smaller than 1MB
         while not breaches and not clock.expired():
             dog.check(time.monotonic())

@@ -593,13 +593,19 @@ class Engine:
             self.delivery.ready(supervisor.loaded, supervisor.takers)
         self.pump()
 
-    def watchdog_breach(self, group: str, pid: int, problem: str) -> None:
+    def watchdog_breach(self, group: str, pid: int, problem: str, blame: Blame | None) -> None:
+        """A worker over its limits is stopped, for the sense whose code used what broke them; when no sense's
+        code can be named, the group counts one unexplained breach (too many quarantine all its senses)."""
         supervisor = self.groups[group]
         computing = sorted(i.sense for i in supervisor.inflight.values())
-        self.log(logrows.watchdog_kill(group, pid, problem, computing))
+        self.log(logrows.watchdog_kill(group, pid, problem, computing,
+                                       None if blame is None else {"sense": blame.sense, "because": blame.because}))
         during = f" while computing {', '.join(computing)}" if computing else " (idle)"
-        self.report("error", f"watchdog: worker group={group} pid={pid} {problem}{during}; stopping it")
-        supervisor.kill_worker()
+        named = f"; {blame.sense}: {blame.because}" if blame is not None else "; no sense's code can be named"
+        self.report("error", f"watchdog: worker group={group} pid={pid} {problem}{during}{named}; stopping it")
+        if blame is None:
+            self.guards.unexplained_breach(group, list(supervisor.senses), problem, time.time())
+        supervisor.kill_for(blame)
 
     # outcomes --------------------------------------------------------------
     def _finish(self, sense: str, compute_id: int, reason: Reason, outcome: Outcome, duration_ms: float,

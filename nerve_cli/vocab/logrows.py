@@ -262,9 +262,11 @@ def malformed(group: str, pid: int | None, problem: str, line: str) -> LogRow:
     return LogRow(LogKind.MALFORMED, group, {"pid": pid, "problem": problem, "line": line})
 
 
-def watchdog_kill(group: str, pid: int, problem: str, computing: list[str]) -> LogRow:
+def watchdog_kill(group: str, pid: int, problem: str, computing: list[str],
+                  blamed: dict[str, str] | None = None) -> LogRow:
+    """`blamed`: {sense, because}, the sense whose code used what broke the limit, or None when none can be named."""
     return LogRow(LogKind.WATCHDOG_KILL, group, {"group": group, "pid": pid, "problem": problem,
-                                                 "computing": computing})
+                                                 "computing": computing, "blamed": blamed})
 
 
 # -- guards ---------------------------------------------------------------------------------

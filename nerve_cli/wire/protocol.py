@@ -5,7 +5,7 @@ module; nothing else knows the wire format. `decode` never raises: a malformed
 line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
 kernel → sense worker:    compute, cancel, shutdown
-sense worker → kernel:    ready, output, signal, silent, error, thread_owner, fatal
+sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, fatal
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, thread_end
 """
@@ -198,6 +198,15 @@ class ThreadOwner(Message):
 
 
 @dataclass(frozen=True)
+class ChildOwner(Message):
+    """A process a sense's code started (os.fork, subprocess): whose it is."""
+
+    type: ClassVar[str] = "child_owner"
+    pid: int
+    sense: str
+
+
+@dataclass(frozen=True)
 class Fatal(Message):
     """A sense's code is about to end its worker or cut it off from the kernel (`what` it called)."""
 
@@ -236,7 +245,7 @@ class Malformed:
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
-                Ready, Output, Signal, Silent, Error, ThreadOwner, Fatal, ThreadMessage, ThreadEnd)
+                Ready, Output, Signal, Silent, Error, ThreadOwner, ChildOwner, Fatal, ThreadMessage, ThreadEnd)
 }
 
 

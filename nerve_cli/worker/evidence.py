@@ -10,6 +10,8 @@ worker can give:
   wrapped here). Each such background thread is announced
   (`ThreadOwner(ident, native_id, sense)`), so a crash in it (faulthandler
   names the crashing thread) or the CPU it burns can be put down to its sense;
+  so is each process its code starts (`os.fork`, `subprocess.Popen`:
+  `ChildOwner(pid, sense)`), for the memory and CPU it holds;
 - what a sense's code did to the whole process: the Python calls that end it
   or cut it off from the kernel — `os._exit`, `os.abort`, `os.kill`/`os.killpg`
   of its own process (group), `signal.raise_signal`, and `os.close`,
@@ -25,12 +27,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nerve_cli.wire.protocol import Fatal, Message, ThreadOwner
+from nerve_cli.wire.protocol import ChildOwner, Fatal, Message, ThreadOwner
 from nerve_cli.worker.capture import current_compute
 
 _local = threading.local()  # .sense: the sense this thread runs for, outside a compute
@@ -64,6 +67,7 @@ class Evidence:
 
     def install(self) -> None:
         self._wrap_thread_start()
+        self._wrap_children()
         self._wrap_exits()
         self._wrap_fd_calls()
 
@@ -98,6 +102,32 @@ class Evidence:
             original_start(thread)
 
         threading.Thread.start = start  # type: ignore[method-assign, assignment]
+
+    # processes -------------------------------------------------------------------------
+    def _wrap_children(self) -> None:
+        fork, popen_init = os.fork, subprocess.Popen.__init__
+        evidence = self
+
+        def _fork() -> int:
+            pid = fork()
+            if pid > 0:
+                evidence.announce_child(pid)
+            return pid
+
+        def _popen_init(popen: subprocess.Popen, *args: Any, **kwargs: Any) -> None:
+            popen_init(popen, *args, **kwargs)
+            evidence.announce_child(popen.pid)
+
+        os.fork = _fork
+        subprocess.Popen.__init__ = _popen_init  # type: ignore[method-assign, assignment]
+
+    def announce_child(self, pid: int) -> None:
+        sense = current_sense()
+        if sense is not None:
+            try:
+                self.send(ChildOwner(pid, sense))
+            except Exception:  # a closed pipe: the child still runs
+                pass
 
     # calls that end the process ----------------------------------------------------
     def _wrap_exits(self) -> None:

@@ -56,6 +56,13 @@ class Guards:
         if verdict is not None:
             self._apply(sense, verdict)
 
+    def unexplained_breach(self, group: str, senses: list[str], problem: str, now: float) -> None:
+        """A limit broken by the group with no sense's code to name: too often, and every sense of it waits."""
+        verdict = self.book.record_breach(group, problem, now)
+        if verdict is not None:
+            for sense in senses:
+                self._apply(sense, verdict)
+
     def _apply(self, sense: str, verdict: Verdict) -> None:
         self.scheduler.block(sense, verdict.until, verdict.why, quarantine=verdict.quarantine)
         if verdict.quarantine:

@@ -57,6 +57,7 @@ class PenaltyBook:
         self.settings = settings
         self.failures: dict[str, int] = {}
         self.deaths: dict[str, deque[Death]] = {}  # group → its worker's recent deaths
+        self.breaches: dict[str, deque[float]] = {}  # group → when its limits were broken with nobody to name
 
     def record_death(self, group: str, computing: frozenset[str], evidence: Blame | None,
                      now: float) -> tuple[Blame | None, Verdict | None]:
@@ -91,6 +92,23 @@ class PenaltyBook:
             return None
         wait = min(self.settings.failure_backoff_max, self.settings.failure_backoff_first * 2 ** (count - after))
         return Verdict(now + wait, f"failed {count} times in a row; backing off {format_duration(round(wait, 3))}", False)
+
+    def record_breach(self, group: str, problem: str, now: float) -> Verdict | None:
+        """A limit of `group` broken with no sense's code to name (a leak in the worker's own memory, threads
+        nobody announced); at `quarantine_after` of them within the window, a quarantine for the whole group."""
+        window = self.settings.quarantine_window
+        breaches = self.breaches.setdefault(group, deque())
+        while breaches and breaches[0] < now - window:
+            breaches.popleft()
+        breaches.append(now)
+        if len(breaches) < self.settings.quarantine_after:
+            return None
+        breaches.clear()
+        return Verdict(now + self.settings.quarantine_for,
+                       f"worker group {group} broke its limits {self.settings.quarantine_after} times within "
+                       f"{format_duration(window)} ({problem}) and no sense's code could be named (no sense's "
+                       "threads, processes or compute stood out), so every sense of the group is quarantined; "
+                       "find what grows, then `nerve sense reset NAME`", True)
 
     def _quarantine(self, sense: str, group: str, blame: Blame, now: float) -> Verdict | None:
         window = self.settings.quarantine_window

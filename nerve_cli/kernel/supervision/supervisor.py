@@ -101,6 +101,7 @@ class GroupSupervisor:
         # what the worker told about its senses' code (worker.evidence): whose each background thread is,
         # and the last call a sense's code made that ends the worker or cuts it off (with when, monotonic)
         self.owners: dict[int, tuple[int, str]] = {}  # thread ident → (native thread id, sense)
+        self.children: dict[int, str] = {}  # pid of a process a sense's code started → that sense
         self._fatal: tuple[float, Blame] | None = None
 
     @property
@@ -149,7 +150,7 @@ class GroupSupervisor:
                               launch=self.launch)
         worker.on_output_closed = self._output_closed
         self.worker = worker
-        self.owners, self._fatal = {}, None
+        self.owners, self.children, self._fatal = {}, {}, None
         try:
             await worker.start()
             self.started_at = self.clock()
@@ -358,6 +359,11 @@ class GroupSupervisor:
             self.worker.send(protocol.Cancel(id=inflight.id))
         self.hooks.compute_timed_out(self.group, inflight, timeout)
 
+    def kill_for(self, blame: Blame | None) -> None:
+        """Stop the worker now, for `blame` (the sense it is stopped for), or for no sense's fault (None)."""
+        self._kill_evidence = blame
+        self.kill_worker()
+
     def kill_worker(self, term_wait: float = 0.2) -> None:
         """Stop the worker now (TERM, briefly, then KILL); it is respawned with the usual back-off."""
         if self.worker is not None:
@@ -381,6 +387,11 @@ class GroupSupervisor:
             if len(self.owners) >= MAX_OWNERS:
                 self.owners.pop(next(iter(self.owners)))
             self.owners[message.ident] = (message.native_id, message.sense)
+            return
+        if isinstance(message, protocol.ChildOwner):
+            if len(self.children) >= MAX_OWNERS:
+                self.children.pop(next(iter(self.children)))
+            self.children[message.pid] = message.sense
             return
         if isinstance(message, protocol.Fatal):
             self._fatal = (time.monotonic(), Blame(message.sense, f"its code {message.what}"))

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 import psutil
 
 from nerve_cli.config.model import GroupConfig
+from nerve_cli.kernel.supervision.attribution import Usage, cpu_culprit, memory_culprit
+from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.vocab.states import WorkerState
 
-Breach = Callable[[str, int, str], None]  # (group, pid, problem)
+Breach = Callable[[str, int, str, "Blame | None"], None]  # (group, pid, problem, the sense whose code did it)
 
 SAMPLE_EVERY = 0.25
 CHILDREN_EVERY = 16  # samples between scans for the worker's own children (a /proc walk, the costly part)
@@ -37,10 +39,14 @@ class _Sampled:
     cpu: deque = field(default_factory=deque)  # (monotonic, cpu seconds)
     children: list[psutil.Process] = field(default_factory=list)
     ticks: int = 0
+    usage: deque[Usage] = field(default_factory=deque)  # per thread and child, over the CPU window (attribution)
+    own_rss: int = 0  # the worker process's own resident set at the last sample
 
 
-def measure(sampled: _Sampled) -> tuple[int, float]:
-    """(rss bytes, cpu seconds) of a worker and the children it started."""
+def measure(sampled: _Sampled, now: float = 0.0, threads: bool = False,
+            computing: frozenset[str] = frozenset()) -> tuple[int, float]:
+    """(rss bytes, cpu seconds) of a worker and the children it started; with the per-thread (`threads`) and
+    per-child figures kept in `sampled.usage`, to tell whose code used them (`attribution`)."""
     if sampled.ticks % CHILDREN_EVERY == 0:
         try:
             sampled.children = sampled.process.children(recursive=True)
@@ -48,14 +54,24 @@ def measure(sampled: _Sampled) -> tuple[int, float]:
             sampled.children = []
     sampled.ticks += 1
     rss, cpu = 0, 0.0
+    usage = Usage(now, computing=computing)
     for proc in (sampled.process, *sampled.children):
         try:
             with proc.oneshot():
-                rss += proc.memory_info().rss
+                memory = proc.memory_info().rss
                 times = proc.cpu_times()
-                cpu += times.user + times.system
+                used = times.user + times.system
+                if proc is sampled.process:
+                    sampled.own_rss = memory
+                    if threads:
+                        usage.threads.update((t.id, t.user_time + t.system_time) for t in proc.threads())
+                else:
+                    usage.children[proc.pid] = (memory, used, proc.ppid())
         except psutil.Error:
             continue
+        rss += memory
+        cpu += used
+    sampled.usage.append(usage)
     return rss, cpu
 
 
@@ -129,9 +145,24 @@ class Watchdog:
                     sampled = self.sampled[group] = _Sampled(worker.pid, psutil.Process(worker.pid))
                 except psutil.Error:
                     continue
-            rss, cpu = measure(sampled)
+            computing = frozenset(i.sense for i in supervisor.inflight.values())
+            rss, cpu = measure(sampled, now, limits.cpu_limit is not None, computing)
             self.samples += 1
             problem = breach(limits, sampled, rss, cpu, now)
+            window_start = sampled.cpu[0][0] if sampled.cpu else now  # memory alone: the last sample is enough
+            while len(sampled.usage) > 1 and sampled.usage[0].at < window_start:
+                sampled.usage.popleft()  # kept as long as the CPU window
             if problem:
                 self.sampled.pop(group, None)
-                self.on_breach(group, worker.pid, problem)
+                self.on_breach(group, worker.pid, problem, self._culprit(supervisor, sampled, problem))
+
+    @staticmethod
+    def _culprit(supervisor: GroupSupervisor, sampled: _Sampled, problem: str) -> Blame | None:
+        """The sense whose code used most of what broke the limit (see `attribution`), or None."""
+        last = sampled.usage[-1]
+        if problem.startswith("memory"):
+            return memory_culprit(last, sampled.own_rss, sampled.pid, supervisor.children)
+        first = sampled.usage[0]
+        computed = frozenset().union(*(u.computing for u in sampled.usage))
+        owners = {native: sense for native, sense in supervisor.owners.values()}
+        return cpu_culprit(first, last, sampled.pid, owners, supervisor.children, computed)
