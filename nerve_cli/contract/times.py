@@ -43,10 +43,16 @@ def _date(day: int) -> str:
 
 def stamp(name: str, ms: int | float | None) -> dict[str, Any]:
     """`{"<name>_ms": 1785600000000, "<name>": "2026-08-01T16:00:00.000Z"}`; both null for None."""
+    key_ms = _ms_key(name)
     if ms is None:
-        return {f"{name}_ms": None, name: None}
+        return {key_ms: None, name: None}
     value = int(round(ms))
-    return {f"{name}_ms": value, name: iso(value)}
+    return {key_ms: value, name: iso(value)}
+
+
+@lru_cache(maxsize=256)
+def _ms_key(name: str) -> str:
+    return f"{name}_ms"  # made once per name: a status of 1,000 senses asks for 6,000 stamps
 
 
 def seconds_to_ms(seconds: float | None) -> int | None:

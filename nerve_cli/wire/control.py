@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from nerve_cli.wire.protocol import MAX_PAYLOAD
+from nerve_cli.wire.limits import MAX_PAYLOAD  # not protocol: its message classes cost the CLI ~10 ms
 
 # The engine waits for a compute asked on its socket as long as the sense's timeout and grace period
 # allow (kernel/control/requests.py), at most COMPUTE_WAIT_MAX; a client waits a little longer, so the
