@@ -17,6 +17,7 @@ def check(
     home: HomeOption = None,
     json_: JsonOption = False,
     fast: Annotated[bool, typer.Option("--fast", help="Skip importing the senses and workflows (nerve.yaml and the folder only).")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Import the code again even if nothing it depends on changed since the last check.")] = False,
 ) -> None:
     """Validate nerve.yaml, cross-check it against the folder, and import the code.
 
@@ -26,8 +27,11 @@ def check(
     reports, as `senses/x/sense.py:LINE: ...`, what would fail to load: syntax
     and import errors, a missing or unusable compute, a missing `workflow`, an
     async moderator, a schema.py its migrations disagree with. --fast skips the
-    import. Exits 0 when valid (warnings allowed), 1 when not. Never modifies a
-    file. With --json prints {"version", "valid", "problems": [{path, message,
+    import. The import's answer is kept (in ~/.cache/nerve) and used again while
+    no file of the instance (nerve.yaml aside), of Nerve or of the installed
+    packages, nor the Python or the environment, changed; --no-cache imports
+    again. Exits 0 when valid (warnings allowed), 1 when not. Never modifies a
+    file of the instance. With --json prints {"version", "valid", "problems": [{path, message,
     severity, line, file}], "channels": [{name, reflexes, did_you_mean}], "counts"}.
 
     Example: nerve config check --json
@@ -37,7 +41,7 @@ def check(
 
     where = require_instance(home)
     # the code check's child starts first: its start-up overlaps the validation's imports and work below
-    early = None if fast else early_check(where)
+    early = None if fast else early_check(where, cache=not no_cache)
     from nerve_cli.cli import output
     from nerve_cli.config.check import check_instance
 

@@ -91,7 +91,7 @@ def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> li
         found = early.problems(expect=(senses, workflows))
         if found is not None:
             return found
-    return check_code(home, senses, workflows)
+    return check_code(home, senses, workflows, cache=early.cache if early is not None else None)
 
 
 def _counts(result: Validation) -> dict[str, int]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.config.code_cache import CodeCache
 from nerve_cli.config.problems import Problem
 
 TIMEOUT = 60.0  # a sense whose top level blocks (network, input) must not hang the check
@@ -33,11 +34,16 @@ TIMEOUT = 60.0  # a sense whose top level blocks (network, input) must not hang 
 
 class CodeCheck:
     """The code check running in its child since it was made: of `senses` and `workflows`, or (None) of
-    what the child's own quick read of nerve.yaml names (see `early_check`)."""
+    what the child's own quick read of nerve.yaml names (see `early_check`). With a `cache`, a child's
+    answer is kept there; with `start=False` no child is started and the answer comes from the cache."""
 
-    def __init__(self, home: Path, senses: list[str] | None, workflows: list[str] | None) -> None:
+    def __init__(self, home: Path, senses: list[str] | None, workflows: list[str] | None,
+                 cache: CodeCache | None = None, *, start: bool = True) -> None:
         self.started = time.monotonic()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.cache, self.asked, self.from_cache = cache, (senses, workflows), not start
+        if not start:
+            return
         argv = [sys.executable, "-m", "nerve_cli.worker", "check", "--home", str(home)]
         if senses is None or workflows is None:
             argv.append("--from-config")
@@ -57,7 +63,10 @@ class CodeCheck:
     def problems(self, timeout: float = TIMEOUT, expect: tuple[list[str], list[str]] | None = None
                  ) -> list[Problem] | None:
         """Problems (errors) found by importing them; [] when all would load. With `expect`, None when the
-        child checked other senses or workflows than those."""
+        child checked other senses or workflows than those (or, from the cache, when one is not kept)."""
+        if self.from_cache:
+            kept = self.cache.answer(*expect) if self.cache is not None and expect is not None else None
+            return None if kept is None else [_problem(item) for item in kept]
         proc = self.proc
         if proc is None:
             return []
@@ -67,25 +76,39 @@ class CodeCheck:
             proc.kill()
             stdout, _ = proc.communicate()
             return None if expect is not None and _checked(stdout) != expect else [_timed_out(stdout, timeout)]
-        if expect is not None and _checked(stdout) != expect:
+        senses, workflows = self.asked
+        checked = _checked(stdout) if senses is None or workflows is None else (senses, workflows)
+        if expect is not None and checked != expect:
             return None
         try:
             answer = json.loads(stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-        except (IndexError, ValueError):
+            items = list(answer["problems"])
+        except (IndexError, ValueError, KeyError, TypeError):
             tail = stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
             return [Problem("", f"the code check child failed (exit {proc.returncode}): "
                                 f"{' | '.join(tail) or 'no output'}", file="code check")]
-        return [_problem(item) for item in answer.get("problems", [])]
+        if self.cache is not None and checked is not None and proc.returncode == 0:
+            self.cache.keep(checked[0], checked[1], items)
+        return [_problem(item) for item in items]
 
 
-def check_code(home: Path, senses: list[str], workflows: list[str], *, timeout: float = TIMEOUT) -> list[Problem]:
-    """Problems (errors) found by importing `senses` and `workflows` in a child; [] when all would load."""
-    return CodeCheck(home, senses, workflows).problems(timeout) or []
+def check_code(home: Path, senses: list[str], workflows: list[str], *, timeout: float = TIMEOUT,
+               cache: CodeCache | None = None) -> list[Problem]:
+    """Problems (errors) found by importing `senses` and `workflows` in a child; [] when all would load.
+    With a `cache`: its answer while it holds one for all of them, else the child's, kept there."""
+    kept = cache.answer(senses, workflows) if cache is not None else None
+    if kept is not None:
+        return [_problem(item) for item in kept]
+    return CodeCheck(home, senses, workflows, cache).problems(timeout) or []
 
 
-def early_check(home: Path) -> CodeCheck:
-    """The code check started now, before nerve.yaml is validated, on what the child's quick read of it names."""
-    return CodeCheck(home, None, None)
+def early_check(home: Path, *, cache: bool = True) -> CodeCheck:
+    """The code check started now, before nerve.yaml is validated, on what the child's quick read of it names;
+    with `cache`, no child when the kept answers still hold (see config/code_cache.py)."""
+    kept = CodeCache(home) if cache else None
+    if kept is not None and kept.answers:
+        return CodeCheck(home, None, None, kept, start=False)  # a child only if the config asks for others
+    return CodeCheck(home, None, None, kept)
 
 
 def _checked(stdout: bytes | None) -> tuple[list[str], list[str]] | None:
