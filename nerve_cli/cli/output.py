@@ -97,9 +97,29 @@ def warn(message: str) -> None:
 
 
 def info(message: str, style: str = "") -> None:
+    if _plain(message):
+        _line(message)
+        return
     from rich.text import Text
 
     console().print(Text(message, style=style))
+
+
+# what Rich changes in a line it prints: tabs (expanded) and the control codes it drops
+_RICH_CHANGES = re.compile("[\t\x07\x08\x0b\x0c\r]")
+
+
+def _plain(text: str) -> bool:
+    """Whether `text` may go to stdout as it is, without Rich (its import is ~20 ms of a command's start-up):
+    when Rich would print it unchanged too, on a stdout that is no terminal with no colour forced."""
+    if _is_terminal() or os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return False
+    return not _RICH_CHANGES.search(text)
+
+
+def _line(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()  # as Rich does after each print
 
 
 def print_json(data: Any) -> None:
@@ -272,6 +292,10 @@ def show(renderable: Any) -> None:
 
 def problem(item: Any) -> None:
     """One config problem, compiler style: `nerve.yaml:5: error: senses.x.throttle: message`."""
+    line = f"{item.where()}: {item.severity}: " + (f"{item.path}: " if item.path else "") + item.message
+    if _plain(line):
+        _line(line)
+        return
     from rich.text import Text
 
     style = "bold red" if item.severity == "error" else "bold yellow"
