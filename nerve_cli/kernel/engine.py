@@ -498,6 +498,11 @@ class Engine:
             self._finish(sense, inflight.id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True)
             self.delivery.failed(sense)
             return
+        for restart in getattr(message, "restarted", None) or ():  # committed with this compute's cursors
+            self.log(logrows.cursor_restarted(sense, restart.get("source", "?"), int(restart.get("was_at") or 0),
+                                              restart.get("identity_was"), restart.get("identity_now")))
+            self.report("warn", f"{sense}: source {restart.get('source')} was rebuilt since its cursor (at "
+                                f"{restart.get('was_at')}) was counted; it reads the new one from its start")
         if isinstance(message, protocol.Signal):
             self._log_skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump inside _finish starts them
@@ -586,6 +591,16 @@ class Engine:
 
     def group_runnable(self, group: str, senses: set[str]) -> None:
         self.refresh_runnable(senses)
+
+    def database_created(self, group: str, sense: str, why: str) -> None:
+        """Said only of a sense that ran before: its rows and, as a listener, its cursors went with the old file."""
+        state = self.scheduler.states.get(sense)
+        if state is None or state.last_complete is None:
+            return  # a new sense's first database
+        path = self.layout.sense_db(sense)
+        self.log(logrows.sense_db_created(sense, str(path), why, True))
+        self.report("warn", f"{sense}: {why}; built again, empty, from its migrations ({path}); as a listener it "
+                            "receives again every event its sources hold")
 
     def group_ready(self, group: str) -> None:
         supervisor = self.groups.get(group)

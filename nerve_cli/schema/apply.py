@@ -19,13 +19,24 @@ from nerve_cli.schema import views
 
 FILE_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_.-]+\.sql$")
 
+# Who this database is: a random id written once, when the file is made. A listener keeps it beside its cursor
+# on each source, so a source database deleted and rebuilt (its ids starting again at 1) is told from the one
+# the cursor was counting in (store.events, worker.events).
+IDENTITY_SQL = (
+    "CREATE TABLE IF NOT EXISTS _nerve_identity (id TEXT NOT NULL)",
+    "INSERT INTO _nerve_identity (id) SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM _nerve_identity)",
+)
+CURSOR_IDENTITY = "ALTER TABLE _nerve_cursors ADD COLUMN identity TEXT"  # for cursors made before identities
+
 ENGINE_TABLES_SQL = (
     "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)",
     "CREATE TABLE IF NOT EXISTS _nerve_archive (table_name TEXT PRIMARY KEY, time_column TEXT NOT NULL)",
     # what this sense consumed of each `on:` source (store.events); moved only inside its computes
-    "CREATE TABLE IF NOT EXISTS _nerve_cursors (source TEXT PRIMARY KEY, last_id INTEGER NOT NULL, ts INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _nerve_cursors (source TEXT PRIMARY KEY, last_id INTEGER NOT NULL, ts INTEGER NOT NULL, "
+    "identity TEXT)",  # identity: the source database's, when last_id was counted
+    *IDENTITY_SQL,
 )
 
 
@@ -89,6 +100,9 @@ def _has_code(sql: str) -> bool:
 def ensure_engine_tables(conn: sqlite3.Connection) -> None:
     with _autocommit(conn):
         _transaction(conn, ENGINE_TABLES_SQL, "creating the engine tables")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(_nerve_cursors)")}
+        if "identity" not in columns:
+            _transaction(conn, (CURSOR_IDENTITY,), "adding identities to the cursors")
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations_dir: Path) -> list[str]:

@@ -70,6 +70,10 @@ class ArchiveDb:
         self.is_logs = is_logs
         self.meta_table = "meta" if is_logs else SENSE_META
         self.notes: list[str] = []
+        if path.is_file() and path.stat().st_size == 0:
+            # opened for writing, an empty file gets a fresh header: a truncated database would then read as a
+            # new, empty one (a listener's cursors gone, every event delivered again). Left for its owner to refuse.
+            raise sqlite3.DatabaseError(f"{path} is empty (0 bytes): it was truncated; not archived")
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # our few commits must survive a power cut, not just a crash

@@ -38,6 +38,7 @@ from nerve_cli.clock import now_ms
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
+from nerve_cli.schema.apply import IDENTITY_SQL
 from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, open_reader, open_writer
@@ -56,6 +57,7 @@ SCHEMA = (
     # the archiver treats events.db like a sense database: tables by their time column
     "CREATE TABLE IF NOT EXISTS _nerve_archive (table_name TEXT PRIMARY KEY, time_column TEXT NOT NULL)",
     "INSERT OR IGNORE INTO _nerve_archive (table_name, time_column) VALUES ('events', 'ts')",
+    *IDENTITY_SQL,  # a listener's cursor on a channel remembers which events.db it counted in
 )
 
 # Columns added after the first release, each with the statement that adds it to an older events.db.
@@ -349,20 +351,51 @@ def store_event(path: Path, channel: str, payload: Any, key: str | None = None) 
 
 # -- cursors (in the listener's own database) ----------------------------------
 
-def read_cursors(conn: sqlite3.Connection) -> dict[str, int]:
+@dataclass(frozen=True)
+class Cursor:
+    """Where a listener is in one source: the last id it consumed, counted in the source database `identity`
+    (None: a cursor written before identities, or a source that has none)."""
+
+    last_id: int
+    identity: str | None = None
+
+
+def read_cursors(conn: sqlite3.Connection) -> dict[str, Cursor]:
     try:
-        return {s: i for s, i in conn.execute(f"SELECT source, last_id FROM {CURSORS}")}
-    except sqlite3.OperationalError:  # a database from before cursors existed: nothing consumed yet
-        return {}
+        return {s: Cursor(i, ident) for s, i, ident in conn.execute(f"SELECT source, last_id, identity FROM {CURSORS}")}
+    except sqlite3.OperationalError:  # a database from before cursors (or their identities) existed
+        try:
+            return {s: Cursor(i) for s, i in conn.execute(f"SELECT source, last_id FROM {CURSORS}")}
+        except sqlite3.OperationalError:  # nothing consumed yet
+            return {}
 
 
-def write_cursors(conn: sqlite3.Connection, cursors: Mapping[str, int], ts: int) -> None:
+def write_cursors(conn: sqlite3.Connection, cursors: Mapping[str, Cursor], ts: int) -> None:
     """Inside the caller's transaction."""
     conn.executemany(
-        f"INSERT INTO {CURSORS} (source, last_id, ts) VALUES (?, ?, ?) "
-        "ON CONFLICT(source) DO UPDATE SET last_id = excluded.last_id, ts = excluded.ts",
-        [(source, last_id, ts) for source, last_id in cursors.items()],
+        f"INSERT INTO {CURSORS} (source, last_id, ts, identity) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(source) DO UPDATE SET last_id = excluded.last_id, ts = excluded.ts, identity = excluded.identity",
+        [(source, c.last_id, ts, c.identity) for source, c in cursors.items()],
     )
+
+
+def source_identity(conn: sqlite3.Connection) -> str | None:
+    """The identity of a source database (schema.apply.IDENTITY_SQL), or None: none yet, or unreadable."""
+    try:
+        row = conn.execute("SELECT id FROM _nerve_identity LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
+
+
+def rebuilt(cursor: Cursor | None, identity: str | None, top: int) -> bool:
+    """Whether the source a cursor counted in was rebuilt since: another identity, or (a cursor from before
+    identities) an id past the newest the source ever gave. Its ids then start again at 1."""
+    if cursor is None:
+        return False
+    if cursor.identity is not None and identity is not None:
+        return cursor.identity != identity
+    return cursor.last_id > top
 
 
 # -- reading one source ----------------------------------------------------------
@@ -415,6 +448,21 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
         return []
 
 
+def identity_of(data: Path, kind: str, name: str) -> str | None:
+    """The identity of a source's database now (None while it has none, or is missing or unreadable)."""
+    path = source_path(data, kind, name)
+    if not path.exists():
+        return None
+    try:
+        conn = connect_readonly(path)
+    except sqlite3.Error:
+        return None
+    try:
+        return source_identity(conn)
+    finally:
+        conn.close()
+
+
 def source_path(data: Path, kind: str, name: str) -> Path:
     """Where a source's events live: data/events.db (channels, files), or the sense's own database."""
     return data / "events.db" if kind != "sense" else data / "senses" / f"{name}.db"
@@ -438,7 +486,7 @@ class SourceBacklog:
 def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BACKLOG_CAP) -> list[SourceBacklog]:
     """Per source of `listener`: its cursor, how many events wait beyond it and since when, from the files alone."""
     own = data / "senses" / f"{listener}.db"
-    cursors: dict[str, int] = {}
+    cursors: dict[str, Cursor] = {}
     if own.exists():
         try:
             conn = connect_readonly(own)
@@ -451,8 +499,8 @@ def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BA
     out = []
     for name, kind in sources.items():
         path = source_path(data, kind, name)
-        cursor = cursors.get(name, 0)
-        found = SourceBacklog(name, kind, cursor, 0, None, 0)
+        cursor = cursors.get(name)
+        found = SourceBacklog(name, kind, cursor.last_id if cursor else 0, 0, None, 0)
         if path.exists():
             try:
                 conn = connect_readonly(path)
@@ -466,9 +514,11 @@ def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BA
     return out
 
 
-def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, cursor: int, cap: int) -> SourceBacklog:
+def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, at: Cursor | None,
+             cap: int) -> SourceBacklog:
     top = head(conn, kind)
-    after = 0 if cursor > top else cursor  # the source's database was recreated: its ids started again
+    cursor = at.last_id if at is not None else 0
+    after = 0 if rebuilt(at, source_identity(conn), top) else cursor  # rebuilt: its ids started again
     table = SOURCE_TABLES[kind]
     where, params = {"channel": ("channel = ? AND ", [name]), "file": ("sense = ? AND pattern = ? AND ", [listener, name]),
                      "sense": ("", [])}[kind]

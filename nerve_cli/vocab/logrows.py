@@ -64,6 +64,8 @@ class LogKind(Enum):
     QUARANTINED = (LogSource.SYSTEM, "quarantined")
     RESET = (LogSource.SYSTEM, "reset")
     CURSOR_MOVED = (LogSource.SYSTEM, "cursor_moved")
+    CURSOR_RESTARTED = (LogSource.SYSTEM, "cursor_restarted")
+    SENSE_DB_CREATED = (LogSource.SYSTEM, "sense_db_created")
     # freshness (expect_signal_every)
     SENSE_STALE = (LogSource.SYSTEM, "sense_stale")
     SENSE_FRESH = (LogSource.SYSTEM, "sense_fresh")
@@ -288,6 +290,21 @@ def cursor_moved(sense: str, source: str, kind: str, from_id: int, to_id: int, e
     wait beyond it now."""
     return LogRow(LogKind.CURSOR_MOVED, sense, {"source": source, "kind": kind, "from_id": from_id, "to_id": to_id,
                                                 "events": events, "by": by})
+
+
+def cursor_restarted(sense: str, source: str, was_at: int, identity_was: str | None, identity_now: str | None) -> LogRow:
+    """`sense`'s cursor on `source` counted in a database that is gone (the source's file was deleted and built
+    again: another identity, ids from 1 again): it restarts at the start of the new one and receives every event
+    it holds; what the old one held beyond `was_at` and never reached it went with it."""
+    return LogRow(LogKind.CURSOR_RESTARTED, sense, {
+        "source": source, "was_at": was_at, "identity_was": identity_was, "identity_now": identity_now,
+        "outcome": "receives every event the rebuilt source holds, from its first"})
+
+
+def sense_db_created(sense: str, path: str, why: str, had_history: bool) -> LogRow:
+    """`sense`'s database was made empty (from its migrations) while it had run before: `why` (deleted while the
+    engine ran, missing at start). As a listener it starts over: its cursors went with the old file."""
+    return LogRow(LogKind.SENSE_DB_CREATED, sense, {"path": path, "why": why, "had_history": had_history})
 
 
 def sense_stale(sense: str, expected_every_s: float, last_signal_ms: int | None) -> LogRow:

@@ -5,7 +5,7 @@ module; nothing else knows the wire format. `decode` never raises: a malformed
 line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
 kernel → sense worker:    compute, cancel, shutdown
-sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, fatal
+sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, thread_end
 """
@@ -123,6 +123,7 @@ class Ready(Message):
     senses: list[str] = field(default_factory=list)
     failed: dict[str, ErrorInfo] = field(default_factory=dict)
     takes_trigger: list[str] = field(default_factory=list)  # senses whose compute receives events
+    created: list[str] = field(default_factory=list)  # senses whose database was missing: made empty now
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ class Signal(Message):
     signal_id: int | None = None  # its `_signals` row: the event id its listeners receive
     events: int = 0  # events this compute consumed
     more: bool = False  # events beyond this compute's batch still wait
+    # sources rebuilt since its cursor was counted, read again from their start: {source, was_at, identity_*}
+    restarted: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class Silent(Message):
     kept: bool = False
     events: int = 0  # events this compute consumed (its cursor advanced past them either way)
     more: bool = False
+    restarted: list[dict[str, Any]] = field(default_factory=list)  # as Signal.restarted
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,15 @@ class ChildOwner(Message):
 
 
 @dataclass(frozen=True)
+class DatabaseCreated(Message):
+    """A sense's database was made empty from its migrations: missing at load, or deleted while it ran."""
+
+    type: ClassVar[str] = "database_created"
+    sense: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Fatal(Message):
     """A sense's code is about to end its worker or cut it off from the kernel (`what` it called)."""
 
@@ -234,7 +247,8 @@ class Malformed:
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
-                Ready, Output, Signal, Silent, Error, ThreadOwner, ChildOwner, Fatal, ThreadMessage, ThreadEnd)
+                Ready, Output, Signal, Silent, Error, ThreadOwner, ChildOwner, DatabaseCreated, Fatal, ThreadMessage,
+                ThreadEnd)
 }
 
 

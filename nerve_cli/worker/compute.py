@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import sqlite3
 import threading
 import time
@@ -62,10 +63,36 @@ class LoadedSense:
     nargs: int
     lock: asyncio.Lock | None = None  # an async sense's one-at-a-time, made on the loop (see run_async)
     events: EventReader | None = None  # set when the compute takes `trigger`
+    # its database file as opened (device, inode), and how to open it again from the migrations when the file
+    # was deleted or replaced under the worker (`nerve`'s "delete NAME.db and it is rebuilt")
+    db_file: tuple[int, int] | None = None
+    reopen: Callable[[], SenseDB] | None = None
+    on_rebuilt: Callable[[str, str], None] | None = None  # (sense, why): told to the kernel
+    created: bool = False  # its database did not exist when the worker opened it: made empty now
 
     @property
     def takes_trigger(self) -> bool:
         return self.nargs >= 3
+
+    def db_replaced(self) -> bool:
+        """Whether the file at the database's path is no longer the one this worker writes (deleted, replaced)."""
+        if self.db_file is None or self.db.path is None:
+            return False
+        try:
+            found = os.stat(self.db.path)
+        except FileNotFoundError:
+            return True
+        return (found.st_dev, found.st_ino) != self.db_file
+
+    def rebuild_db(self) -> None:
+        """Open the database afresh (built from the migrations when missing) in place of a deleted one."""
+        if self.reopen is None:
+            return
+        self.db.close()
+        self.db = self.reopen()
+        self.db_file = file_id(self.db.path)
+        if self.on_rebuilt is not None:
+            self.on_rebuilt(self.name, "its database file was deleted or replaced while the engine ran")
 
     def args(self, trigger: Trigger | None = None) -> tuple[Any, ...]:
         return (self.db, self.peers, trigger)[: self.nargs]
@@ -219,9 +246,21 @@ async def run_async(sense: LoadedSense, job: Job) -> Answer:
     return _finish(sense, job, result)
 
 
+def file_id(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _begin(sense: LoadedSense, job: Job) -> bool:
     if not job.start():
         return False
+    if sense.db_replaced():  # written to now, an unlinked file would take the compute's rows with it
+        sense.rebuild_db()
     conn = sense.db.conn
     conn.set_progress_handler(lambda: job.state == "cancelled", PROGRESS_STEPS)
     sense.peers.progress_handler = lambda: job.state == "cancelled"
@@ -283,6 +322,10 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
         conn.execute("COMMIT")
     except BaseException as exc:
         return _fail(sense, job, exc)
+    if sense.db_replaced():  # deleted while it computed: what it committed went with the unlinked file
+        return Answer(Outcome.ERROR, error=ErrorInfo(
+            "DatabaseDeleted", f"{sense.db.path} was deleted while this compute ran: its rows and its signal went "
+            "with the deleted file and nothing was sent; the database is built again before the next compute"))
     return outcome
 
 

@@ -37,18 +37,21 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import orjson
 
 from nerve_cli.store.events import (
     KEEP,
+    Cursor,
     Event,
     Trigger,
     connect_readonly,
     head,
     read_cursors,
     read_source,
+    rebuilt,
+    source_identity,
     source_path,
     write_cursors,
 )
@@ -65,8 +68,11 @@ class Batch:
     """Events read for one compute and where each source's cursor goes if it commits."""
 
     events: tuple[Event, ...] = ()
-    cursors: dict[str, int] = field(default_factory=dict)
+    cursors: dict[str, Cursor] = field(default_factory=dict)
     more: bool = False
+    # sources whose database was rebuilt since the cursor was counted (another identity): read again from the
+    # start of the new one; {source, was_at, identity_was, identity_now}, for the kernel to log
+    restarted: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def consumes(self) -> bool:
@@ -79,7 +85,7 @@ class EventReader:
     def __init__(self, data: Path, listener: str = "") -> None:
         self.data = Path(data)
         self.listener = listener  # the sense reading: a file source is its own
-        self._conns: dict[Path, tuple[sqlite3.Connection, int]] = {}
+        self._conns: dict[Path, tuple[sqlite3.Connection, int, str | None]] = {}  # path → (conn, inode, identity)
 
     def read(self, own: sqlite3.Connection, sources: Mapping[str, str]) -> Batch:
         """Inside the compute's transaction on `own`: the events after each source's cursor."""
@@ -88,20 +94,26 @@ class EventReader:
         cursors = read_cursors(own)
         order = {name: i for i, name in enumerate(sources)}
         found: list[Event] = []
-        moved: dict[str, int] = {}
+        moved: dict[str, Cursor] = {}
+        restarted: list[dict[str, Any]] = []
         budget, room, more = MAX_EVENTS, MAX_BATCH_BYTES, False
         for name, kind in sources.items():
-            conn = self._conn(source_path(self.data, kind, name))
-            if conn is None:
+            opened = self._conn(source_path(self.data, kind, name))
+            if opened is None:
                 continue
-            after = cursors.get(name, 0)
+            conn, identity = opened
+            cursor = cursors.get(name)
+            after = cursor.last_id if cursor is not None else 0
+            if cursor is not None and rebuilt(cursor, identity, head(conn, kind)):
+                # the source's database is not the one this cursor counted in: its ids started again
+                restarted.append({"source": name, "was_at": after, "identity_was": cursor.identity,
+                                  "identity_now": identity})
+                after = 0
+                moved[name] = Cursor(0, identity)
             if budget <= 0 or room <= 0:
                 more = more or bool(read_source(conn, kind, name, after, 1, self.listener))
                 continue
             rows = read_source(conn, kind, name, after, budget + 1, self.listener)
-            if not rows and after > head(conn, kind):  # its database was recreated and its ids start again
-                after = moved[name] = 0
-                rows = read_source(conn, kind, name, after, budget + 1, self.listener)
             if len(rows) > budget:
                 rows, more = rows[:budget], True
             for event_id, ts, payload in rows:
@@ -110,31 +122,33 @@ class EventReader:
                     break
                 room -= len(payload or "")
                 found.append(Event(name, event_id, ts, orjson.loads(payload) if payload is not None else None, kind))
-                moved[name] = event_id
+                moved[name] = Cursor(event_id, identity)
                 budget -= 1
         found.sort(key=lambda e: (e.ts, order[e.source], e.id))
-        return Batch(tuple(found), moved, more)
+        return Batch(tuple(found), moved, more, restarted)
 
-    def _conn(self, path: Path) -> sqlite3.Connection | None:
-        """An open read-only connection to `path`, reopened if the file was replaced; None while it does not exist."""
+    def _conn(self, path: Path) -> tuple[sqlite3.Connection, str | None] | None:
+        """An open read-only connection to `path` and its database's identity, reopened if the file was replaced;
+        None while it does not exist."""
         try:
             inode = os.stat(path).st_ino
         except FileNotFoundError:
             return None
         held = self._conns.get(path)
-        if held is not None and held[1] == inode:
-            return held[0]
+        if held is not None and held[1] == inode and held[2] is not None:
+            return held[0], held[2]
         if held is not None:
             held[0].close()
         try:
             conn = connect_readonly(path)
         except sqlite3.Error:
             return None
-        self._conns[path] = (conn, inode)
-        return conn
+        identity = source_identity(conn)  # read once per file: it never changes
+        self._conns[path] = (conn, inode, identity)
+        return conn, identity
 
     def close(self) -> None:
-        for conn, _ in self._conns.values():
+        for conn, _inode, _identity in self._conns.values():
             conn.close()
         self._conns.clear()
 

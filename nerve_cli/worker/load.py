@@ -26,7 +26,7 @@ from nerve_cli.store.sensedb import Peers, SenseDB, damage_fix, write_archive_ma
 from nerve_cli.store.sqlitefile import damaged, is_damage
 from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
-from nerve_cli.worker.compute import LoadedSense, compute_arity, signature_problem
+from nerve_cli.worker.compute import LoadedSense, compute_arity, file_id, signature_problem
 from nerve_cli.worker.events import EventReader
 from nerve_cli.worker.evidence import acting_for
 from nerve_cli.worker.failure import error_info, shown_path
@@ -73,6 +73,7 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         raise _LoadFailed(problem)
     assert compute is not None  # compute_problem refuses a missing compute
     specs = schema_specs(schema, folder, name, layout.home)
+    created = not layout.sense_db(name).exists()
     db = _open_db(layout, name, folder, specs, blobs)
     peers = Peers(name, peer_names, layout.sense_db, blobs)
     nargs = compute_arity(compute)
@@ -80,7 +81,16 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
         is_async=inspect.iscoroutinefunction(compute), nargs=nargs,
         events=EventReader(layout.data, name) if nargs >= 3 else None,
+        db_file=file_id(db.path), reopen=lambda: _reopen(layout, name, folder, specs, blobs), created=created,
     )
+
+
+def _reopen(layout: Layout, name: str, folder: Path, specs: list[TableSpec], blobs: BlobStore) -> SenseDB:
+    """The database opened again (built from the migrations when missing); a failure is the compute's error."""
+    try:
+        return _open_db(layout, name, folder, specs, blobs)
+    except _LoadFailed as exc:
+        raise NerveError(exc.info.message) from None
 
 
 def check_sense(layout: Layout, name: str) -> ErrorInfo | None:

@@ -54,6 +54,7 @@ from nerve_cli.wire.protocol import (
     MAX_LINE,
     Cancel,
     Compute,
+    DatabaseCreated,
     Error,
     ErrorInfo,
     Malformed,
@@ -306,9 +307,10 @@ class SenseRuntime:
                 self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
         elif outcome.kind is Outcome.SIGNAL:
             self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
-                                   outcome.signal_id, len(job.batch.events), job.batch.more))
+                                   outcome.signal_id, len(job.batch.events), job.batch.more, job.batch.restarted))
         elif outcome.kind is Outcome.SILENT:
-            self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more))
+            self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more,
+                                   job.batch.restarted))
         elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))
@@ -368,8 +370,11 @@ def main(args: Any) -> int:
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
     runtime.input_fd = fds.read
+    for sense in runtime.senses.values():  # a database deleted under it is rebuilt, and the kernel told
+        sense.on_rebuilt = lambda name, why: out.send(DatabaseCreated(name, why))
     out.send(Ready(os.getpid(), sorted(runtime.senses), runtime.failed,
-                   sorted(n for n, s in runtime.senses.items() if s.takes_trigger)))
+                   sorted(n for n, s in runtime.senses.items() if s.takes_trigger),
+                   sorted(n for n, s in runtime.senses.items() if s.created)))
     if runtime.needs_loop:
         import asyncio
 

@@ -23,6 +23,7 @@ import psutil
 
 from nerve_cli.clock import now_ms
 from nerve_cli.schema import views
+from nerve_cli.schema.apply import IDENTITY_SQL
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class HealthStore:
                 " ts INTEGER NOT NULL, payload TEXT NOT NULL)"
             )
             self.conn.execute("CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)")
+            for statement in IDENTITY_SQL:  # its listeners' cursors remember which database they counted in
+                self.conn.execute(statement)
             views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
         except sqlite3.DatabaseError as exc:
             self.conn.close()

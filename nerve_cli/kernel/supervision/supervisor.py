@@ -62,6 +62,8 @@ class GroupHooks(Protocol):
     def group_runnable(self, group: str, senses: set[str]) -> None:
         """These senses became able, or unable, to take computes here (see `runnable`)."""
     def group_ready(self, group: str) -> None: ...
+    def database_created(self, group: str, sense: str, why: str) -> None:
+        """A sense's database was made empty (missing at start, or deleted while its worker ran)."""
 
 
 class GroupSupervisor:
@@ -172,6 +174,8 @@ class GroupSupervisor:
             failed={k: v.summary() for k, v in self.failed.items()}))
         for sense, info in self.failed.items():
             self.hooks.sense_load_failed(self.group, sense, info)
+        for sense in ready.created:
+            self.hooks.database_created(self.group, sense, "its database file was missing when its worker started")
         self.hooks.group_ready(self.group)
 
     async def _watch(self, worker: WorkerProcess) -> None:
@@ -392,6 +396,9 @@ class GroupSupervisor:
             if len(self.children) >= MAX_OWNERS:
                 self.children.pop(next(iter(self.children)))
             self.children[message.pid] = message.sense
+            return
+        if isinstance(message, protocol.DatabaseCreated):
+            self.hooks.database_created(self.group, message.sense, message.why)
             return
         if isinstance(message, protocol.Fatal):
             self._fatal = (time.monotonic(), Blame(message.sense, f"its code {message.what}"))

@@ -29,7 +29,17 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.ops.client import request
 from nerve_cli.schema.apply import ensure_engine_tables
-from nerve_cli.store.events import SOURCE_TABLES, connect_readonly, head, now_ms, read_cursors, source_path, write_cursors
+from nerve_cli.store.events import (
+    SOURCE_TABLES,
+    Cursor,
+    connect_readonly,
+    head,
+    identity_of,
+    now_ms,
+    read_cursors,
+    source_path,
+    write_cursors,
+)
 from nerve_cli.store.logs import LogStore
 from nerve_cli.store.sqlitefile import immediate
 from nerve_cli.vocab import logrows
@@ -74,7 +84,7 @@ def replay(home: Path, sense: str, source: str, start: str, *, dry_run: bool = F
     waiting = _count(layout, sense, source, kind, after)
     if dry_run:
         return Replay(sense, source, kind, before, after, waiting, first, True, None)
-    _write(layout.sense_db(sense), source, after)
+    _write(layout.sense_db(sense), source, after, identity_of(layout.data, kind, source))
     with LogStore(layout.logs_db) as logs:
         logs.write(logrows.cursor_moved(sense, source, kind, before, after, waiting, by))
     try:
@@ -90,7 +100,8 @@ def _cursor(path: Path, source: str) -> int:
         return 0
     conn = connect_readonly(path)
     try:
-        return read_cursors(conn).get(source, 0)
+        cursor = read_cursors(conn).get(source)
+        return cursor.last_id if cursor is not None else 0
     finally:
         conn.close()
 
@@ -141,8 +152,9 @@ def _count(layout: Layout, sense: str, source: str, kind: str, after: int) -> in
         conn.close()
 
 
-def _write(path: Path, source: str, cursor: int) -> None:
-    """Set the cursor in the listener's database, waiting for a compute in progress to commit first."""
+def _write(path: Path, source: str, cursor: int, identity: str | None) -> None:
+    """Set the cursor (counted in the source database `identity`) in the listener's database, waiting for a
+    compute in progress to commit first."""
     if not path.exists():
         return  # it never consumed anything: every event it will read starts at 0 anyway
     conn = sqlite3.connect(path, isolation_level=None)
@@ -150,6 +162,6 @@ def _write(path: Path, source: str, cursor: int) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         ensure_engine_tables(conn)  # a database from before cursors existed
         with immediate(conn):
-            write_cursors(conn, {source: cursor}, now_ms())
+            write_cursors(conn, {source: Cursor(cursor, identity)}, now_ms())
     finally:
         conn.close()
