@@ -227,3 +227,37 @@ def test_enabling_a_deleted_sense_or_workflow_says_to_bring_its_code_back_first(
     assert "move it back to workflows/triage.py first" in workflow.stderr
     assert (home / "nerve.yaml").read_text() == before and git(home, "rev-parse", "HEAD") == head
     assert nerve("config", "check", home=home).returncode == 0  # still valid: nothing turned on without its code
+
+
+def test_rename_carries_its_listeners_cursors_so_they_get_nothing_twice(home: Path) -> None:
+    """A listener of the renamed sense goes on from the event it had reached: it is not handed the sense's
+    whole history again under the new name (reason backlog, every old signal, side effects repeated)."""
+    from enginekit import write_sense
+    from eventkit import STORE_SCHEMA, got, store_sense
+
+    from nerve_cli.schema.migrate import generate_migration
+
+    write_instance(home, """
+        senses:
+          open-prs: {}
+          store: {}
+        reflexes:
+          - {sense: open-prs, interval: 100ms}
+          - {sense: store, on: [open-prs]}
+    """, {"open-prs": "def compute(db, peers):\n    return 1\n"})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    (home / ".gitignore").write_text("data/\n__pycache__/\n")
+    first_commit(home)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(got(home, "store")) >= 3, 20, what="store to consume open-prs")
+        result = nerve("sense", "rename", "open-prs", "pr-count", "--json", home=home)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["cursors"] == [{"listener": "store", "from": "open-prs", "to": "pr-count"}]
+        seen = len(got(home, "store"))
+        wait_for(lambda: len(got(home, "store")) >= seen + 3, 20, what="store to hear pr-count")
+        engine.stop()
+    ids = [event_id for _, event_id, _ in got(home, "store")]
+    assert ids == sorted(set(ids)), ids  # every signal once, in order: none of the old ones again
+    assert not [r for r in completes(home, "store") if r["payload"].get("reason") == "backlog"]

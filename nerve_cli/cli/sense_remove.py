@@ -67,6 +67,8 @@ def rename(old: SenseName,
     output.info(f"renamed sense {result.old} → {result.new}{committed}", style="green")
     for line in result.moved:
         output.info(f"  moved {line}")
+    for listener in result.cursors:  # it goes on from the event it had reached, not from OLD's first
+        output.info(f"  cursor of {listener}: on {result.old} → on {result.new}")
     for line in result.config:
         output.info(f"  nerve.yaml: {line}")
     if result.engine:

@@ -63,6 +63,7 @@ def renamed(r: Any) -> dict[str, Any]:
     return {"version": VERSION, "old": r.old, "new": r.new,
             "moved": [dict(zip(("from", "to"), m.split(" → "))) for m in r.moved],
             "nerve_yaml": [{"change": c} for c in r.config],
+            "cursors": [{"listener": name, "from": r.old, "to": r.new} for name in r.cursors],
             "mentions": [{"file": f, "line": int(n)} for f, _, n in (m.rpartition(":") for m in r.mentions)],
             "engine": r.engine, "commit": r.sha}
 

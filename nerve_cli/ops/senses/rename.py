@@ -1,7 +1,10 @@
 """`nerve sense rename OLD NEW`: folder, database, archive, every nerve.yaml reference, one commit.
 
 nerve.yaml follows by key (`senses.OLD` keeps its place and comments), peers
-lists, reflexes' `sense:` and `on:`, and cascade markers. Other senses' code
+lists, reflexes' `sense:` and `on:`, and cascade markers. So do the cursors of
+OLD's listeners (each listener's `_nerve_cursors` row for OLD is renamed, before
+nerve.yaml names NEW), so a listener goes on from the event it had reached
+instead of receiving OLD's whole history again as NEW's. Other senses' code
 that names OLD (`peers["OLD"]`) cannot be rewritten safely; it is listed.
 
 With an engine running, the rename is coordinated through hot reload rather
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +34,7 @@ from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.instance.change import Change
 from nerve_cli.ops.client import engine_running, request
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, immediate
 
 RELEASE_TIMEOUT = 20.0  # how long a running engine gets to stop the old sense
 
@@ -39,6 +44,7 @@ class Renamed:
     old: str
     new: str
     moved: list[str] = field(default_factory=list)  # what moved on disk, e.g. `senses/a/ → senses/b/`
+    cursors: list[str] = field(default_factory=list)  # listeners whose cursor on OLD now says NEW
     config: list[str] = field(default_factory=list)  # what changed in nerve.yaml
     mentions: list[str] = field(default_factory=list)  # `senses/x/sense.py:12` lines naming OLD in code
     engine: bool = False  # coordinated with a running engine
@@ -67,7 +73,12 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
     except BaseException:
         _write(layout, text)  # the engine takes OLD back
         raise
-    result.config = _rewrite(home, text, old, new)
+    result.cursors = _rename_cursors(layout, old, new)  # before nerve.yaml names NEW: no listener reads it from 0
+    try:
+        result.config = _rewrite(home, text, old, new)
+    except BaseException:
+        _rename_cursors(layout, new, old)
+        raise
     result.mentions = _mentions(layout, old)
     result.sha = change.commit()
     return result
@@ -121,6 +132,37 @@ def _move(layout: Layout, old: str, new: str) -> list[str]:
             os.rename(dst, src)
         raise
     return [f"{s.relative_to(layout.home)} → {d.relative_to(layout.home)}" for s, d in done]
+
+
+def _rename_cursors(layout: Layout, old: str, new: str) -> list[str]:
+    """In every sense database, the cursor on source `old` becomes the cursor on `new`; the listeners changed.
+
+    Each database is written in its own transaction, waiting for a compute in progress there to commit (the
+    cursor moves only in computes). A stale row for `new` (a sense of that name deleted long ago) goes first.
+    """
+    changed = []
+    for path in sorted(layout.sense_data.glob("*.db")) if layout.sense_data.is_dir() else []:
+        if not path.is_file() or path.stat().st_size == 0:
+            continue  # nothing to carry over (a damaged one is refused by its own sense)
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error:
+            continue
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            with immediate(conn):
+                if conn.execute("SELECT 1 FROM _nerve_cursors WHERE source = ?", (old,)).fetchone() is None:
+                    continue
+                conn.execute("DELETE FROM _nerve_cursors WHERE source = ?", (new,))
+                conn.execute("UPDATE _nerve_cursors SET source = ? WHERE source = ?", (new, old))
+            changed.append(path.stem)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise SenseError(f"cannot carry the cursor on `{old}` over in {path}: {exc}; nothing was renamed "
+                                 "there (run the rename again, or `nerve sense replay` that listener)") from None
+        finally:
+            conn.close()
+    return changed
 
 
 def _rewrite(home: Path, text: str, old: str, new: str) -> list[str]:
