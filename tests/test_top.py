@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from enginekit import RunningEngine, wait_for, write_instance
+from enginekit import nerve as nerve_process
 from loadclock import IdleClock
 
 from nerve_cli.ops.client import request
@@ -179,7 +182,17 @@ def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> Non
     asyncio.run(main())
 
 
+SCROLLBAR_GLYPHS = "▁▂▃▄▅▆▇█▉▊▋▌▍▎▏"
+
+
 def test_top_starts_and_quits_cleanly_in_a_real_80x24_terminal(home: Path, tmp_path: Path) -> None:
+    (home / "data" / "senses").mkdir(parents=True)
+    conn = sqlite3.connect(home / "data" / "senses" / "pulse.db")  # twenty signals, each a long line
+    conn.execute("CREATE TABLE _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT)")
+    conn.executemany("INSERT INTO _signals (ts, payload) VALUES (?, ?)",
+                     [(1_796_000_000_000 + i, json.dumps("x" * 90)) for i in range(20)])
+    conn.commit()
+    conn.close()
     tmux = shutil.which("tmux")
     assert tmux, "tmux is needed for this test: `make install` installs it (apt-get install tmux)"
     session = f"nerve-top-{os.getpid()}"
@@ -195,10 +208,12 @@ def test_top_starts_and_quits_cleanly_in_a_real_80x24_terminal(home: Path, tmp_p
             return subprocess.run([tmux, "-L", session, "capture-pane", "-p", "-t", session], capture_output=True,
                                   text=True).stdout
 
-        wait_for(lambda: "engine stopped: read-only" in screen() and "pulse" in screen(), 30, 0.1,
+        wait_for(lambda: "engine stopped: read-only" in screen() and "signal pulse" in screen(), 30, 0.1,
                  what="the dashboard on screen")
         lines = screen().splitlines()
         assert len(lines) == 24 and max(len(line) for line in lines) <= 80
+        # more events than the pane holds, lines as wide as it: no scrollbar glyphs beside the data
+        assert not set(screen().replace("▏^p palette", "")) & set(SCROLLBAR_GLYPHS), screen()
         assert "q Quit" in screen()
         subprocess.run([tmux, "-L", session, "send-keys", "-t", session, "q"], check=True)
         wait_for(done.exists, 15, 0.1, what="nerve top to exit")
@@ -284,3 +299,40 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
     assert roles == ["__start__", "writer", "critic", "__person__", "publisher"]
     answer = thread_detail(logs_db, second)["messages"][-1]
     assert (answer["role"], answer["meta"]["decision"], answer["meta"]["via"]) == ("__person__", "reject", "nerve top")
+
+
+def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and_answers_offline(home: Path) -> None:
+    """Tab goes from table to table as the keys say; a new thread shows above the older ones; a waiting
+    thread is answered with the engine stopped, as `nerve thread approve` does offline."""
+    from nerve_cli.ops.workflows.threads import thread_detail
+    from nerve_cli.top.app import NerveTop
+
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "gated.py").write_text(GATED)
+    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "workflows:\n  gated: {}\n")
+    logs_db = home / "data" / "logs.db"
+    first = nerve_process("workflow", "run", "gated", "--prompt", "one", home=home)
+    assert first.returncode == 5, first.stderr  # it waits for a person
+
+    async def main() -> None:
+        app = NerveTop(home)
+        async with app.run_test(size=(80, 24)) as pilot:
+            threads = app.screen.query_one("#threads")
+            await until(pilot, lambda: [r[0] for r in table_rows(threads)] == ["run-1"], 10, "run-1 listed")
+            assert app.focused is app.screen.query_one("#senses")
+            await pilot.press("tab")
+            assert app.focused is app.screen.query_one("#workers")
+            await pilot.press("tab")
+            assert app.focused is threads
+            await pilot.press("shift+tab")
+            assert app.focused is app.screen.query_one("#workers")
+            second = await asyncio.to_thread(nerve_process, "workflow", "run", "gated", "--prompt", "two", home=home)
+            assert second.returncode == 5, second.stderr
+            await until(pilot, lambda: [r[0] for r in table_rows(threads)] == ["run-2", "run-1"], 10,
+                        "the new thread above the older one")
+            await pilot.press("a")  # the first waiting one: run-2, written for the next start
+            await until(pilot, lambda: thread_detail(logs_db, "run-2")["status"] == "queued", 10, "the answer")
+            await until(pilot, lambda: any("next `nerve run`" in str(n.message) for n in app._notifications), 5,
+                        "the notice that it resumes at the next start")
+
+    asyncio.run(main())

@@ -58,7 +58,8 @@ class Dashboard(Screen):
         Binding("c", "compute", "Compute sense"),
         Binding("a", "answer('approve')", "Approve"),
         Binding("x", "answer('reject')", "Reject"),
-        Binding("tab", "focus_next", "Next table", show=False),
+        Binding("tab", "app.focus_next", "Next table", show=False),  # the App's action: a Screen has none
+        Binding("shift+tab", "app.focus_previous", "Previous table", show=False),
         Binding("q", "app.quit", "Quit"),
     ]
 
@@ -163,11 +164,22 @@ def _due(ms: int | None, now: int) -> str:
 
 
 def _fill(table: DataTable, rows: list[tuple[str, tuple]]) -> None:
-    """Update rows in place (keeping the cursor) instead of clearing the table."""
+    """Show `rows` in their order, keeping the cursor on its row: cells update in place while the order holds;
+    a new row that belongs elsewhere than the end (a new thread: newest first) rebuilds the table in order."""
     wanted = dict(rows)
-    for key in [k.value for k in list(table.rows)]:
-        if key is not None and key not in wanted:
-            table.remove_row(key)
+    order = [key for key, _ in rows]
+    kept = [k.value for k in table.rows if k.value in wanted]
+    if kept != order[: len(kept)]:  # rows out of order, or a new one goes before rows already shown
+        selected = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        if selected is not None and selected in wanted:
+            table.move_cursor(row=order.index(selected))
+        return
+    for gone in [k.value for k in list(table.rows)]:
+        if gone is not None and gone not in wanted:
+            table.remove_row(gone)
     existing = {k.value for k in table.rows}
     for key, cells in rows:
         if key in existing:
@@ -275,6 +287,10 @@ class NerveTop(App):
     #lower { height: 7; }
     #workers, #threads { width: 1fr; }
     #events { height: 6; border-top: solid $primary; }
+    /* at 80x24 a scrollbar is a stray column of glyphs beside the data: the panes scroll with the cursor
+       (tables) or follow the newest line (events) without one */
+    #senses, #workers, #threads, #events { scrollbar-size: 0 0; }
+    SenseScreen VerticalScroll, ThreadScreen VerticalScroll { scrollbar-size-vertical: 0; }
     """
 
     def __init__(self, home: Path, refresh_s: float = REFRESH_S, utc: bool = False) -> None:
@@ -320,17 +336,15 @@ class NerveTop(App):
                 screen.load()  # a running thread's new rounds appear as they are written
 
     async def answer(self, run_id: str, decision: str) -> None:
-        """A person's answer to a waiting thread, through the running engine: it resumes at once."""
-        if self.last is not None and not self.last.live:
-            self.notify(f"the engine is stopped and this view is read-only: answer with "
-                        f"`nerve thread {decision} {run_id}`", severity="warning")
-            return
+        """A person's answer to a waiting thread: through the running engine it resumes at once; with the engine
+        stopped it is written to the log, as `nerve thread approve` does, and resumes at the next start."""
         try:
             result = await asyncio.to_thread(answer_thread, self.home, run_id, decision, None, "nerve top")
         except NerveError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.notify(f"{run_id} {'approved' if decision == 'approve' else 'rejected'}: {result['status']}")
+        later = " (resumes at the next `nerve run`)" if result.get("via") == "offline" else ""
+        self.notify(f"{run_id} {'approved' if decision == 'approve' else 'rejected'}: {result['status']}{later}")
         await self.tick()
 
     async def compute(self, sense: str) -> None:
