@@ -159,6 +159,8 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         replay = check.cli("replay", "sense", "replay", "b", "--source", "task.created", "--from", "0", "--dry-run",
                            "--json")
         assert (replay["kind"], replay["delivered"]) == ("channel", None) and replay["events"] >= 1
+        assert check.cli("sense-dry-run", "sense", "compute", "b", "--dry-run", "--event", "task.created=1",
+                         "--json")["events"] == 0  # its compute takes no trigger: samples are not given to it
         assert check.proc("sense-compute", home, "sense", "compute", "a", "--json")["via"] == "engine"
         lines = check.proc("workflow-run", home, "workflow", "run", "x", "--prompt", "rounds=1", "--json")
         assert lines[-1]["via"] == "engine" and lines[-1]["status"] == "completed"

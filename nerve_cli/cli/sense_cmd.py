@@ -110,14 +110,28 @@ def show(
 
 
 @app.command("compute")
-def compute(name: SenseName, home: HomeOption = None, json_: JsonOption = False) -> None:
+def compute(
+    name: SenseName,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Run it in a fresh worker on its real database and roll "
+                                          "everything back: show the signal, rows and cursor moves it would make, "
+                                          "keep none of them (nothing is logged).")] = False,
+    event: Annotated[Optional[list[str]], typer.Option("--event", help="With --dry-run: an event to give it instead "
+                                                       "of the waiting ones, SOURCE=JSON (repeatable).")] = None,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
     """Run one compute now (through the running engine, or in a fresh worker).
 
     Exit code 0 for a signal or silence, 1 for an error.
 
     Example: nerve sense compute cpu-usage --json
+    Example: nerve sense compute open-tasks --dry-run --event 'task.created={"id": 7}'
     """
     from nerve_cli.home import require_instance
+
+    if dry_run or event:
+        _dry_run(require_instance(home), name, event, json_)
+        return
     from nerve_cli.ops.senses.standalone import compute_sense
 
     result = compute_sense(require_instance(home), name)
@@ -251,6 +265,62 @@ def _render_rows(t: dict, rows: list[dict]) -> None:
 def _cell(value, width: int = 60) -> str:
     text = "NULL" if value is None else f"<{len(value)} bytes>" if isinstance(value, bytes) else str(value)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _dry_run(home, name: str, event: list[str] | None, json_: bool) -> None:
+    from nerve_cli.ops.senses.dryrun import dry_run, parse_event
+
+    result = dry_run(home, name, [parse_event(text) for text in event] if event else None)
+    if json_:
+        from nerve_cli.cli.output import print_json
+
+        print_json(result.to_json())
+    else:
+        _render_dry_run(result)
+        if event and not result.events and result.outcome != "error":
+            from nerve_cli.cli.output import info
+
+            info(f"note: {name}'s compute takes no third parameter (trigger), so the --event samples were not "
+                 "given to it", style="yellow")
+    if result.outcome == "error":
+        raise typer.Exit(1)
+
+
+def _render_dry_run(result) -> None:
+    import json
+
+    from nerve_cli.cli.output import err_console, error, info, show, table
+
+    for line in result.output:
+        where = "" if line["stream"] == "stdout" else " (stderr)"
+        err_console().print(f"{result.sense}{where} | {line['text']}", markup=False, highlight=False, soft_wrap=True)
+    took = f" in {result.duration_ms:.1f} ms" if result.duration_ms is not None else ""
+    given = f" with {result.events} event(s)" if result.events else ""
+    if result.outcome == "error":
+        e = result.error
+        where = f" at {e.file}:{e.line}" if e and e.file else ""
+        error(f"{result.sense} (dry run{given}): {e.type}: {e.message}{where}" if e else f"{result.sense}: failed")
+        if e and e.traceback:
+            err_console().print(e.traceback, markup=False, highlight=False, soft_wrap=True)
+        info("nothing was written", style="dim")
+        return
+    what = {"signal": "would signal", "kept": "would keep its rows without a signal (KEEP)",
+            "silent": "would stay silent (returned None: its rows are dropped)"}[result.to_json()["outcome"]]
+    info(f"{result.sense} (dry run{given}){took}: {what}", style="bold")
+    if result.outcome == "signal":
+        info(json.dumps(result.payload, indent=2, ensure_ascii=False, default=str))
+        if result.workflow:
+            info(f"workflow directive: {result.workflow}")
+    for name, entry in sorted((result.tables or {}).items()):
+        counts = ", ".join(f"{entry[k]} {k}" for k in ("inserted", "updated", "deleted") if entry[k])
+        rows = [(r["op"], json.dumps(r["row"], ensure_ascii=False, default=str)) for r in entry["rows"]]
+        show(table(f"{name}: {counts}", ["op", "row"], rows))
+    for source, (before, after) in (result.cursors or {}).items():
+        info(f"cursor on {source} would move from {before} to {after}")
+    for sha, size in sorted((result.blobs or {}).items()):
+        info(f"blob {sha[:16]}… ({size:,} bytes) would be stored")
+    note = "; computed on an in-memory copy (no database yet, or migrations pending)" if result.copy else ""
+    info(f"rolled back: no row, cursor, blob or log entry was kept{note}", style="dim")
 
 
 def _render_compute(result) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 CLI_KINDS = (
     "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log",
-    "mesh", "rename", "replay", "sense-chart", "sense-compute", "sense-list", "sense-show", "service", "status",
-    "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
+    "mesh", "rename", "replay", "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-show", "service",
+    "status", "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
 )
 # answered only by `nerve mcp`'s tools (query_sense, query_logs, start_thread): no command prints them
 MCP_KINDS = ("log-list", "sense-query", "thread-start")

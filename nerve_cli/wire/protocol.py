@@ -6,6 +6,7 @@ line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
 kernel → sense worker:    compute, cancel, shutdown
 sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal
+                          (dry_run: a rehearsal's answer, to the CLI)
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, thread_end
 """
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND, Reason
 
 # the limits live apart so the CLI reads them without this module; the protocol's users import them from here too
@@ -63,8 +65,10 @@ class Compute(Message):
     id: int
     sense: str
     reason: Reason = DEMAND  # kind and source, as two fields on the wire
-    # the sense's `on:` sources, name → "sense" | "channel"; a compute that takes `trigger` reads their events
+    # the sense's `on:` sources, name → "sense" | "channel" | "file"; a compute that takes `trigger` reads them
     sources: dict[str, str] | None = None
+    dry_run: bool = False  # compute, report what it would write, roll everything back: answered with DryRun
+    sample: list[dict[str, Any]] | None = None  # a dry run's events ({source, kind, payload}) instead of the real ones
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,26 @@ class Error(Message):
 
 
 @dataclass(frozen=True)
+class DryRun(Message):
+    """Dry run `id` ended and was rolled back: what it would have signalled and written."""
+
+    type: ClassVar[str] = "dry_run"
+    id: int
+    sense: str
+    outcome: Outcome  # signal | silent | error
+    duration_ms: float
+    kept: bool = False  # silent, its rows kept (KEEP)
+    payload: Any = None
+    workflow: str | None = None
+    error: ErrorInfo | None = None
+    tables: dict[str, Any] = field(default_factory=dict)  # table → {inserted, updated, deleted, rows[{op, row}]}
+    cursors: dict[str, list[int]] = field(default_factory=dict)  # source → [from, to]: where they would move
+    events: int = 0  # events the compute was given
+    blobs: dict[str, int] = field(default_factory=dict)  # sha256 → bytes it would have put
+    copy: bool = False  # computed on an in-memory copy (no database yet, or migrations pending)
+
+
+@dataclass(frozen=True)
 class Output(Message):
     """A line compute `id` printed (stdout or stderr); every one is sent before the compute's answer."""
 
@@ -247,8 +271,8 @@ class Malformed:
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
-                Ready, Output, Signal, Silent, Error, ThreadOwner, ChildOwner, DatabaseCreated, Fatal, ThreadMessage,
-                ThreadEnd)
+                Ready, Output, Signal, Silent, Error, DryRun, ThreadOwner, ChildOwner, DatabaseCreated, Fatal,
+                ThreadMessage, ThreadEnd)
 }
 
 
@@ -263,8 +287,10 @@ def decode(line: bytes) -> Message | Malformed:
     if cls is None:
         return Malformed(line[:200], "unknown or missing message type")
     try:
-        if cls is Error and isinstance(body.get("error"), dict):
+        if cls in (Error, DryRun) and isinstance(body.get("error"), dict):
             body["error"] = ErrorInfo(**body["error"])
+        if cls is DryRun:
+            body["outcome"] = Outcome(str(body.get("outcome")))
         if cls is Compute and "reason" in body:
             if not isinstance(body["reason"], dict):
                 return Malformed(line[:200], "bad fields for compute: reason is not {kind, source}")

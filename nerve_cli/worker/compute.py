@@ -7,6 +7,10 @@ One transaction per compute on the sense's own connection (`BEGIN IMMEDIATE`):
 - `None` (or `SenseResult(None)`) → the compute's rows roll back → `Silent`;
 - an exception, or a payload that is not JSON or too large → ROLLBACK → `Error`.
 
+A dry run (`Job.dry_run`) is the same compute, its writes recorded
+(`worker.rehearsal`) and everything rolled back where it would COMMIT; its
+events are the real ones, or the sample it was given.
+
 A compute that takes a third parameter also receives its events (see
 `worker.events`): they are read right after BEGIN, and the cursors move in the
 same transaction — with the rows on a value or KEEP, alone on None (the
@@ -35,12 +39,14 @@ import orjson
 from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.clock import now_ms
 from nerve_cli.schema.drift import missing_object, sql_hint
+from nerve_cli.store.events import Cursor
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
-from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors
+from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, read_cursors, sample_events
 from nerve_cli.worker.failure import error_info, shown_path
+from nerve_cli.worker.rehearsal import watch_writes, writes
 
 if TYPE_CHECKING:
     import asyncio
@@ -69,6 +75,8 @@ class LoadedSense:
     reopen: Callable[[], SenseDB] | None = None
     on_rebuilt: Callable[[str, str], None] | None = None  # (sense, why): told to the kernel
     created: bool = False  # its database did not exist when the worker opened it: made empty now
+    rehearsal_copy: bool = False  # a dry-run worker computing on an in-memory copy of its database
+    rehearsal_blobs: dict[str, int] | None = None  # a dry-run worker: sha256 → bytes its computes put
 
     @property
     def takes_trigger(self) -> bool:
@@ -138,11 +146,15 @@ def compute_arity(fn: Callable[..., Any]) -> int:
 class Job:
     """One compute request and the settle-or-cancel race around it."""
 
-    def __init__(self, id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None) -> None:
+    def __init__(self, id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None, *,
+                 dry_run: bool = False, sample: list[dict[str, Any]] | None = None) -> None:
         self.id = id
         self.sense = sense
         self.reason = reason
         self.sources = sources or {}
+        self.dry_run = dry_run
+        self.sample = sample  # a dry run's events instead of its sources' unconsumed ones
+        self.cursors_before: dict[str, Cursor] = {}  # a dry run: where its cursors stood
         self.batch = Batch()  # the events this compute was given
         self.received = time.perf_counter()
         self.started: float | None = None
@@ -195,6 +207,7 @@ class Answer:
     error: ErrorInfo | None = None
     signal_id: int | None = None
     kept: bool = False
+    writes: dict[str, Any] | None = None  # a dry run: what it would have written, per table
 
 
 ABANDONED = Answer(None)
@@ -270,10 +283,16 @@ def _begin(sense: LoadedSense, job: Job) -> bool:
 
 def _trigger(sense: LoadedSense, job: Job) -> Trigger | None:
     """Read the compute's events inside its transaction (only for a compute that takes them)."""
+    if job.dry_run:  # here, inside the caller's try: a failure is the compute's error, answered like any
+        watch_writes(sense.db.conn)
     if not sense.takes_trigger:
         return None
-    if sense.events is not None and job.sources:
+    if job.sample is not None:
+        job.batch = Batch(sample_events(job.sample))
+    elif sense.events is not None and job.sources:
         job.batch = sense.events.read(sense.db.conn, job.sources)
+        if job.dry_run:
+            job.cursors_before = read_cursors(sense.db.conn)
     if job.batch.consumes:
         sense.db.conn.execute(f"SAVEPOINT {SAVEPOINT}")  # None rolls back to here and keeps the cursors
     return Trigger(job.reason.kind, job.reason.source, job.batch.events, tuple(job.sources), job.batch.more, job.id, sense.home)
@@ -314,6 +333,8 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
     conn = sense.db.conn
     if not conn.in_transaction:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
+    if job.dry_run:  # what it wrote, then nothing of it stays
+        return _rolled_back(sense, job, dataclasses.replace(outcome, writes=writes(conn)))
     try:
         commit_cursors(conn, job.batch, now_ms())
         if not job.settle():

@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     sense.add_argument("--home", required=True)
     sense.add_argument("--senses", help="comma-separated senses (default: the group's enabled senses)")
     sense.add_argument("--spec", help="the group's settings as JSON (from the kernel); default: read nerve.yaml")
+    sense.add_argument("--dry-run", action="store_true", help="open the databases for dry runs (nothing is written)")
     wf = sub.add_parser("workflow", help="run the threads of one workflow")
     wf.add_argument("--name", required=True)
     wf.add_argument("--home", required=True)

@@ -48,6 +48,7 @@ from nerve_cli.store.events import (
     Trigger,
     connect_readonly,
     head,
+    now_ms,
     read_cursors,
     read_source,
     rebuilt,
@@ -56,7 +57,7 @@ from nerve_cli.store.events import (
     write_cursors,
 )
 
-__all__ = ["KEEP", "Event", "Trigger", "EventReader", "Batch", "commit_cursors"]
+__all__ = ["KEEP", "Event", "Trigger", "EventReader", "Batch", "commit_cursors", "read_cursors", "sample_events"]
 
 MAX_EVENTS = 10_000
 MAX_BATCH_BYTES = 16 * 1024 * 1024
@@ -157,3 +158,15 @@ def commit_cursors(own: sqlite3.Connection, batch: Batch, ts: int) -> None:
     """Advance the cursors inside the open transaction (a no-op when nothing was read)."""
     if batch.cursors:
         write_cursors(own, batch.cursors, ts)
+
+
+def sample_events(sample: list[dict[str, Any]]) -> tuple[Event, ...]:
+    """A dry run's given events ({source, kind, payload}), as a compute sees events: ids from 1 per source."""
+    counts: dict[str, int] = {}
+    ts = now_ms()
+    out = []
+    for item in sample:
+        source = str(item["source"])
+        counts[source] = counts.get(source, 0) + 1
+        out.append(Event(source, counts[source], ts, item.get("payload"), str(item.get("kind") or "channel")))
+    return tuple(out)

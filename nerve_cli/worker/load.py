@@ -30,6 +30,8 @@ from nerve_cli.worker.compute import LoadedSense, compute_arity, file_id, signat
 from nerve_cli.worker.events import EventReader
 from nerve_cli.worker.evidence import acting_for
 from nerve_cli.worker.failure import error_info, shown_path
+from nerve_cli.worker.rehearsal import RehearsalBlobs
+from nerve_cli.worker.rehearsal import open_db as open_rehearsal_db
 
 
 @dataclass
@@ -38,13 +40,15 @@ class LoadResult:
     failed: dict[str, ErrorInfo] = field(default_factory=dict)
 
 
-def load_senses(home: Path, spec: GroupSpec) -> LoadResult:
+def load_senses(home: Path, spec: GroupSpec, *, dry_run: bool = False) -> LoadResult:
+    """`dry_run`: for a worker that only rehearses computes: databases opened without writing, blobs kept
+    in memory (`worker.rehearsal`)."""
     layout = Layout(home)
-    blobs = BlobStore(layout.blobs)
+    blobs = RehearsalBlobs(layout.blobs) if dry_run else BlobStore(layout.blobs)
     result = LoadResult()
     for name, peers in spec.senses.items():
         try:
-            result.senses[name] = load_sense(layout, name, peers, blobs)
+            result.senses[name] = load_sense(layout, name, peers, blobs, dry_run=dry_run)
         except _LoadFailed as exc:
             result.failed[name] = exc.info
         except (OSError, sqlite3.Error) as exc:  # this sense's files or folder (a loop, no permission): its load fails
@@ -58,7 +62,8 @@ class _LoadFailed(Exception):
         self.info = info
 
 
-def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: BlobStore) -> LoadedSense:
+def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: BlobStore, *,
+               dry_run: bool = False) -> LoadedSense:
     folder = layout.sense_dir(name)
     code = folder / "sense.py"
     if not code.is_file():
@@ -73,15 +78,22 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         raise _LoadFailed(problem)
     assert compute is not None  # compute_problem refuses a missing compute
     specs = schema_specs(schema, folder, name, layout.home)
-    created = not layout.sense_db(name).exists()
-    db = _open_db(layout, name, folder, specs, blobs)
+    created = not dry_run and not layout.sense_db(name).exists()
+    copy = False
+    if dry_run:
+        db, copy = _open_rehearsal(layout, name, folder, blobs)
+    else:
+        db = _open_db(layout, name, folder, specs, blobs)
     peers = Peers(name, peer_names, layout.sense_db, blobs)
     nargs = compute_arity(compute)
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,
         is_async=inspect.iscoroutinefunction(compute), nargs=nargs,
-        events=EventReader(layout.data, name) if nargs >= 3 else None,
-        db_file=file_id(db.path), reopen=lambda: _reopen(layout, name, folder, specs, blobs), created=created,
+        events=EventReader(layout.data, name) if nargs >= 3 else None, rehearsal_copy=copy,
+        rehearsal_blobs=blobs.held if isinstance(blobs, RehearsalBlobs) else None,
+        # a rehearsal never rebuilds a database: it keeps nothing
+        db_file=None if dry_run else file_id(db.path), created=created,
+        reopen=None if dry_run else (lambda: _reopen(layout, name, folder, specs, blobs)),
     )
 
 
@@ -165,6 +177,15 @@ def _class_line(path: Path, specs: list[TableSpec], problems: list[str]) -> int 
         found = next((i for i in range(start + 1, len(lines)) if field and field.match(lines[i])), start)
         return found + 1
     return None
+
+
+def _open_rehearsal(layout: Layout, name: str, folder: Path, blobs: BlobStore) -> tuple[SenseDB, bool]:
+    try:
+        return open_rehearsal_db(layout.sense_db(name), layout.migrations(name), name, blobs)
+    except NerveError as exc:
+        raise _LoadFailed(ErrorInfo(type(exc).__name__, str(exc))) from exc
+    except BaseException as exc:
+        raise _LoadFailed(error_info(exc, folder, layout.home)) from exc
 
 
 def _open_db(layout: Layout, name: str, folder: Path, specs: list[TableSpec], blobs: BlobStore) -> SenseDB:

@@ -55,6 +55,7 @@ from nerve_cli.wire.protocol import (
     Cancel,
     Compute,
     DatabaseCreated,
+    DryRun,
     Error,
     ErrorInfo,
     Malformed,
@@ -197,7 +198,7 @@ class SenseRuntime:
             log.error("unexpected message for a sense worker: %s", type(msg).__name__)
 
     def _start(self, msg: Compute) -> None:
-        job = Job(msg.id, msg.sense, msg.reason, msg.sources)
+        job = Job(msg.id, msg.sense, msg.reason, msg.sources, dry_run=msg.dry_run, sample=msg.sample)
         sense = self.senses.get(job.sense)
         with self._lock:
             if job.id in self.jobs:
@@ -293,7 +294,7 @@ class SenseRuntime:
         self._send(job, Error(job.id, job.sense, ErrorInfo(
             "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms()))
 
-    def _send(self, job: Job, message: Signal | Silent | Error) -> None:
+    def _send(self, job: Job, message: Signal | Silent | Error | DryRun) -> None:
         with self._send_lock:  # a compute thread and the loop (a cancel) may both try: one answer only
             if job.answered:
                 return
@@ -302,7 +303,9 @@ class SenseRuntime:
 
     def _answer(self, job: Job, outcome: Answer) -> None:
         ms = job.elapsed_ms()
-        if outcome.kind is None:
+        if job.dry_run and outcome.kind is not None:
+            self._send(job, self._rehearsed(job, outcome, ms))
+        elif outcome.kind is None:
             if job.started is not None:  # a queued job was answered when it was cancelled
                 self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
         elif outcome.kind is Outcome.SIGNAL:
@@ -314,6 +317,16 @@ class SenseRuntime:
         elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))
+
+    def _rehearsed(self, job: Job, outcome: Answer, ms: float) -> DryRun:
+        sense = self.senses.get(job.sense)
+        blobs = (sense.rehearsal_blobs if sense is not None else None) or {}
+        assert outcome.kind is not None
+        cursors = {source: [before.last_id if (before := job.cursors_before.get(source)) else 0, to.last_id]
+                   for source, to in job.batch.cursors.items()}
+        return DryRun(job.id, job.sense, outcome.kind, ms, outcome.kept, outcome.payload, outcome.workflow,
+                      outcome.error, outcome.writes or {}, cursors if outcome.kind is not Outcome.ERROR else {},
+                      len(job.batch.events), dict(blobs), bool(sense is not None and sense.rehearsal_copy))
 
     def _not_loaded(self, name: str) -> ErrorInfo:
         if name in self.failed:
@@ -368,7 +381,8 @@ def main(args: Any) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ComputeAwareFormatter(f"{LOG_PREFIX}{args.group} pid={os.getpid()}: %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None))
+    runtime = _build(Path(args.home).resolve(), args.group, _names(args.senses), out, getattr(args, "spec", None),
+                     dry_run=getattr(args, "dry_run", False))
     runtime.input_fd = fds.read
     for sense in runtime.senses.values():  # a database deleted under it is rebuilt, and the kernel told
         sense.on_rebuilt = lambda name, why: out.send(DatabaseCreated(name, why))
@@ -401,9 +415,10 @@ def _names(option: str | None) -> list[str]:
     return [n.strip() for n in (option or "").split(",") if n.strip()]
 
 
-def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_json: str | None) -> SenseRuntime:
+def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_json: str | None,
+           dry_run: bool = False) -> SenseRuntime:
     if spec_json:
-        return _build_from(home, group, GroupSpec.from_json(spec_json), out)  # the kernel's validated config
+        return _build_from(home, group, GroupSpec.from_json(spec_json), out, dry_run)  # the caller's validated config
     # only without the kernel's spec: pydantic and ruamel stay out of every engine-spawned worker (~11 MiB each)
     from nerve_cli.config.load import load_config
 
@@ -414,15 +429,15 @@ def _build(home: Path, group: str, only: list[str], out: ProtocolWriter, spec_js
         info = ErrorInfo(type(exc).__name__, f"nerve.yaml is invalid: {exc}")
         return SenseRuntime(group, {}, {n: info for n in only}, out, unavailable=str(exc))
     known = [n for n in only if n in config.senses]
-    runtime = _build_from(home, group, GroupSpec.from_config(config, group, known if only else None), out)
+    runtime = _build_from(home, group, GroupSpec.from_config(config, group, known if only else None), out, dry_run)
     for name in only:
         if name not in config.senses:
             runtime.failed[name] = ErrorInfo("SenseError", f"sense `{name}` is not declared under senses: in nerve.yaml")
     return runtime
 
 
-def _build_from(home: Path, group: str, spec, out: ProtocolWriter) -> SenseRuntime:
-    loaded = load_senses(home, spec)
+def _build_from(home: Path, group: str, spec, out: ProtocolWriter, dry_run: bool = False) -> SenseRuntime:
+    loaded = load_senses(home, spec, dry_run=dry_run)
     for name, info in loaded.failed.items():
         log.error("sense %s failed to load: %s", name, info.summary())
     return SenseRuntime(group, loaded.senses, loaded.failed, out, shutdown_timeout=spec.shutdown_timeout)

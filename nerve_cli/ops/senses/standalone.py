@@ -20,7 +20,7 @@ from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.policy import Limits, Policy
 from nerve_cli.ops.client import compute, engine_running
-from nerve_cli.ops.senses.worker_client import SenseWorkerClient, WorkerGone
+from nerve_cli.ops.senses.worker_client import Answer, SenseWorkerClient, WorkerGone
 from nerve_cli.store.logs import LogStore, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
@@ -94,17 +94,38 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
 
 def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
          sources: dict[str, str] | None = None, spec: str | None = None) -> ComputeResult:
+    answer, printed = one_compute(home, name, group, policy, limits, stderr, sources, spec)
+    if isinstance(answer, ErrorInfo):
+        killed = (limits.timeout + limits.grace) * 1000 if answer.type == "TimeoutError" else None
+        return ComputeResult(name, Outcome.ERROR, duration_ms=killed, error=answer, output=printed)
+    if isinstance(answer, Signal):
+        return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts,
+                             workflow=answer.workflow, thread=_not_started() if answer.workflow else None,
+                             output=printed, signal_id=answer.signal_id)
+    if isinstance(answer, Error):
+        return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
+    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed)
+
+
+def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
+                sources: dict[str, str] | None = None, spec: str | None = None, *, dry_run: bool = False,
+                sample: list[dict[str, Any]] | None = None) -> tuple[Answer | ErrorInfo, tuple[dict[str, str], ...]]:
+    """One compute of `name` in a worker spawned for it alone: (its answer, or why there is none; what it printed).
+
+    `dry_run`: the worker only rehearses (answer: DryRun), with `sample` as its events when given."""
     # By default the sense's own output passes through to our stderr, but not the worker's
     # log lines: what they say (e.g. a load failure) is in the result we render.
     forward = _user_output if stderr is None else None
-    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward, spec=spec)
+    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward, spec=spec, dry_run=dry_run)
     ready = client.start(policy.ready_timeout)
     soft, grace = limits.timeout, limits.grace
+    compute_id = 0
+    answer: Answer | ErrorInfo
     try:
         if name in ready.failed:
-            return ComputeResult(name, Outcome.ERROR, error=ready.failed[name])
+            return ready.failed[name], ()
         compute_id = client.next_id()
-        client.send(Compute(compute_id, name, DEMAND, sources))
+        client.send(Compute(compute_id, name, DEMAND, sources, dry_run, sample))
         try:
             answer = client.answer(compute_id, timeout=soft)
         except TimeoutError:
@@ -113,20 +134,13 @@ def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stde
                 answer = client.answer(compute_id, timeout=grace)
             except TimeoutError:
                 client.kill()
-                return ComputeResult(name, Outcome.ERROR, duration_ms=(soft + grace) * 1000, error=ErrorInfo(
-                    "TimeoutError", f"still running {grace:g}s after its {soft:g}s timeout; the worker was killed"))
+                answer = ErrorInfo("TimeoutError", f"still running {grace:g}s after its {soft:g}s timeout; "
+                                                   "the worker was killed")
     except WorkerGone as exc:
-        return ComputeResult(name, Outcome.ERROR, error=ErrorInfo("WorkerDied", str(exc)))
+        answer = ErrorInfo("WorkerDied", str(exc))
     finally:
         client.stop()
-    printed = tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
-    if isinstance(answer, Signal):
-        return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts, workflow=answer.workflow,
-                             thread=_not_started() if answer.workflow else None, output=printed,
-                             signal_id=answer.signal_id)
-    if isinstance(answer, Error):
-        return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
-    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed)
+    return answer, tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
 
 
 def _not_started() -> dict[str, Any]:

@@ -20,9 +20,9 @@ from typing import IO, Any, Callable, Iterable
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.vocab.reasons import DEMAND, Reason
 from nerve_cli.wire.process_group import kill_group
-from nerve_cli.wire.protocol import Compute, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent, decode
+from nerve_cli.wire.protocol import Compute, DryRun, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent, decode
 
-Answer = Signal | Silent | Error
+Answer = Signal | Silent | Error | DryRun
 
 
 class WorkerGone(NerveError):
@@ -31,9 +31,13 @@ class WorkerGone(NerveError):
     type = ErrorType.WORKER_GONE
 
 
-def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None, spec: str | None = None) -> list[str]:
-    """The worker's command line; `spec` (GroupSpec JSON) spares it reading nerve.yaml again."""
+def worker_argv(home: Path, group: str, senses: Iterable[str] | None = None, spec: str | None = None,
+                dry_run: bool = False) -> list[str]:
+    """The worker's command line; `spec` (GroupSpec JSON) spares it reading nerve.yaml again; `dry_run`: a worker
+    that only rehearses (its databases are never written)."""
     argv = [sys.executable, "-m", "nerve_cli.worker", "sense", "--group", group, "--home", str(home)]
+    if dry_run:
+        argv.append("--dry-run")
     names = list(senses or [])
     if names:
         argv += ["--senses", ",".join(names)]
@@ -47,11 +51,12 @@ class SenseWorkerClient:
 
     def __init__(self, home: Path, group: str, senses: Iterable[str] | None = None, *,
                  stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None,
-                 on_stderr: Callable[[str], None] | None = None, spec: str | None = None) -> None:
+                 on_stderr: Callable[[str], None] | None = None, spec: str | None = None,
+                 dry_run: bool = False) -> None:
         """`stderr` goes to Popen as is; or pass `on_stderr` to receive each stderr line (from a thread).
         `spec`: the group's settings as the kernel hands them over (GroupSpec JSON), when the caller has
-        loaded nerve.yaml already."""
-        self.argv = worker_argv(Path(home), group, senses, spec)
+        loaded nerve.yaml already. `dry_run`: a worker that only rehearses (its databases are never written)."""
+        self.argv = worker_argv(Path(home), group, senses, spec, dry_run)
         self.stderr = subprocess.PIPE if on_stderr is not None else stderr
         self.on_stderr = on_stderr
         self.env = env
@@ -140,7 +145,7 @@ class SenseWorkerClient:
             msg = self.read(left)
             if isinstance(msg, Output):
                 self.outputs.setdefault(msg.id, []).append(msg)
-            elif isinstance(msg, (Signal, Silent, Error)) and msg.id == compute_id:
+            elif isinstance(msg, (Signal, Silent, Error, DryRun)) and msg.id == compute_id:
                 return msg
 
     def compute(self, sense: str, *, reason: Reason = DEMAND, timeout: float | None = 60.0) -> Answer:

@@ -1,0 +1,103 @@
+"""`nerve sense compute NAME --dry-run [--event SOURCE=JSON ...]`: try a sense without keeping anything.
+
+The real compute runs in a real worker, spawned for it alone whether or not
+an engine runs, on the sense's real database (`worker.rehearsal`): its
+events are the ones waiting for it, or the samples given, and everything it
+does is rolled back where it would commit. The answer says what it would
+have signalled (and which workflow it would have launched), the rows it would
+have written per table, where its cursors would have moved, the blobs it
+would have stored, and what it printed; an error shows its file and line.
+Nothing is logged, no cursor moves, no row stays, no blob is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from nerve_cli.config.load import load_config
+from nerve_cli.config.mesh import sources_of
+from nerve_cli.config.model import HEALTH_SENSE
+from nerve_cli.contract import VERSION
+from nerve_cli.errors import NerveError, SenseError
+from nerve_cli.kernel.core.listeners import all_sources
+from nerve_cli.kernel.supervision.policy import Policy
+from nerve_cli.ops.senses.standalone import START_TIMEOUT, one_compute
+from nerve_cli.store.events import EventError, parse_payload_text
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.wire.protocol import DryRun, Error, ErrorInfo
+from nerve_cli.wire.spec import GroupSpec
+
+
+@dataclass(frozen=True)
+class DryRunResult:
+    sense: str
+    outcome: Outcome  # signal | silent | error
+    kept: bool = False  # silent, keeping its rows (KEEP)
+    payload: Any = None
+    workflow: str | None = None
+    duration_ms: float | None = None
+    error: ErrorInfo | None = None
+    output: tuple[dict[str, str], ...] = ()
+    tables: dict[str, Any] | None = None
+    cursors: dict[str, list[int]] | None = None
+    events: int = 0
+    blobs: dict[str, int] | None = None
+    copy: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The `sense-dry-run` document."""
+        return {
+            "version": VERSION, "sense": self.sense, "outcome": "kept" if self.kept else self.outcome.value,
+            "payload": self.payload,
+            "workflow": self.workflow,
+            "duration_s": None if self.duration_ms is None else round(self.duration_ms / 1000, 6),
+            "error": self.error.to_dict() if self.error is not None else None, "output": list(self.output),
+            "events": self.events,
+            "tables": [{"name": name, **entry} for name, entry in sorted((self.tables or {}).items())],
+            "cursors": [{"source": s, "from": a, "to": b} for s, (a, b) in (self.cursors or {}).items()],
+            "blobs": [{"sha256": sha, "bytes": n} for sha, n in sorted((self.blobs or {}).items())],
+            "database": "copy" if self.copy else "rolled back",
+        }
+
+
+def parse_event(text: str) -> tuple[str, Any]:
+    """`SOURCE=JSON` (`--event task.created='{"id": 7}'`) → (source, payload)."""
+    source, sep, payload = text.partition("=")
+    if not sep or not source.strip():
+        raise NerveError(f"--event {text[:60]!r}: expected SOURCE=JSON, e.g. --event 'task.created={{\"id\": 7}}'")
+    try:
+        return source.strip(), parse_payload_text(payload, f"the payload of --event {source.strip()}")
+    except EventError as exc:
+        raise NerveError(f"--event: {exc}") from None
+
+
+def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, *,
+            stderr: int | IO[Any] | None = None) -> DryRunResult:
+    """Run `name` once without keeping anything; `events` (source, payload) replace the real ones when given."""
+    config = load_config(home)
+    settings = config.senses.get(name)
+    if settings is None:
+        raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
+                         f"`nerve sense new {name}` creates one")
+    sources = (sources_of(config).get(name) or {}) if settings.enabled else all_sources(config, name)
+    sample = None
+    if events is not None:
+        sample = [{"source": source, "payload": payload, "kind": sources.get(source) or _kind(config, source)}
+                  for source, payload in events]
+    policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)  # as a one-off compute: a first import is cold
+    spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
+    answer, printed = one_compute(home, name, settings.group, policy, policy.limits(settings), stderr,
+                                  sources or None, spec, dry_run=True, sample=sample)
+    if isinstance(answer, ErrorInfo):
+        return DryRunResult(name, Outcome.ERROR, error=answer, output=printed)
+    if isinstance(answer, Error):  # cancelled at its timeout
+        return DryRunResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
+    assert isinstance(answer, DryRun)
+    return DryRunResult(name, answer.outcome, answer.kept, answer.payload, answer.workflow, answer.duration_ms,
+                        answer.error, printed, answer.tables, answer.cursors, answer.events, answer.blobs, answer.copy)
+
+
+def _kind(config: Any, source: str) -> str:
+    return "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
