@@ -183,6 +183,10 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     check.cli("delete", "sense", "delete", "bee", "--dry-run", "--json")
     check.cli("delete", "workflow", "delete", "x", "--json")
     check.cli("gc", "gc", "--dry-run", "--json")
+    made = check.cli("sense-new", "sense", "new", "fresh", "--on", "task.created", "--disabled", "--json")
+    assert (made["enabled"], made["reflex"], made["migration"]) == (False, {"on": ["task.created"]},
+                                                                    "senses/fresh/migrations/0001_init.sql")
+    assert check.cli("migrate", "sense", "migrate", "fresh", "--json")["senses"][0]["file"] is None  # up to date
     # sense-compute and workflow-run are checked above (as subprocesses); fleet in test_fleet.py, with a nats-server
     assert check.kinds >= set(CLI_KINDS) - {"sense-compute", "workflow-run", "fleet"}, set(CLI_KINDS) - check.kinds
 

@@ -75,6 +75,11 @@ TOOLS = {"list_senses": "sense-list", "show_sense": "sense-show", "query_sense":
          "query_logs": "log-list", "list_threads": "thread-list", "show_thread": "thread-show",
          "engine_status": "status", "emit": "emit", "compute_sense": "sense-compute", "start_thread": "thread-start",
          "approve_thread": "thread-answer", "reject_thread": "thread-answer"}
+# the tools an agent authors senses with, and their documents (the CLI's --json of the same command)
+AUTHORING = {"new_sense": "sense-new", "write_sense_file": "sense-file", "migrate_sense": "migrate",
+             "check_config": "config-check", "dry_run_sense": "sense-dry-run", "enable_sense": "lifecycle",
+             "disable_sense": "lifecycle"}
+TOOLS.update(AUTHORING)
 CHECKED = Checked()  # every answer of every test, validated as the CLI's --json documents are
 
 
@@ -94,7 +99,7 @@ def _instance(home: Path) -> None:
     (home / "workflows" / "gated.py").write_text(GATED)
 
 
-def _mcp(home: Path, body: Any) -> Any:
+def _mcp(home: Path, body: Any, message_handler: Any = None) -> Any:
     """Spawn `nerve mcp --home HOME` and run `body(session)` against it through the SDK's stdio client."""
     env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)],
@@ -102,7 +107,7 @@ def _mcp(home: Path, body: Any) -> Any:
 
     async def main() -> Any:
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=message_handler) as session:
                 await session.initialize()
                 return await body(session)
 
@@ -229,7 +234,8 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
 
         _mcp(home, body)
         engine.stop()
-    assert CHECKED.kinds >= set(TOOLS.values()) | set(MCP_KINDS), set(TOOLS.values()) - CHECKED.kinds
+    used = {kind for tool, kind in TOOLS.items() if tool not in AUTHORING} | (set(MCP_KINDS) - {"sense-file"})
+    assert CHECKED.kinds >= used, used - CHECKED.kinds
 
 
 def test_without_an_engine_reads_work_and_actions_say_how_to_start_one(home: Path) -> None:
@@ -353,3 +359,96 @@ def test_malformed_requests_are_answered_and_query_sense_bounds_value_size_and_r
         assert client.call(6, "list_senses")["structuredContent"]["senses"]  # still serving
     finally:
         client.close()
+
+
+DOUBLER_SCHEMA = textwrap.dedent('''
+    from nerve_cli.sdk import table
+
+    @table(pk="n")
+    class Seen:
+        n: int
+        doubled: int
+''')
+
+DOUBLER = textwrap.dedent('''
+    from .schema import Seen
+
+    def compute(db, peers, trigger):
+        doubled = []
+        for event in trigger.events:
+            db.upsert(Seen(n=event.payload["n"], doubled=2 * event.payload["n"]))
+            doubled.append(2 * event.payload["n"])
+        print(f"doubled {len(doubled)}")
+        return {"doubled": doubled} if doubled else None
+''')
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the handshake protocol clients speak today
+def test_an_agent_writes_tries_and_switches_on_a_sense_and_hears_its_signals(home: Path) -> None:
+    write_instance(home, """
+        senses:
+          counter: {}
+        reflexes:
+          - {sense: counter, interval: 1h}
+    """, {"counter": COUNTER}, {"counter": SCHEMA})
+    assert generate_migration(home / "senses" / "counter") is not None
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        updates: list[str] = []
+
+        async def heard(message: Any) -> None:  # notifications/resources/updated, as a client receives them
+            uri = getattr(getattr(message, "params", None), "uri", None)
+            if uri is not None:
+                updates.append(str(uri))
+
+        async def body(session: ClientSession) -> None:
+            made = await _call(session, "new_sense", name="doubler", on=["nums"])
+            assert (made["enabled"], made["reflex"], made["files"][:2]) == (
+                False, {"on": ["nums"]}, ["senses/doubler/schema.py", "senses/doubler/sense.py"])
+            await _call(session, "write_sense_file", sense="doubler", file="schema.py", text=DOUBLER_SCHEMA)
+            refused = await _error(session, "migrate_sense", sense="doubler")  # the template's table would go
+            assert "allow" in refused["message"]
+            migrated = await _call(session, "migrate_sense", sense="doubler", allow_data_loss=True)
+            assert migrated["senses"][0]["file"].startswith("senses/doubler/migrations/0002_")
+            written = await _call(session, "write_sense_file", sense="doubler", file="sense.py", text=DOUBLER)
+            assert (written["path"], written["changed"]) == ("senses/doubler/sense.py", True)
+            escape = await _error(session, "write_sense_file", sense="../counter", file="sense.py", text="x = 1")
+            assert "invalid sense name" in escape["message"]
+            checked = await _call(session, "check_config")
+            assert checked["valid"], checked["problems"]
+
+            tried = await _call(session, "dry_run_sense", sense="doubler",
+                                events=[{"source": "nums", "payload": {"n": 2}}, {"source": "nums", "payload": {"n": 3}}])
+            assert (tried["outcome"], tried["payload"], tried["database"]) == ("signal", {"doubled": [4, 6]}, "copy")
+            assert tried["tables"][0]["inserted"] == 2 and tried["output"][0]["text"] == "doubled 2"
+            assert not (home / "data" / "senses" / "doubler.db").exists()  # tried, and nothing was kept
+
+            listed = {str(r.uri) for r in (await session.list_resources()).resources}
+            assert {"nerve://senses", "nerve://threads/waiting", "nerve://sense/counter", "nerve://sense/doubler"} <= listed
+            templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+            assert {"nerve://sense/{name}", "nerve://sense/{name}/schema.py", "nerve://thread/{run_id}"} <= templates
+            schema_py = (await session.read_resource("nerve://sense/doubler/schema.py")).contents[0].text
+            assert "class Seen" in schema_py
+            await session.subscribe_resource("nerve://sense/doubler")
+
+            enabled = await _call(session, "enable_sense", sense="doubler")
+            assert enabled["enabled"] and enabled["changed"]
+            wait_for(lambda: "doubler" in {w for g in engine.status()["workers"] for w in g["loaded"]}, 20,
+                     what="the engine to load the enabled sense")
+            await _call(session, "emit", channel="nums", payload={"n": 21})
+            for _ in range(400):  # the notification, then the resource says what it signalled
+                if "nerve://sense/doubler" in updates:
+                    break
+                await asyncio.sleep(0.025)
+            assert "nerve://sense/doubler" in updates, updates
+            shown = json.loads((await session.read_resource("nerve://sense/doubler")).contents[0].text)
+            assert shown["signals"][-1]["payload"] == {"doubled": [42]}
+
+            prompts = {p.name for p in (await session.list_prompts()).prompts}
+            assert prompts == {"write_sense", "triage_waiting_threads", "why_is_it_quiet"}
+            text = (await session.get_prompt("write_sense", {"goal": "count open PRs"})).messages[0].content.text
+            assert "count open PRs" in text and "dry_run_sense" in text
+
+        _mcp(home, body, message_handler=heard)
+        engine.stop()
+    assert CHECKED.kinds >= set(AUTHORING.values()), set(AUTHORING.values()) - CHECKED.kinds

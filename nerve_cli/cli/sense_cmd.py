@@ -31,7 +31,10 @@ def new(
         "--from", help="Start from a recipe: projection, reaction, wait-all, merge, switch or heartbeat.")] = None,
     on: Annotated[Optional[str], typer.Option(
         "--on", help="Comma-separated senses or channels it listens to (instead of running every 1m).")] = None,
+    disabled: Annotated[bool, typer.Option("--disabled", help="Register it with `enabled: false`: try it with "
+                                           "`sense compute --dry-run`, then `sense enable`.")] = False,
     home: HomeOption = None,
+    json_: JsonOption = False,
 ) -> None:
     """Scaffold a new sense, generate its first migration, register and commit it.
 
@@ -42,7 +45,14 @@ def new(
 
     where = require_instance(home)
     sources = tuple(s.strip() for s in (on or "").split(",") if s.strip())
-    _render_new(where, new_sense(where, name, group, recipe=recipe, on=sources))
+    made = new_sense(where, name, group, recipe=recipe, on=sources, enabled=not disabled)
+    if json_:
+        from nerve_cli.cli.output import print_json
+        from nerve_cli.contract.senses import sense_new
+
+        print_json(sense_new(where, made))
+        return
+    _render_new(where, made)
 
 
 @app.command("list")
@@ -185,7 +195,8 @@ def _render_new(home, result) -> None:
     for path in result.files:
         info(f"  {path.relative_to(home)}")
     when = f"on {', '.join(result.on)}" if result.on else "every 1m"
-    info(f"  nerve.yaml: senses.{result.name}, and a reflex running it {when}")
+    off = " (enabled: false; `nerve sense enable` turns it on)" if not result.enabled else ""
+    info(f"  nerve.yaml: senses.{result.name}{off}, and a reflex running it {when}")
     notes(result.notes)
     if result.commit:
         recipe = f" --from {result.recipe}" if result.recipe else ""

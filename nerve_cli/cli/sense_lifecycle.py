@@ -70,10 +70,10 @@ def _json(outcome: "Outcome") -> None:
 
 
 def bring_back(item: "Item") -> str:
-    """The exact command that turns one cascade-disabled item back on."""
-    if item.kind == "sense":
-        return f"nerve sense enable {item.key}"
-    return f"nerve sense enable {item.sense} --reflex {item.key}"
+    """The exact command that turns one cascade-disabled item back on (config.lifecycle says it)."""
+    from nerve_cli.config.lifecycle import bring_back as command  # here: config.lifecycle loads ruamel
+
+    return command(item)
 
 
 def _render_disable(outcome: "Outcome") -> None:

@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 import typer
 
 from nerve_cli.cli import complete
-from nerve_cli.cli.common import HomeOption
+from nerve_cli.cli.common import HomeOption, JsonOption
 from nerve_cli.words import plural
 
 
@@ -14,6 +14,7 @@ def migrate(
     allow_data_loss: Annotated[bool, typer.Option("--allow-data-loss", help="Write a migration that drops tables or columns.")] = False,
     slug: Annotated[Optional[str], typer.Option("--name", help="File name part for the new migration (default: made from the change).")] = None,
     home: HomeOption = None,
+    json_: JsonOption = False,
 ) -> None:
     """Generate the next SQL migration from the sense's schema.py.
 
@@ -32,6 +33,14 @@ def migrate(
     root = require_instance(home)
     results, sha = migrate_senses(root, None if all_ or name is None else [name], allow_data_loss=allow_data_loss,
                                   name=slug)
+    failed = [r.sense for r in results if r.error]
+    if json_:
+        from nerve_cli.contract.senses import migrate as migrate_document
+
+        output.print_json(migrate_document(root, results, sha))
+        if failed:
+            raise typer.Exit(1)
+        return
     for r in results:
         if r.error:
             output.error(f"{r.sense}: {r.error}")
@@ -43,6 +52,5 @@ def migrate(
         output.info(f"committed {sha[:8]}", style="dim")
     if not results:
         output.info("no senses with a schema.py under senses/")
-    failed = [r.sense for r in results if r.error]
     if failed:
         raise NerveError(f"{plural(len(failed), 'sense')} could not be migrated: {', '.join(failed)}")

@@ -348,3 +348,10 @@ def _turn(doc: Any, kind: str, key: str | int, on: bool, mark: str | None) -> No
         enable(parent, key)
     else:
         disable(parent, key, mark)
+
+
+def bring_back(item: Item) -> str:
+    """The exact command that turns one cascade-disabled item back on."""
+    if item.kind == "sense":
+        return f"nerve sense enable {item.key}"
+    return f"nerve sense enable {item.sense} --reflex {item.key}"

@@ -13,11 +13,12 @@ from typing import Any
 
 CLI_KINDS = (
     "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log",
-    "mesh", "rename", "replay", "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-show", "service",
-    "status", "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
+    "mesh", "migrate", "rename", "replay", "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-new",
+    "sense-show", "service", "status", "thread-answer", "thread-list", "thread-show", "workflow-list", "workflow-run",
 )
-# answered only by `nerve mcp`'s tools (query_sense, query_logs, start_thread): no command prints them
-MCP_KINDS = ("log-list", "sense-query", "thread-start")
+# answered only by `nerve mcp`'s tools (query_sense, query_logs, start_thread, write_sense_file): no command
+# prints them
+MCP_KINDS = ("log-list", "sense-file", "sense-query", "thread-start")
 KINDS = CLI_KINDS + MCP_KINDS
 
 

@@ -67,3 +67,20 @@ def lifecycle(outcome: Any, bring_back: Any) -> dict[str, Any]:
         "commit": outcome.sha,
     }
 
+
+def sense_new(home: Any, result: Any) -> dict[str, Any]:
+    """`ops.senses.scaffold.NewSense`: what `nerve sense new` wrote (paths relative to the instance) and committed."""
+    reflex = {k: v for k, v in (result.reflex or {}).items() if k != "sense"}
+    return {"version": VERSION, "name": result.name, "group": result.group, "recipe": result.recipe,
+            "enabled": result.enabled, "reflex": reflex,
+            "files": [str(p.relative_to(home)) for p in result.files],
+            "migration": str(result.migration.relative_to(home)) if result.migration else None,
+            "commit": result.commit, "notes": list(result.notes)}
+
+
+def migrate(home: Any, results: list[Any], commit: str | None) -> dict[str, Any]:
+    """`schema.instance.SenseMigration`s of `nerve sense migrate`: the file each sense got (or none), and the commit."""
+    return {"version": VERSION, "commit": commit,
+            "senses": [{"sense": r.sense, "file": str(r.path.relative_to(home)) if r.path else None,
+                        "statements": r.statements, "changes": list(r.changes), "error": r.error}
+                       for r in results]}

@@ -21,15 +21,20 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from nerve_cli import __version__
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
 from nerve_cli.errors import ErrorType
+from nerve_cli.mcp import prompts
+from nerve_cli.mcp.authoring import MAX_TEXT
+from nerve_cli.mcp.live import Subscriptions
+from nerve_cli.mcp.resources import SCHEMA, SENSE, SENSES, THREAD, WAITING, sense_uri, thread_uri
 from nerve_cli.mcp.tools import LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT, Tools, error_document
 from nerve_cli.mcp.transport import stdio_transport
+from nerve_cli.ops.senses.dryrun import MAX_SAMPLES
 from nerve_cli.store.readquery import MAX_ROWS, MAX_TIMEOUT
 
 INSTRUCTIONS = """Nerve is a local observation engine: senses (small Python functions with their own SQLite
@@ -38,7 +43,12 @@ list_senses (each with its last signal), then show_sense or query_sense (read-on
 database; see its tables with show_sense or `SELECT name, sql FROM sqlite_master`). query_logs reads the
 engine's log. emit sends an event to a channel (stored for the next start when no engine runs);
 compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
-for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them."""
+for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them.
+To write a sense: new_sense (scaffolded, migrated, registered off), write_sense_file (its sense.py and
+schema.py), migrate_sense after a schema change, check_config, dry_run_sense with sample events (nothing is
+kept), then enable_sense. Resources (subscribe to be told of changes): nerve://senses, nerve://sense/NAME
+(its tables and latest signal), nerve://sense/NAME/schema.py, nerve://threads/waiting, nerve://thread/RUN.
+Prompts: write_sense, triage_waiting_threads, why_is_it_quiet."""
 
 
 
@@ -83,6 +93,13 @@ class NerveServer(MCPServer):
             lowlevel = self._lowlevel_server
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
+    concrete: Any = None  # () -> the resources of this instance now (each sense, each waiting thread)
+
+    async def list_resources(self) -> list[Resource]:
+        """The fixed resources, then one per sense and per waiting thread (their templates are listed too)."""
+        found = await super().list_resources()
+        return found + (self.concrete() if self.concrete is not None else [])
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = sorted(tool.name for tool in self._tool_manager.list_tools())
         if name not in known:  # the SDK's answer is plain text; an agent reads the error document everywhere
@@ -101,9 +118,20 @@ class NerveServer(MCPServer):
                                   is_error=True)
 
 
+class SampleEvent(BaseModel):
+    """An event to try a sense with: its source (a channel, a sense or a paths: pattern) and its JSON payload."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str = Field(description="a channel, a sense or a paths: pattern the sense listens to")
+    payload: JsonValue = Field(default=None, description="the event's JSON payload")
+
+
 def build(home: Path) -> MCPServer:
     tools = Tools(home)
-    app = NerveServer("nerve", title="Nerve", version=__version__, instructions=INSTRUCTIONS)
+    live = Subscriptions(home)
+    app = NerveServer("nerve", title="Nerve", version=__version__, instructions=INSTRUCTIONS,
+                      lifespan=live.lifespan, subscriptions=live.bus)
+    live.attach(app)
 
     def call(fn: Any, *args: Any, **kwargs: Any) -> CallToolResult:
         """The document as structured content and as JSON text; a failure as the error document (is_error)."""
@@ -212,6 +240,74 @@ def build(home: Path) -> MCPServer:
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
         return call(tools.answer_thread, run_id, "reject", note, client_name(ctx))
 
+    # -- authoring --------------------------------------------------------------------------------------
+    @app.tool(title="Scaffold a new sense", annotations=ACT)
+    def new_sense(name: Annotated[str, Field(description="the new sense's name (lowercase, digits, - and _)")],
+                  recipe: Annotated[Literal["projection", "reaction", "wait-all", "merge", "switch", "heartbeat"]
+                                    | None, Field(description="start from this recipe (on: its sources); "
+                                                              "default: the plain template")] = None,
+                  on: Annotated[list[str] | None, Field(description=(
+                      "the senses or channels it listens to (a recipe's sources)"))] = None,
+                  group: Annotated[str, Field(description="the worker group it runs in")] = "default",
+                  enabled: Annotated[bool, Field(description=(
+                      "register it on at once (default off: try it with dry_run_sense first)"))] = False,
+                  ) -> document("sense-new"):
+        """Scaffold a sense in senses/NAME/ (from the template, or a recipe on the `on` sources), generate its
+        first migration, register it in nerve.yaml (off unless enabled=true: try it first) and commit."""
+        return call(tools.new_sense, name, recipe, on, group, enabled)
+
+    @app.tool(title="Write a sense's code or schema", annotations=ACT)
+    def write_sense_file(sense: Sense,
+                         file: Annotated[Literal["sense.py", "schema.py"], Field(description=(
+                             "sense.py: its compute; schema.py: its tables"))],
+                         text: Annotated[str, Field(max_length=MAX_TEXT, description=(
+                             f"the file's whole new text (at most {MAX_TEXT:,} bytes as UTF-8)"))],
+                         ) -> document("sense-file"):
+        """Write a sense's sense.py (def compute(db, peers[, trigger])) or schema.py (@table classes) whole, at
+        most 1 MiB, and commit it. After changing schema.py, run migrate_sense."""
+        return call(tools.write_sense_file, sense, file, text)
+
+    @app.tool(title="Migrate a sense's database", annotations=ACT)
+    def migrate_sense(sense: Sense,
+                      allow_data_loss: Annotated[bool, Field(description=(
+                          "accept a migration that drops tables or columns (their rows are lost)"))] = False,
+                      ) -> document("migrate"):
+        """Generate the next SQL migration from the sense's schema.py (nothing when nothing changed) and commit it.
+        A change that drops tables or columns is refused unless allow_data_loss (say why: rows are lost)."""
+        return call(tools.migrate_sense, sense, allow_data_loss)
+
+    @app.tool(title="Check the configuration", annotations=READ)
+    def check_config(code: Annotated[bool, Field(description=(
+            "also import each enabled sense and workflow in a child process"))] = True) -> document("config-check"):
+        """Validate nerve.yaml and the folder, and (code=true) import each enabled sense and workflow in a child
+        process: every problem with its file, line and the fix."""
+        return call(tools.check_config, code)
+
+    @app.tool(title="Try a sense without keeping anything", annotations=READ)
+    def dry_run_sense(sense: Sense,
+                      events: Annotated[list[SampleEvent] | None, Field(max_length=MAX_SAMPLES, description=(
+                          "sample events to compute with, instead of the ones waiting for it "
+                          f"(at most {MAX_SAMPLES:,})"))] = None,
+                      ) -> document("sense-dry-run"):
+        """Run one compute of the sense on its real database and roll everything back: the signal it would send,
+        the rows it would write per table, its cursor moves and prints, or its error with file:line. `events`
+        replace the events waiting for it. Nothing is kept or logged."""
+        samples = None if events is None else [e.model_dump() for e in events]
+        return call(tools.dry_run_sense, sense, samples)
+
+    @app.tool(title="Turn a sense on", annotations=ACT)
+    def enable_sense(sense: Sense) -> document("lifecycle"):
+        """Turn a sense on in nerve.yaml (and commit); a running engine starts it."""
+        return call(tools.set_sense_enabled, sense, True)
+
+    @app.tool(title="Turn a sense off", annotations=ACT)
+    def disable_sense(sense: Sense) -> document("lifecycle"):
+        """Turn a sense off, with the reflexes and readers that depend on it (nothing is deleted); commit."""
+        return call(tools.set_sense_enabled, sense, False)
+
+    _resources(app, tools)
+    app.concrete = lambda: _concrete(tools)
+    _prompts(app, tools)
     return app
 
 
@@ -224,6 +320,68 @@ def client_name(ctx: Any) -> str | None:
         return None
     version = getattr(info, "version", None)
     return f"{name} {version}" if isinstance(version, str) and version else name
+def _json_text(fn: Any, *args: Any) -> str:
+    """A resource's content: the document as JSON, or the error document."""
+    try:
+        return json.dumps(fn(*args), ensure_ascii=False, default=str)
+    except Exception as exc:  # the reader sees why, as a tool's caller does
+        return json.dumps(error_document(exc), ensure_ascii=False, default=str)
+
+
+def _resources(app: MCPServer, tools: Tools) -> None:
+    @app.resource(SENSES, name="senses", mime_type="application/json")
+    def senses() -> str:
+        """Every sense with its last signal (the sense-list document)."""
+        return _json_text(tools.list_senses)
+
+    @app.resource(SENSE, name="sense", mime_type="application/json")
+    def sense(name: str) -> str:
+        """One sense: settings, tables, its latest signal (the sense-show document)."""
+        return _json_text(tools.show_sense, name, 1)
+
+    @app.resource(SCHEMA, name="sense-schema", mime_type="text/x-python")
+    def schema_py(name: str) -> str:
+        """A sense's schema.py: its tables as @table classes."""
+        return tools.schema_text(name)
+
+    @app.resource(WAITING, name="waiting-threads", mime_type="application/json")
+    def waiting() -> str:
+        """Threads waiting for a person, each with its question (the thread-list document)."""
+        return _json_text(tools.list_threads, "waiting", None, 100)
+
+    @app.resource(THREAD, name="thread", mime_type="application/json")
+    def thread(run_id: str) -> str:
+        """One thread with its messages (the thread-show document)."""
+        return _json_text(tools.show_thread, run_id)
+
+
+def _concrete(tools: Tools) -> list[Resource]:
+    try:
+        senses = [s["name"] for s in tools.list_senses()["senses"]]
+        waiting = [t["run_id"] for t in tools.list_threads("waiting", None, 100)["threads"]]
+    except Exception:  # an instance that cannot be read now lists its fixed resources only
+        return []
+    return ([Resource(uri=sense_uri(n), name=f"sense {n}", mime_type="application/json",
+                      description=f"{n}: settings, tables, latest signal") for n in senses]
+            + [Resource(uri=thread_uri(r), name=f"thread {r}", mime_type="application/json",
+                        description=f"{r}, waiting for a person") for r in waiting])
+
+
+def _prompts(app: MCPServer, tools: Tools) -> None:
+    @app.prompt(name="write_sense")
+    def write_sense(goal: str, sources: str | None = None) -> str:
+        """Write, try and switch on a new sense that does what you describe."""
+        return prompts.write_sense(goal, sources)
+
+    @app.prompt(name="triage_waiting_threads")
+    def triage_waiting_threads() -> str:
+        """Go through the threads waiting for a person and answer each."""
+        return prompts.triage(tools.list_threads("waiting", None, 100))
+
+    @app.prompt(name="why_is_it_quiet")
+    def why_is_it_quiet(sense: str) -> str:
+        """Find out why a sense stopped signalling (stale, backlog, errors, its code)."""
+        return prompts.quiet(sense)
 
 
 def serve(home: Path) -> None:

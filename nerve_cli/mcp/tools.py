@@ -15,22 +15,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.check import check_instance
+from nerve_cli.config.lifecycle import bring_back, disable_sense, enable_sense
 from nerve_cli.contract import VERSION
 from nerve_cli.contract import engine as engine_docs
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract import senses as sense_docs
 from nerve_cli.contract import threads as thread_docs
+from nerve_cli.contract.instance import config_check
 from nerve_cli.contract.logs import log_row
 from nerve_cli.contract.times import parse_instant
 from nerve_cli.errors import EngineNotRunning, ErrorType, NerveError
 from nerve_cli.home import Layout
 from nerve_cli.instance.git import person
+from nerve_cli.mcp import authoring
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.emit import emit_event
+from nerve_cli.ops.senses.dryrun import dry_run
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
+from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import list_threads, thread_detail
+from nerve_cli.schema.instance import migrate_senses
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms
 from nerve_cli.store.readquery import read_query
@@ -124,6 +131,42 @@ class Tools:
                       client: str | None = None) -> dict[str, Any]:
         """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
         return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client)))
+
+    # -- authoring: scaffold, write, migrate, check, try, switch on (confined to the instance) --------------
+    def new_sense(self, name: str, recipe: str | None = None, on: list[str] | None = None, group: str = "default",
+                  enabled: bool = False) -> dict[str, Any]:
+        """`nerve sense new NAME [--from RECIPE] [--on A,B] [--disabled] --json`."""
+        made = new_sense(self.home, name, group, recipe=recipe, on=tuple(on or ()), enabled=enabled)
+        return sense_docs.sense_new(self.home, made)
+
+    def write_sense_file(self, sense: str, file: str, text: str) -> dict[str, Any]:
+        """Write senses/SENSE/{sense.py,schema.py} whole and commit it; nothing else can be written."""
+        return authoring.write_sense_file(self.home, sense, file, text)
+
+    def migrate_sense(self, sense: str, allow_data_loss: bool = False) -> dict[str, Any]:
+        """`nerve sense migrate SENSE [--allow-data-loss] --json`."""
+        results, sha = migrate_senses(self.home, [sense], allow_data_loss=allow_data_loss)
+        return sense_docs.migrate(self.home, results, sha)
+
+    def check_config(self, code: bool = True) -> dict[str, Any]:
+        """`nerve config check --json` (`code=False`: `--fast`, without importing the senses in a child)."""
+        return config_check(check_instance(self.home, code=code))
+
+    def dry_run_sense(self, sense: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """`nerve sense compute SENSE --dry-run [--event SOURCE=JSON ...] --json`."""
+        samples = None if events is None else [(str(e["source"]), e.get("payload")) for e in events]
+        return dry_run(self.home, sense, samples).to_json()
+
+    def schema_text(self, sense: str) -> str:
+        """A sense's schema.py as written (for the nerve://sense/NAME/schema.py resource)."""
+        require_sense(self.home, sense)
+        path = self.layout.sense_dir(sense) / "schema.py"
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+    def set_sense_enabled(self, sense: str, enabled: bool) -> dict[str, Any]:
+        """`nerve sense enable|disable SENSE --json` (a running engine picks the change up by itself)."""
+        outcome = enable_sense(self.home, sense) if enabled else disable_sense(self.home, sense)
+        return sense_docs.lifecycle(outcome, bring_back)
 
     def _engine(self, op: str, **args: Any) -> dict[str, Any]:
         self._require_engine(op.replace("_", " "))

@@ -289,3 +289,19 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def read_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of one query on a read-only connection; [] when the database or its table is not there (yet)."""
+    if not Path(path).is_file():
+        return []
+    try:
+        conn = open_reader(Path(path))
+    except sqlite3.Error:
+        return []
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()

@@ -28,6 +28,7 @@ from nerve_cli.store.events import EventError, parse_payload_text
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.wire.protocol import DryRun, Error, ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
+from nerve_cli.worker.events import MAX_EVENTS
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class DryRunResult:
             "database": "copy" if self.copy else "rolled back",
         }
 
+MAX_SAMPLES = MAX_EVENTS  # sample events in one dry run: what one compute receives at most
+
 
 def parse_event(text: str) -> tuple[str, Any]:
     """`SOURCE=JSON` (`--event task.created='{"id": 7}'`) → (source, payload)."""
@@ -83,6 +86,8 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
                          f"`nerve sense new {name}` creates one")
     sources = (sources_of(config).get(name) or {}) if settings.enabled else all_sources(config, name)
     sample = None
+    if events is not None and len(events) > MAX_SAMPLES:
+        raise NerveError(f"{len(events):,} sample events; a compute receives at most {MAX_SAMPLES:,}")
     if events is not None:
         sample = [{"source": source, "payload": payload, "kind": sources.get(source) or _kind(config, source)}
                   for source, payload in events]

@@ -43,6 +43,8 @@ class NewSense:
     notes: tuple[str, ...] = ()  # e.g. that uncommitted edits of nerve.yaml were committed separately first
     recipe: str | None = None
     on: tuple[str, ...] = ()  # the reflex's sources; empty: the 1m interval
+    enabled: bool = True  # False: registered with `enabled: false`, to be tried before it runs
+    reflex: dict | None = None  # the reflex written for it (its sense, on: or interval)
 
 
 def sense_template_dir(recipe: str | None = None) -> Path:
@@ -100,8 +102,10 @@ def render(template: str, name: str) -> str:
 
 
 def new_sense(home: Path, name: str, group: str = "default", *, recipe: str | None = None,
-              on: tuple[str, ...] = ()) -> NewSense:
-    """Scaffold (from the template or a recipe), migrate, register (every 1m, or `on:` sources) and commit."""
+              on: tuple[str, ...] = (), enabled: bool = True) -> NewSense:
+    """Scaffold (from the template or a recipe), migrate, register (every 1m, or `on:` sources) and commit.
+
+    `enabled=False` registers it off (`enabled: false`): tried with a dry run, then enabled."""
     home = Path(home)
     on = tuple(dict.fromkeys(on))
     check_new_sense(home, name, group)
@@ -116,13 +120,13 @@ def new_sense(home: Path, name: str, group: str = "default", *, recipe: str | No
     try:
         written = _write_files(folder, name, recipe)
         migration = generate_migration(folder)
-        add_sense(home, name, {"group": group}, reflex=reflex)
+        add_sense(home, name, {"group": group} if enabled else {"group": group, "enabled": False}, reflex=reflex)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     files = tuple(written + ([migration] if migration else []))
     sha = change.commit([*files, layout.config])
-    return NewSense(name, group, folder, files, migration, sha, tuple(change.notes()), recipe, on)
+    return NewSense(name, group, folder, files, migration, sha, tuple(change.notes()), recipe, on, enabled, reflex)
 
 
 def _write_files(folder: Path, name: str, recipe: str | None = None) -> list[Path]:
