@@ -192,7 +192,8 @@ def test_launch_directive(home: Path) -> None:
 
     logs, ok, refused = asyncio.run(main())
     assert ok == {"run_id": "run-1", "status": "started"}
-    assert refused == [None] * 6
+    assert [(r["run_id"], r["status"]) for r in refused] == [(None, "refused")] * 6
+    assert all(r["reason"] for r in refused)  # the same why as the error log's message
     queued = query_logs(logs.path, type="queued")[0]["payload"]
     assert queued["prompt"] == "rounds=100 a|b in the prompt" and queued["max_rounds"] == 4
     assert queued["origin"] == {"kind": "directive", "sense": "disk"}
@@ -306,7 +307,8 @@ def test_a_directive_with_a_misspelt_workflow_gets_did_you_mean(home: Path) -> N
         return logs, refused, unknown
 
     logs, refused, unknown = asyncio.run(main())
-    assert refused is None and unknown is None
+    assert refused["status"] == unknown["status"] == "refused"
+    assert "did you mean `triage`?" in refused["reason"] and "did you mean" not in unknown["reason"]
     messages = [e["payload"]["message"] for e in query_logs(logs.path, source="system", type="error")]
     assert "unknown workflow 'triag'" in messages[0] and "did you mean `triage`?" in messages[0]
     assert "create it" not in messages[0]
