@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, got, store_sense
 
@@ -84,8 +85,8 @@ def test_config_check_refuses_data_and_warns_about_a_missing_folder(home: Path, 
           - {{sense: store, paths: ["{home}/data/logs.db"]}}
           - {{sense: store, paths: ["{tmp_path}/nowhere/*.md"], debounce: 1s}}
     """, {"store": "def compute(db, peers, trigger):\n    return len(trigger.events)\n"})
-    result = nerve("config", "check", "--json", "--fast", home=home)
-    assert result.returncode == 1, result.stdout
+    result = cli("config", "check", "--json", "--fast", "--home", str(home))
+    assert result.exit_code == 1, result.stdout
     problems = {(p["path"], p["severity"]): p["message"] for p in json.loads(result.stdout)["problems"]}
     for index in (0, 1, 2):
         assert "data/ folder" in problems[(f"reflexes[{index}].paths[0]", "error")]
@@ -93,10 +94,10 @@ def test_config_check_refuses_data_and_warns_about_a_missing_folder(home: Path, 
     assert refused.returncode == 1 and "feedback loop" in refused.stderr + refused.stdout
     (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text().split("  - {sense: store, paths: [\"data")[0]
                                      + f'  - {{sense: store, paths: ["{tmp_path}/nowhere/*.md"]}}\n')
-    result = nerve("config", "check", "--json", "--fast", home=home)
-    assert result.returncode == 0, result.stdout
+    result = cli("config", "check", "--json", "--fast", "--home", str(home))
+    assert result.exit_code == 0, result.stdout
     warned = [p["message"] for p in json.loads(result.stdout)["problems"]]
     assert any("nowhere does not exist" in m for m in warned), warned
-    mesh = json.loads(nerve("mesh", "--json", home=home).stdout)
+    mesh = json.loads(cli("mesh", "--json", "--home", str(home)).stdout)
     assert {n["kind"] for n in mesh["nodes"] if n["name"] == f"{tmp_path}/nowhere/*.md"} == {"files"}
     assert any(e["source"] == f"files:{tmp_path}/nowhere/*.md" and e["target"] == "sense:store" for e in mesh["edges"])
