@@ -334,3 +334,26 @@ def test_a_subscription_added_by_reload_receives_what_the_stream_holds(tmp_path:
         wait_for(lambda: engine_b.status()["fleet"] is None, 20, what="b to leave the fleet")
         engine_b.stop()
         engine_a.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_sense_database_rebuilt_while_publishing_is_sent_from_its_new_start(tmp_path: Path,
+                                                                             server: NatsServer) -> None:
+    a, b = host_a(tmp_path, server.url), host_b(tmp_path, server.url)
+    with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+        engine_a.wait_ready()
+        engine_b.wait_ready()
+        to_a = Emitter(a)
+        for i in range(20):
+            assert to_a.emit("go", i)["ok"]
+        wait_for(lambda: len(ticks(b)) >= 20, 30, what="the first 20 ticks")
+        for suffix in ("", "-wal", "-shm"):  # the database is gone: its worker builds a new one, ids from 1
+            (a / "data" / "senses" / f"ticker.db{suffix}").unlink(missing_ok=True)
+        for i in range(20, 30):
+            assert to_a.emit("go", i)["ok"]
+        to_a.close()
+        # the new database has no cursor either, so ticker consumes `go` from its start again: 0..29 after 0..19
+        wait_for(lambda: len(ticks(b)) >= 50, 30, what="the ticks of the rebuilt database")
+        assert ticks(b) == list(range(20)) + list(range(30))  # none taken for sent for an id seen before
+        engine_a.stop()
+        engine_b.stop()

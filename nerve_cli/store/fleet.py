@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nerve_cli.store.events import BUSY_TIMEOUT_MS, connect_readonly, head, source_path
+from nerve_cli.store.events import BUSY_TIMEOUT_MS, Cursor, connect_readonly, head, rebuilt, source_identity, source_path
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS sent (kind TEXT NOT NULL, name TEXT NOT NULL, last_id INTEGER NOT NULL, "
           "ts INTEGER NOT NULL, PRIMARY KEY (kind, name))")
@@ -50,22 +50,31 @@ class OutboxStore:
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute(SCHEMA)
+        if "identity" not in {row[1] for row in self.conn.execute("PRAGMA table_info(sent)")}:
+            self.conn.execute("ALTER TABLE sent ADD COLUMN identity TEXT")  # a fleet.db from before identities
         self._readers: dict[Path, tuple[tuple[int, int], sqlite3.Connection]] = {}
 
-    def sent(self) -> dict[Source, int]:
-        return {(k, n): i for k, n, i in self.conn.execute("SELECT kind, name, last_id FROM sent")}
+    def sent(self) -> dict[Source, Cursor]:
+        """Each published source's sent mark: the last id acknowledged, in the source database `identity`."""
+        return {(k, n): Cursor(i, ident) for k, n, i, ident in
+                self.conn.execute("SELECT kind, name, last_id, identity FROM sent")}
 
-    def mark_sent(self, source: Source, last_id: int) -> None:
-        self.conn.execute("INSERT INTO sent (kind, name, last_id, ts) VALUES (?, ?, ?, ?) ON CONFLICT(kind, name) "
-                          "DO UPDATE SET last_id = excluded.last_id, ts = excluded.ts",
-                          (*source, last_id, time.time_ns() // 1_000_000))
+    def mark_sent(self, source: Source, mark: Cursor) -> None:
+        self.conn.execute("INSERT INTO sent (kind, name, last_id, ts, identity) VALUES (?, ?, ?, ?, ?) "
+                          "ON CONFLICT(kind, name) DO UPDATE SET last_id = excluded.last_id, ts = excluded.ts, "
+                          "identity = excluded.identity",
+                          (*source, mark.last_id, time.time_ns() // 1_000_000, mark.identity))
 
-    def start_of(self, source: Source, after: int) -> int:
-        """`after`, or 0 when the source's database was rebuilt since (its ids started again)."""
+    def current(self, source: Source, mark: Cursor | None) -> Cursor:
+        """The sent mark to read from now: `mark`, or the start of a source database rebuilt since (another
+        identity, or ids that started again), in that database's identity."""
         conn = self._reader(source)
         if conn is None:
-            return after
-        return 0 if after > head(conn, source[0]) else after
+            return mark or Cursor(0)
+        identity = source_identity(conn)
+        if mark is None or rebuilt(mark, identity, head(conn, source[0])):
+            return Cursor(0, identity)
+        return mark if mark.identity is not None or identity is None else Cursor(mark.last_id, identity)
 
     def read(self, source: Source, after: int, limit: int, max_bytes: int) -> list[Row]:
         """Up to `limit` rows above `after`, oldest first, stopping once `max_bytes` of payload were read

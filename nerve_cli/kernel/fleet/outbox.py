@@ -24,6 +24,7 @@ from nerve_cli.config.fleet import channel_subject, sense_subject
 from nerve_cli.config.model import FleetConfig
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
+from nerve_cli.store.events import Cursor
 from nerve_cli.store.fleet import OutboxStore, Row, Source
 from nerve_cli.vocab import logrows
 
@@ -53,7 +54,7 @@ class Outbox:
         self.subjects: dict[Source, str] = {("sense", s): sense_subject(fleet.stream, host, s)
                                             for s in fleet.publish.senses}
         self.subjects.update({("channel", c): channel_subject(fleet.stream, host, c) for c in fleet.publish.channels})
-        self.sent: dict[Source, int] = {}
+        self.sent: dict[Source, Cursor] = {}  # the last id acknowledged, and in which source database
         self.dirty: set[Source] = set(self.subjects)  # sources whose database must be read for rows to send
         self.fresh: dict[Source, list[Row]] = {}  # rows the kernel handed over as it committed them, in order
         self.depth = 0  # rows waiting, as last counted
@@ -87,7 +88,7 @@ class Outbox:
 
     async def run(self) -> None:
         marks = await self._in_thread(self.store.sent)
-        self.sent = {source: marks.get(source, 0) for source in self.subjects}
+        self.sent = {source: marks.get(source, Cursor(0)) for source in self.subjects}
         while True:
             self._wake.clear()
             if self.link.connected and (self.dirty or self.fresh):
@@ -106,7 +107,8 @@ class Outbox:
                 await asyncio.sleep(COUNT_EVERY)  # while NATS is away, count at most this often
 
     def _count(self) -> int:
-        return sum(self.store.depth(source, self.sent.get(source, 0)) for source in self.subjects)
+        return sum(self.store.depth(source, self.store.current(source, self.sent.get(source)).last_id)
+                   for source in self.subjects)
 
     async def _drain(self) -> None:
         while (self.dirty or self.fresh) and self.link.connected:
@@ -115,18 +117,19 @@ class Outbox:
                 source = self.dirty.pop()
                 rows = await self._in_thread(self._read, source)
             else:
-                source, handed = self.fresh.popitem()
-                pending = [r for r in handed if r.id > self.sent.get(source, 0)]  # a read may have sent some
-                rows = pending[:MAX_BATCH]
-                if pending[MAX_BATCH:]:
-                    self.fresh[source] = pending[MAX_BATCH:]
+                source, rows = self.fresh.popitem()
+                if rows[0].id <= self._last(source):  # a read sent some, or the database was rebuilt: read it
+                    self.dirty.add(source)
+                    continue
+                if rows[MAX_BATCH:]:
+                    self.fresh[source], rows = rows[MAX_BATCH:], rows[:MAX_BATCH]
             if not rows:
                 continue
             done = await self._publish(source, rows)
             if done:
-                last = rows[done - 1].id
-                await self._in_thread(self.store.mark_sent, source, last)
-                self.sent[source] = last
+                mark = Cursor(rows[done - 1].id, self.sent.get(source, Cursor(0)).identity)
+                await self._in_thread(self.store.mark_sent, source, mark)
+                self.sent[source] = mark
                 self.published += done
             if done < len(rows):
                 self.dirty.add(source)
@@ -136,12 +139,15 @@ class Outbox:
             if read and (len(rows) == MAX_BATCH or sum(len(r.payload or "") for r in rows) >= MAX_BATCH_BYTES):
                 self.dirty.add(source)  # more may wait behind this window
 
+    def _last(self, source: Source) -> int:
+        mark = self.sent.get(source)
+        return mark.last_id if mark is not None else 0
+
     def _read(self, source: Source) -> list[Row]:
-        after = self.sent.get(source, 0)
-        rows = self.store.read(source, after, MAX_BATCH, MAX_BATCH_BYTES)
-        if not rows and after and self.store.start_of(source, after) == 0:
-            rows = self.store.read(source, 0, MAX_BATCH, MAX_BATCH_BYTES)  # its database was rebuilt
-        return rows
+        """In the fleet's thread: the rows above the sent mark (from the start of a database rebuilt since)."""
+        mark = self.store.current(source, self.sent.get(source))
+        self.sent[source] = mark
+        return self.store.read(source, mark.last_id, MAX_BATCH, MAX_BATCH_BYTES)
 
     async def _publish(self, source: Source, rows: list[Row]) -> int:
         """Publish one window; how many rows from its start are done (acknowledged, or too large to send)."""

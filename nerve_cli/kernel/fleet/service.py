@@ -86,7 +86,8 @@ class Fleet:
             "since": link.since, "last_error": link.last_error, "last_error_at": link.last_error_at,
             "connections": link.connections,
             "outbox": outbox.depth, "published": outbox.published, "not_sent": outbox.too_large,
-            "publishes": [{"kind": k, "name": n, "subject": subject, "sent_id": outbox.sent.get((k, n))}
+            "publishes": [{"kind": k, "name": n, "subject": subject,
+                           "sent_id": mark.last_id if (mark := outbox.sent.get((k, n))) is not None else None}
                           for (k, n), subject in sorted(outbox.subjects.items())],
             "subscriptions": [s.describe() for _, s in sorted(self.inbox.subs.items())],
             "hosts": {h: dict(v) for h, v in sorted(self.inbox.hosts.items())},
