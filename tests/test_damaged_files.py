@@ -25,13 +25,14 @@ from typer.testing import CliRunner
 
 from nerve_cli.cli import output
 from nerve_cli.cli.app import app
+from nerve_cli.cli.status_cmd import STOPPED
 from nerve_cli.store.lock import InstanceLock
 
 COMMANDS = {  # what reads each file (the engine is stopped)
     "logs.db": [["status"], ["sense", "list"], ["sense", "show", "cpu-percent"], ["logs"], ["thread", "list"],
                 ["doctor"], ["mesh"], ["archive", "--dry-run"], ["gc", "--dry-run"]],
-    "events.db": [["emit", "door", "{}"], ["archive", "--dry-run"], ["gc", "--dry-run"], ["logs"]],
-    "senses/cpu-percent.db": [["sense", "list"], ["sense", "show", "cpu-percent"], ["archive", "--dry-run"],
+    "events.db": [["status"], ["emit", "door", "{}"], ["archive", "--dry-run"], ["gc", "--dry-run"], ["logs"]],
+    "senses/cpu-percent.db": [["status"], ["sense", "list"], ["sense", "show", "cpu-percent"], ["archive", "--dry-run"],
                             ["gc", "--dry-run"], ["backup", "BACKUP"]],
     "senses/nerve-health.db": [["sense", "list"], ["status", "--json"]],
 }
@@ -84,10 +85,15 @@ def test_a_damaged_database_is_named_by_every_command_that_reads_it(base: Path, 
         for args in commands:
             code, text = run(home, args, tmp_path)
             shutil.rmtree(tmp_path / "backup", ignore_errors=True)
-            if code not in (0, 1) or "Traceback" in text or "Error:" in text.replace("error:", ""):
+            stopped = args[0] == "status" and code == STOPPED  # the stopped view: it names what it met damaged
+            if code not in (0, 1) and not stopped or "Traceback" in text or "Error:" in text.replace("error:", ""):
                 failures.append(f"{file} ({kind}): nerve {' '.join(args)} → exit {code}: {text.strip()[-300:]}")
             elif code == 1 and file.split("/")[-1] not in text and "no engine is running" not in text:
                 failures.append(f"{file} ({kind}): nerve {' '.join(args)} failed without naming the file: {text[-300:]}")
+            elif stopped and file.split("/")[-1] not in text and not (file != "logs.db" and kind == "pages"):
+                # the stopped view reads logs.db; the others it looks at (events.db it reads only for listeners'
+                # backlogs): noise past their header stays unseen
+                failures.append(f"{file} ({kind}): the stopped view does not name the file: {text[-300:]}")
     assert not failures, "\n".join(failures)
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.load import load_config_and_warnings
-from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import listeners_of
 from nerve_cli.store.events import backlog
 from nerve_cli.store.logs import last_completions, open_readonly
 from nerve_cli.store.quarantines import load_quarantines
+from nerve_cli.store.sqlitefile import DamagedDatabase, header_problem
 from nerve_cli.vocab.logrows import LogKind
 from nerve_cli.vocab.states import SenseStatus, ThreadStatus
 
@@ -32,12 +33,20 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
     if config is None:
         config, warnings = load_config_and_warnings(layout.home)
     facts = _LogFacts(layout.logs_db)
+    problems = [facts.problem] if facts.problem else []
+    try:
+        listeners = stopped_listeners(layout, config)
+    except DamagedDatabase as exc:
+        listeners, problems = {}, [*problems, str(exc)]
+    looked_at = [layout.events_db, *(layout.sense_db(n) for n in sorted({*config.senses, HEALTH_SENSE}))]
+    problems += [str(p) for path in looked_at
+                 if str(path) not in "".join(problems) and (p := header_problem(path)) is not None]
     return {
         "pid": None, "home": str(layout.home), "running": False, "started_at": None, "uptime_s": None,
         "stopped_at": facts.stopped_at, "workers": [],
         "senses": stopped_senses(config, facts.quarantines, facts.last_runs, facts.errors),
         "channels": sorted({s for r in config.active_reflexes() for s in r.on if s not in config.senses}),
-        "warnings": [str(w) for w in warnings],
+        "warnings": [str(w) for w in warnings] + problems,  # nerve.yaml's, then damaged files it met
         "workflows": {name: {"enabled": w.enabled, "concurrency": w.concurrency, "overflow": w.overflow,
                              "max_queue": w.max_queue, "idempotent": w.idempotent,
                              "worker": {"pid": None, "state": "stopped"}, "running": [],
@@ -46,7 +55,7 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
                              "counts": facts.counts.get(name, {})}
                       for name, w in config.workflows.items()},
         "fleet": None,
-        "listeners": stopped_listeners(layout, config),
+        "listeners": listeners,
     }
 
 
@@ -89,17 +98,21 @@ class _LogFacts:
         self.threads: dict[tuple[str, str], list[str]] = {}
         self.counts: dict[str, dict[str, int]] = {}
         self.stopped_at: float | None = None
-        if not logs_db.is_file():
+        self.problem: str | None = None  # a damaged logs.db, named: the view shows what the other files say
+        if not logs_db.exists():
             return
-        self.quarantines = load_quarantines(logs_db)
-        self.last_runs = last_completions(logs_db)
-        conn = open_readonly(logs_db)
         try:
-            self._read(conn)
-        except sqlite3.OperationalError:  # a log from before these tables: what it has is enough
-            pass
-        finally:
-            conn.close()
+            self.quarantines = load_quarantines(logs_db)
+            self.last_runs = last_completions(logs_db)
+            conn = open_readonly(logs_db)
+            try:
+                self._read(conn)
+            except sqlite3.OperationalError:  # a log from before these tables: what it has is enough
+                pass
+            finally:
+                conn.close()
+        except DamagedDatabase as exc:
+            self.problem = str(exc)
 
     def _read(self, conn: sqlite3.Connection) -> None:
         for ref, count, ts, message in conn.execute(

@@ -102,6 +102,20 @@ def _not_a_file(path: Path, fix: str) -> DamagedDatabase | None:
     return None
 
 
+def header_problem(path: Path) -> DamagedDatabase | None:
+    """What a look at the file alone shows (a folder, 0 bytes, no SQLite header), without opening it: cheap enough
+    for a view that names damage in files it does not read (damage inside the pages takes a query to see)."""
+    found = _not_a_file(path, READ_FIX)
+    if found is not None or not path.is_file():
+        return found
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        return damaged(path, f"it cannot be read: {exc.strerror}", READ_FIX)
+    return None if head == b"SQLite format 3\x00" else damaged(path, "it is not a database file", READ_FIX)
+
+
 def damaged(path: Path, why: str, fix: str) -> DamagedDatabase:
     return DamagedDatabase(f"{path} is damaged ({why}): {fix}")
 
