@@ -61,3 +61,18 @@ def default_host() -> str:
     label = socket.gethostname().split(".")[0].lower()
     name = re.sub(r"[^a-z0-9_-]", "-", label).strip("-_")[:HOST_MAX] or "localhost"
     return name if HOST_RE.match(name) else "h" + name
+
+
+# -- W3C trace context (https://www.w3.org/TR/trace-context/): the parent an event's trace continues ---------
+
+TRACEPARENT_RE = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+
+
+def traceparent_problem(value: object) -> str | None:
+    """Why `value` is not a W3C traceparent header (`00-<trace id>-<parent id>-<flags>`), or None."""
+    match = TRACEPARENT_RE.match(value) if isinstance(value, str) else None
+    if match is None or match.group(0).startswith("ff") or set(match.group(1)) == {"0"} or set(match.group(2)) == {"0"}:
+        shown = repr(value)[:80]
+        return (f"a traceparent is a W3C trace context header like "
+                f"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01, got {shown}")
+    return None

@@ -90,6 +90,10 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NO_COLOR", "1")
     # llm keeps its keys, default model and logs here: never the user's real llm config
     monkeypatch.setenv("LLM_USER_PATH", str(tmp_path / "llm-user"))
+    # an OTEL_* or NATS_* variable of the shell running the tests would send every engine's traces (or fleet
+    # credentials) somewhere: the tests that want them set their own
+    for name in [n for n in os.environ if n.startswith(("OTEL_", "NATS_"))]:
+        monkeypatch.delenv(name)
     return home
 
 

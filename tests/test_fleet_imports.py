@@ -1,4 +1,5 @@
-"""The kernel loads `nats` only when nerve.yaml has a fleet; nothing else in Nerve imports it.
+"""The kernel loads `nats` only when nerve.yaml has a fleet and `opentelemetry` only when traces are switched on;
+nothing else in Nerve imports them.
 
 A real engine runs under `python -X importtime` (every module it loads is listed on stderr), once without a
 `fleet:` section and once with one, so the check can fail.
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from enginekit import write_instance
+from loadclock import scaled
 
 ROOT = Path(__file__).resolve().parents[1] / "nerve_cli"
 REMOTE = ("nats", "opentelemetry")
@@ -26,15 +28,16 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def test_only_the_fleet_package_imports_nats() -> None:
-    importers = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if "nats" in _imports(p))
-    assert importers and all(p.startswith("kernel/fleet/") for p in importers), importers
+def test_only_the_fleet_package_imports_nats_and_only_the_trace_package_opentelemetry() -> None:
+    for package, room in (("nats", "kernel/fleet/"), ("opentelemetry", "kernel/trace/")):
+        importers = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if package in _imports(p))
+        assert importers and all(p.startswith(room) for p in importers), (package, importers)
 
 
 def _loaded_by_engine(home: Path) -> set[str]:
     """Top-level packages a real engine imported while running for a moment (its workers are other processes)."""
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "nerve_cli", "run", "--home", str(home),
-                          "--for", "1s", "--no-watch"], capture_output=True, text=True, timeout=60)
+                          "--for", "1s", "--no-watch"], capture_output=True, text=True, timeout=scaled(60))
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     loaded = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
     assert "nerve_cli" in loaded  # importtime lines were read
@@ -58,5 +61,7 @@ def test_an_engine_without_a_fleet_imports_neither_nats_nor_opentelemetry(tmp_pa
         fleet:
           servers: [nats://127.0.0.1:9]
           publish: {senses: [tick]}
+        engine:
+          otel: {endpoint: "http://127.0.0.1:9"}
     """, sense)
-    assert "nats" in _loaded_by_engine(with_fleet)  # the same check sees it when a fleet is configured
+    assert {"nats", "opentelemetry"} <= _loaded_by_engine(with_fleet)  # the check sees them when configured

@@ -42,7 +42,7 @@ ROOMS = {
         ["engine"],                 # the Engine: runs the loop, owns one part of each room below
         ["control", "reload", "ingress"],  # socket server, requests, metrics, health | watch and hot reload
                                            # | webhooks and file reflexes
-        ["workflows", "fleet"],     # the workflow manager | this host in its fleet (NATS)
+        ["workflows", "fleet", "trace"],  # the workflow manager | this host in its fleet (NATS) | traces (OTel)
         ["supervision"],            # sense worker groups, processes, penalties, guards, watchdog
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
     ],

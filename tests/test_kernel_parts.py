@@ -134,11 +134,12 @@ class FakeRunning:
     def demand(self, sense: str) -> asyncio.Future:
         raise AssertionError("not reached in these tests")
 
-    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
+             traceparent: str | None = None) -> asyncio.Future:
         from nerve_cli.kernel.core.emits import EmitDesk
 
         desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, *_ in stored])
-        return desk.emit(channel, payload, key)
+        return desk.emit(channel, payload, key, via=via, traceparent=traceparent)
 
     def events_stored(self, channel: str | None) -> int:
         return 0

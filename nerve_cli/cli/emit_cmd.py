@@ -14,6 +14,9 @@ def emit(
     payload: Annotated[Optional[str], typer.Option("--payload", help="The payload as JSON (same as PAYLOAD).")] = None,
     key: Annotated[Optional[str], typer.Option(
         "--key", help="Idempotency key: an event with a key already stored is not stored again.")] = None,
+    traceparent: Annotated[Optional[str], typer.Option(
+        "--traceparent", help="W3C trace context (00-TRACE-PARENT-FLAGS) this event continues: the parent of its "
+        "span and of the computes it wakes, when the engine exports traces.")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
@@ -28,16 +31,19 @@ def emit(
     from nerve_cli.cli import output
     from nerve_cli.errors import NerveError
     from nerve_cli.home import require_instance
+    from nerve_cli.names import traceparent_problem
     from nerve_cli.ops.emit import emit_event, read_payload
 
     if payload is not None and payload_arg is not None:
         raise typer.BadParameter("give the payload once: as the PAYLOAD argument or with --payload, not both")
+    if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
+        raise typer.BadParameter(problem, param_hint="--traceparent")
     path = require_instance(home)
     try:
         value = read_payload(payload if payload is not None else payload_arg)
     except NerveError as exc:  # what was typed (or piped) is not a payload we can send: a usage error
         raise typer.BadParameter(str(exc), param_hint="--payload" if payload is not None else "PAYLOAD") from None
-    sent = emit_event(path, channel, value, key)
+    sent = emit_event(path, channel, value, key, traceparent)
     if json_:
         output.print_json(sent.to_json())
         return
@@ -48,6 +54,8 @@ def emit(
         to = f"to {', '.join(sent.listeners)}" if sent.listeners else "(no enabled reflex listens to it yet)"
         output.info(f"no engine is running: {what} is stored in data/events.db and will be delivered {to} "
                     "when the engine starts")
+        if traceparent is not None:
+            output.warn("its --traceparent is not kept: only a running engine continues a trace")
     elif sent.triggered:
         output.info(f"{what} committed; woke {', '.join(sent.triggered)}")
     else:

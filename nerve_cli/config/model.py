@@ -123,6 +123,20 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _otlp_endpoint(value: object) -> object:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")) or "://" == value[-3:]:
+        raise ValueError(f"expected an OTLP/HTTP endpoint like http://collector.example.com:4318, got {value!r}")
+    return value
+
+
+class OtelConfig(_Model):
+    """Export traces over OpenTelemetry (needs `pip install 'nerve-cli[otel]'`); the OTEL_* variables apply too."""
+
+    endpoint: Annotated[str, BeforeValidator(_otlp_endpoint)] | None = None  # as OTEL_EXPORTER_OTLP_ENDPOINT
+    capture_content: StrictBool = False  # export prompts and answers of model calls, and payloads
+    enabled: StrictBool = True
+
+
 class EngineConfig(_Model):
     max_rounds: StrictInt = Field(default=100, ge=1)
     archive_after: Duration = 30 * 86400.0
@@ -140,6 +154,7 @@ class EngineConfig(_Model):
     webhooks: Address | None = None  # serve POST /emit/CHANNEL here (`nerve run --webhooks` wins)
     webhook_connections: StrictInt = Field(default=256, ge=1, le=10_000)  # open at once; the next gets 503
     webhook_timeout: Duration = 10.0  # a request must arrive whole within this
+    otel: OtelConfig | None = None  # traces over OpenTelemetry (also switched on by OTEL_EXPORTER_OTLP_ENDPOINT)
 
 
 class GroupConfig(_Model):

@@ -54,7 +54,9 @@ from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
+from nerve_cli.kernel.trace.settings import trace_settings
 from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.names import default_host
 from nerve_cli.store.events import last_signal_ms
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
     from nerve_cli.kernel.ingress.files import FileReflexes
     from nerve_cli.kernel.ingress.webhooks import WebhookServer
     from nerve_cli.kernel.reload.watch import Changes
+    from nerve_cli.kernel.trace.spans import Tracing
 
 FLUSH_DELAY = 0.01  # log rows are committed in batches at most this old
 
@@ -89,6 +92,7 @@ class Engine:
         self._watch_stop = asyncio.Event()
         self._watcher: asyncio.Task | None = None
         self.fleet: Fleet | None = None  # this host in its fleet, when nerve.yaml has an enabled `fleet:`
+        self.tracing: Tracing | None = None  # spans over OpenTelemetry, when engine.otel or OTEL_* switch them on
         self._fleet_change: asyncio.Task | None = None
         self._archiver: asyncio.Task | None = None
         self.control: ControlServer | None = None
@@ -148,6 +152,7 @@ class Engine:
             if not self.metrics_at.loopback:
                 self.report("warn", exposed_metrics(self.metrics_at))
         self.logs = LogStore(self.layout.logs_db)
+        self._start_tracing()
         self.ledger = Ledger(self.layout, self.logs, self.log)
         signals, events = self.ledger.start()  # before anything reads the log: it owes these rows
         if signals or events:
@@ -215,13 +220,32 @@ class Engine:
         if self.run_for is not None:
             loop.call_later(self.run_for, self._stop.set)
 
+    def _start_tracing(self) -> None:
+        settings = trace_settings(self.config.engine)
+        if settings is None:
+            return
+        try:
+            # imported here: OpenTelemetry (the optional `otel` extra) loads only when tracing is switched on
+            from nerve_cli.kernel.trace.spans import Tracing
+        except ImportError as exc:
+            self.report("warn", f"traces are switched on (engine.otel or OTEL_EXPORTER_OTLP_ENDPOINT) but "
+                                f"OpenTelemetry is not installed ({exc.name}): pip install 'nerve-cli[otel]'; "
+                                "running without traces")
+            return
+        fleet = self.config.live_fleet()
+        self.tracing = Tracing(settings, fleet.host_name if fleet is not None else default_host(), str(self.home),
+                               self.report)
+        self.logs.tap = self.tracing.row  # threads, rounds and model calls come from the rows their manager writes
+        self.report("info", f"traces to {settings.endpoint or 'the OTEL_EXPORTER_OTLP_* endpoint'}")
+
     def _start_fleet(self, config: FleetConfig | None) -> None:
         if config is None:
             return
         # imported here: nats loads only in an engine whose nerve.yaml has a fleet
         from nerve_cli.kernel.fleet.service import Fleet
 
-        self.fleet = Fleet(config, self.layout.data, self.emits.emit_many, self.log, self.report)
+        traceparent = self.tracing.traceparent if self.tracing is not None else None
+        self.fleet = Fleet(config, self.layout.data, self.emits.emit_many, self.log, self.report, traceparent)
         self.fleet.start()
 
     async def _change_fleet(self, config: FleetConfig | None) -> None:
@@ -380,6 +404,8 @@ class Engine:
             await asyncio.wait([self._health_write])  # its row and run_complete, before the files close
         if self._flushing is not None:
             await asyncio.wait([self._flushing])
+        if self.tracing is not None:  # what is still queued goes, within the exporter's timeout
+            await asyncio.get_running_loop().run_in_executor(None, self.tracing.close)
         self.logs.close()
         self.health.close()
         self.report("info", "engine stopped")
@@ -476,6 +502,9 @@ class Engine:
         else:
             self.stats.dispatched(start.sense)
         self.log(logrows.run_start(start.sense, compute_id, reason, lateness_ms=round(lateness, 3)))
+        if self.tracing is not None:
+            group = self.config.senses[start.sense].group if start.sense in self.config.senses else "kernel"
+            self.tracing.compute_started(start.sense, compute_id, reason, group)
         if self.report_computes:
             self.report("debug", f"compute {start.sense} #{compute_id} ({reason})")
         if start.sense == HEALTH_SENSE:
@@ -633,6 +662,8 @@ class Engine:
         if printed:
             self.log(logrows.output(sense, compute_id, printed))
         error = self.compute_errors.pop(compute_id, None)
+        if self.tracing is not None:
+            self.tracing.compute_finished(compute_id, outcome, error)
         if signal_id is not None:  # with its watermark, in one transaction (kernel.core.ledger)
             self.log(row, mark=self.ledger.signal_mark(sense, signal_id))
             self.ledger.logged(sense, signal_id)
@@ -663,6 +694,8 @@ class Engine:
                       ts: int | None = None, compute_id: int | None = None) -> None:
         if self.report_signals:
             self.report("signal", f"{sense}: {_short(payload)}")
+        if self.tracing is not None:  # before the listeners are woken: their computes are children of this signal
+            self.tracing.signalled(sense, compute_id, signal_id)
         if sense in self.freshness.expected and self.freshness.signalled(sense, time.time()):
             self.log(logrows.sense_fresh(sense, self.freshness.expected[sense]))
             self.report("info", f"{sense} signals again: fresh")
@@ -708,7 +741,7 @@ class Engine:
         self._health_write = None
         error = stored.exception()
         if error is None:  # a signal is a committed row, as for any sense
-            self._route_signal(HEALTH_SENSE, payload, None)
+            self._route_signal(HEALTH_SENSE, payload, None, compute_id=compute_id)
             self._finish(HEALTH_SENSE, compute_id, reason, Outcome.SIGNAL, duration, signal_id=stored.result())
             return
         self._record_error(HEALTH_SENSE, {"message": f"could not store its signal in "
@@ -759,16 +792,20 @@ class Engine:
         self.pump()
         return future
 
-    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None) -> asyncio.Future:
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
+             traceparent: str | None = None) -> asyncio.Future:
         """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed.
-        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook")."""
-        return self.emits.emit(channel, payload, key, via=via)
+        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook"); `traceparent`: the W3C
+        trace context it came with (its span's parent, when traces are on)."""
+        return self.emits.emit(channel, payload, key, via=via, traceparent=traceparent)
 
     def _route_events(self, stored: list[tuple[Any, Any]]) -> list[list[str]]:
         """Committed events (EmitDesk): log each, wake its listeners, then start them."""
         woken = []
         now = time.time()
         for event, payload in stored:
+            if self.tracing is not None:  # before its listeners are woken: their computes are its children
+                self.tracing.emitted(event.channel, event.id, event.origin, event.traceparent)
             if event.origin is None and self.fleet is not None:
                 self.fleet.committed("channel", event.channel, event.id, event.ts, payload)
             self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,

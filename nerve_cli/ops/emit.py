@@ -20,6 +20,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.contract.engine import emit
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
+from nerve_cli.names import traceparent_problem
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.store.events import parse_payload_text, store_event
 
@@ -64,10 +65,14 @@ def listeners_of(home: Path, channel: str) -> list[str]:
     return sorted({r.sense for r in config.active_reflexes() if channel in r.on})
 
 
-def emit_event(home: Path, channel: str, payload: Any, key: str | None = None) -> Emitted:
-    """Send one event through the running engine, or store it for the next start."""
+def emit_event(home: Path, channel: str, payload: Any, key: str | None = None,
+               traceparent: str | None = None) -> Emitted:
+    """Send one event through the running engine, or store it for the next start (`traceparent`: the W3C trace
+    context the event continues, kept only by a running engine)."""
+    if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
+        raise NerveError(problem)
     try:
-        answer = request(home, "emit", channel=channel, payload=payload, key=key)
+        answer = request(home, "emit", channel=channel, payload=payload, key=key, traceparent=traceparent)
     except EngineNotRunning:
         return _store_offline(home, channel, payload, key)
     return Emitted(channel, answer["event_id"], answer["ts"], "engine", answer["triggered"],

@@ -157,6 +157,7 @@ class StoredEvent:
     duplicate: bool = False  # its key was already stored: this is the earlier event
     origin: str | None = None  # the fleet host it came from; None: emitted on this host
     via: str | None = None  # how it arrived here when not by nerve emit, the socket or MCP: "webhook"
+    traceparent: str | None = None  # the W3C trace context it was sent with (kept in memory, not stored)
 
 
 # (channel, payload JSON, key), with the origin host, and how it arrived here

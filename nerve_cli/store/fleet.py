@@ -38,6 +38,7 @@ class Row:
     id: int
     ts: int
     payload: str | bytes | None  # its JSON (text as stored, or bytes handed over by the kernel); None: no payload
+    traceparent: str | None = None  # the W3C trace context it continues (handed over by the kernel, when tracing)
 
 
 class OutboxStore:

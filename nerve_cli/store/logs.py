@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -121,6 +121,7 @@ class LogStore:
         # each op is (sql, params); kept in call order and written in that order
         self._ops: list[tuple[str, tuple]] = []
         self._marks: dict[str, int] = {}  # meta key → highest id whose log row is in the buffer (see mark)
+        self.tap: Callable[[LogRow], None] | None = None  # sees every row written (the engine's traces)
         # sense → ts of its last run_complete: read from meta once, then kept here as rows are appended,
         # so a hot reload asks no database (and never waits for a flush) to anchor a sense's interval
         self._completions: dict[str, int] = {
@@ -140,6 +141,8 @@ class LogStore:
         A thread row whose kind is a status also sets the thread's status in workflow_runs, in the
         same transaction; `mark=(key, id)` raises that watermark with the row (see `mark`).
         """
+        if self.tap is not None:
+            self.tap(row)
         kind = row.kind
         status = kind.status
         if status is None:

@@ -26,7 +26,7 @@ from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.names import channel_problem
+from nerve_cli.names import channel_problem, traceparent_problem
 from nerve_cli.roles.llm_env import llm_env
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
@@ -59,7 +59,8 @@ class Target(Protocol):
 
     def demand(self, sense: str) -> asyncio.Future: ...
 
-    def emit(self, channel: str, payload: Any, key: str | None = None) -> asyncio.Future:
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
+             traceparent: str | None = None) -> asyncio.Future:
         """Resolves to (StoredEvent, woken senses) once the event is committed."""
 
     def events_stored(self, channel: str | None) -> int: ...
@@ -203,7 +204,10 @@ async def _emit(engine: Target, request: dict) -> dict:
     refused = emit_refusal(engine.config.fleet, channel)
     if refused is not None:
         raise NerveError(refused)
-    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"))
+    traceparent = request.get("traceparent")
+    if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
+        raise NerveError(f"emit: {problem}")
+    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"), traceparent=traceparent)
     return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
             "triggered": woken}
 

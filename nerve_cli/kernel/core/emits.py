@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,8 +39,10 @@ OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
 INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on the loop itself
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
-# channel, JSON, key, origin (fleet host), via (webhook), answer
-Item = tuple[str, "str | None", "str | None", "str | None", "str | None", asyncio.Future]
+# channel, JSON, key, origin (fleet host), via (webhook), traceparent (W3C; not stored), answer
+Item = tuple[str, "str | None", "str | None", "str | None", "str | None", "str | None", asyncio.Future]
+# what emit_many takes: (channel, payload, key, origin) or (channel, payload, key, origin, traceparent)
+Event = tuple[str, Any, "str | None", "str | None"] | tuple[str, Any, "str | None", "str | None", "str | None"]
 
 
 class EmitDesk:
@@ -57,23 +60,28 @@ class EmitDesk:
         self._commits = 0
 
     def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None, *,
-             via: str | None = None) -> asyncio.Future:
+             via: str | None = None, traceparent: str | None = None) -> asyncio.Future:
         """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
         `origin`: the fleet host the event was received from (None: emitted here); `via`: how it arrived here
-        when not by nerve emit, the socket or MCP ("webhook").
+        when not by nerve emit, the socket or MCP ("webhook"); `traceparent`: the W3C trace context it came
+        with (handed to the routing with the stored event, not stored).
         Raises EventError at once for an event that cannot be stored as given.
         """
-        return self._queued([(check_channel(channel), encode_payload(payload), check_key(key), origin, via)])[0]
+        return self._queued([(check_channel(channel), encode_payload(payload), check_key(key), origin, via,
+                              traceparent)])[0]
 
-    def emit_many(self, events: list[tuple[str, Any, str | None, str | None]]) -> list[asyncio.Future]:
-        """Store (channel, payload, key, origin) events in order, in one commit when the lock is free.
+    def emit_many(self, events: list[Event]) -> list[asyncio.Future]:
+        """Store (channel, payload, key, origin[, traceparent]) events in order, in one commit when the lock is
+        free.
 
         Raises EventError before queueing any of them when one cannot be stored as given.
         """
-        return self._queued([(check_channel(c), encode_payload(p), check_key(k), o, None) for c, p, k, o in events])
+        return self._queued([(check_channel(e[0]), encode_payload(e[1]), check_key(e[2]), e[3], None,
+                              e[4] if len(e) > 4 else None) for e in events])
 
-    def _queued(self, checked: list[tuple[str, str | None, str | None, str | None, str | None]]) -> list[asyncio.Future]:
+    def _queued(self, checked: list[tuple[str, str | None, str | None, str | None, str | None, str | None]]
+                ) -> list[asyncio.Future]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in checked]
         self._queue.extend((*item, future) for item, future in zip(checked, futures))
@@ -120,7 +128,8 @@ class EmitDesk:
 
     def _stored(self, batch: list[Item], stored: list[StoredEvent]) -> None:
         # the payload as the JSON text just stored: logging it copies bytes instead of encoding megabytes again
-        fresh = [(event, None if item[1] is None else orjson.Fragment(item[1]))
+        fresh = [(event if item[5] is None else replace(event, traceparent=item[5]),
+                  None if item[1] is None else orjson.Fragment(item[1]))
                  for event, item in zip(stored, batch) if not event.duplicate]
         woken = iter(self.on_stored(fresh))
         for event, (*_, future) in zip(stored, batch):

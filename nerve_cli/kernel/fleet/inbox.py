@@ -40,15 +40,17 @@ from nats.js.errors import NotFoundError
 
 from nerve_cli.config.fleet import KEY_PREFIX, subscriptions
 from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.core.emits import Event
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
+from nerve_cli.names import traceparent_problem
 
 BATCH = 256
 EXPIRES = 5.0  # seconds a pull request waits on the server
 LAG_EVERY = 2.0  # seconds between two reads of each consumer's lag
 
-# Stores (channel, payload, key, origin) events in order; one future per event, resolved once committed
-Deliver = Callable[[list[tuple[str, Any, str | None, str | None]]], list[asyncio.Future]]
+# Stores events in order; one future per event, resolved once committed
+Deliver = Callable[[list[Event]], list[asyncio.Future]]  # (channel, payload, key, origin host, traceparent)
 
 
 class CommitFailed(Exception):
@@ -180,7 +182,7 @@ class Inbox:
                 pass
 
     async def _commit(self, sub: Subscription, messages: list[Msg]) -> None:
-        items: list[tuple[str, Any, str | None, str | None]] = []
+        items: list[Event] = []
         kept: list[Msg] = []
         for msg in messages:
             headers = msg.headers or {}
@@ -188,7 +190,7 @@ class Inbox:
             if sub.kind == "channel" and origin == self.host:
                 continue  # this host's own emit: it is already here
             msg_id = headers.get("Nats-Msg-Id") or f"{self.fleet.stream}.{msg.metadata.sequence.stream}"
-            items.append((sub.source, self._payload(msg), KEY_PREFIX + msg_id, origin))
+            items.append((sub.source, self._payload(msg), KEY_PREFIX + msg_id, origin, _traceparent(headers)))
             kept.append(msg)
         if items:
             try:
@@ -196,7 +198,8 @@ class Inbox:
             except Exception as exc:
                 raise CommitFailed(f"could not store {len(items)} event(s) received for {sub.source}: {exc}") from None
             now = time.time()
-            for (event, _woken), (_, _, _, origin), msg in zip(results, items, kept):
+            for (event, _woken), msg in zip(results, kept):
+                origin = event.origin
                 if event.duplicate:
                     sub.duplicates += 1
                     continue
@@ -233,6 +236,12 @@ class Inbox:
                 if info is not None:
                     sub.lag = (info.num_pending or 0) + (info.num_ack_pending or 0)
             await asyncio.sleep(LAG_EVERY)
+
+
+def _traceparent(headers: dict[str, str]) -> str | None:
+    """The W3C trace context a message carries, when it is one (anything else is ignored)."""
+    value = headers.get("traceparent")
+    return value if value is not None and traceparent_problem(value) is None else None
 
 
 def _host_of(subject: str) -> str | None:

@@ -165,6 +165,8 @@ class Outbox:
                 continue
             headers = {"Nats-Msg-Id": message_id(self.host, kind, name, row), "Nerve-Host": self.host,
                        "Nerve-Kind": kind, "Nerve-Source": name, "Nerve-Id": str(row.id), "Nerve-Ts": str(row.ts)}
+            if row.traceparent is not None:
+                headers["traceparent"] = row.traceparent
             sends.append(asyncio.ensure_future(js.publish(subject, data, timeout=REQUEST_TIMEOUT, headers=headers)))
         tasks = [t for t in sends if t is not None]
         if tasks:

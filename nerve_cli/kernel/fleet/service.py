@@ -30,11 +30,14 @@ from nerve_cli.vocab import logrows
 
 
 class Fleet:
-    def __init__(self, config: FleetConfig, data: Path, deliver: Deliver, log: Log, report: Report) -> None:
+    def __init__(self, config: FleetConfig, data: Path, deliver: Deliver, log: Log, report: Report,
+                 traceparent: Callable[[str], str | None] | None = None) -> None:
+        """`traceparent`: the trace context of a source's latest event, when the engine traces (sent along)."""
         self.config = config
         self.host = config.host_name
         self.log = log
         self.report = report
+        self.traceparent = traceparent
         self.link = Link(config, self.host, log, report)
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet")
         self.store = OutboxStore(data)
@@ -68,8 +71,9 @@ class Fleet:
         (a value, or an orjson.Fragment of its JSON) when the kernel has them at hand."""
         if (kind, name) not in self.outbox.subjects:
             return
+        trace = self.traceparent(name) if self.traceparent is not None else None
         row = None if row_id is None or ts is None else Row(row_id, ts, None if payload is None else orjson.dumps(
-            payload, option=orjson.OPT_NON_STR_KEYS))
+            payload, option=orjson.OPT_NON_STR_KEYS), trace)
         self.outbox.poke(kind, name, row)
 
     def committed_offline(self, channel: str | None) -> None:

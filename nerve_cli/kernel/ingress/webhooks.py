@@ -53,6 +53,7 @@ from nerve_cli.config.model import ChannelConfig, NerveConfig
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.engine import emit as emit_document
 from nerve_cli.errors import ErrorType, NerveError
+from nerve_cli.names import traceparent_problem
 from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
@@ -74,7 +75,8 @@ class Ingress(Protocol):
 
     config: NerveConfig  # read at every request: a reload applies to the next post
 
-    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None) -> asyncio.Future:
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
+             traceparent: str | None = None) -> asyncio.Future:
         """Resolves to (StoredEvent, woken senses) once the event is committed."""
 
 
@@ -215,7 +217,10 @@ class WebhookServer:
         except orjson.JSONDecodeError as exc:
             return refused(400, f"the body is not JSON ({exc}); send it with Content-Type: application/json "
                                 "(for GitHub: the webhook's content type `application/json`)")
-        return await self._store(channel, payload, delivery_key(channel, settings, request.headers))
+        # a W3C traceparent continues the sender's trace; a malformed one is ignored, as the standard says
+        traceparent = request.headers.get("traceparent")
+        traceparent = traceparent if traceparent is not None and traceparent_problem(traceparent) is None else None
+        return await self._store(channel, payload, delivery_key(channel, settings, request.headers), traceparent)
 
     def _signature_problem(self, channel: str, settings: ChannelConfig, request: Request,
                            body: bytes) -> Answer | None:
@@ -235,9 +240,9 @@ class WebhookServer:
                                 f"of the body under ${settings.secret_env}; nothing was stored")
         return None
 
-    async def _store(self, channel: str, payload: Any, key: str | None) -> Answer:
+    async def _store(self, channel: str, payload: Any, key: str | None, traceparent: str | None = None) -> Answer:
         try:
-            event, woken = await self.engine.emit(channel, payload, key, via=VIA)
+            event, woken = await self.engine.emit(channel, payload, key, via=VIA, traceparent=traceparent)
         except PayloadTooLarge as exc:  # its stored JSON, not the body, passed the limit (e.g. 1e5 → 100000.0)
             return refused(413, str(exc))
         except EventNotStored as exc:

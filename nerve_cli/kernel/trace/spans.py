@@ -1,0 +1,281 @@
+"""What the engine does, as OpenTelemetry spans: one trace per causal chain.
+
+An event stored (an emit, a webhook, an event received from the fleet) is a span, the child of the
+W3C `traceparent` it came with, if any. A compute is the child of whatever woke it: the compute whose signal
+woke it, or the span of the emit, or a new trace when a timer or a person started it. A signal is an event
+(`signal`, with its id) on its compute's span. A thread launched by a sense's directive is the child of that
+sense's compute; each round is a child of the thread, and a model call within a round a
+child of the round, with the OpenTelemetry GenAI attributes (`gen_ai.request.model`, token usage); the tool
+calls a round recorded are `execute_tool` spans under its model call. Errors,
+timeouts and lost computes are error spans, and log records with the file:line.
+
+The kernel knows every one of these moments, so every span is made here, with the times the kernel saw;
+workers import nothing of OpenTelemetry. A model call's span ends when its round's message arrives and starts
+its recorded duration earlier. Spans leave through `export.Exporting`: a bounded queue, a thread of its own,
+one warning per outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import code_attributes as code
+from opentelemetry.semconv.attributes import exception_attributes as exception
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from nerve_cli.kernel.core.report import Report
+from nerve_cli.kernel.trace.export import Exporting, LogExporting
+from nerve_cli.kernel.trace.settings import TraceSettings
+from nerve_cli.vocab.logrows import LogKind, LogRow
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import Reason
+
+MAX_SOURCES = 10_000  # sources whose latest event's context is kept (channels are free text)
+QUEUE = 4096  # spans waiting to be exported; beyond it the newest are dropped
+FAILED = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.LOST)
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def context_of(traceparent: str | None) -> Context | None:
+    """A W3C traceparent header's context (None for none or a malformed one: the span starts a new trace)."""
+    if not traceparent:
+        return None
+    found = _PROPAGATOR.extract({"traceparent": traceparent})
+    return found if trace.get_current_span(found).get_span_context().is_valid else None
+
+
+def traceparent_of(span_context: Context | None) -> str | None:
+    if span_context is None:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=span_context)
+    return carrier.get("traceparent")
+
+
+class Tracing:
+    def __init__(self, settings: TraceSettings, host: str, home: str, report: Report) -> None:
+        self.settings = settings
+        attributes = {"host.name": host, "nerve.home": home}
+        if not os.environ.get("OTEL_SERVICE_NAME"):
+            attributes["service.name"] = "nerve"
+        resource = Resource.create(attributes)
+        base = settings.endpoint
+        self.provider = TracerProvider(resource=resource)  # the sampler follows OTEL_TRACES_SAMPLER
+        spans = OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None)
+        loop = asyncio.get_running_loop()
+        self.provider.add_span_processor(BatchSpanProcessor(Exporting(spans, "spans", report, loop),
+                                                            max_queue_size=QUEUE, schedule_delay_millis=500))
+        self.tracer = self.provider.get_tracer("nerve")
+        self.logger_provider = LoggerProvider(resource=resource)
+        records = OTLPLogExporter(endpoint=f"{base}/v1/logs" if base else None)
+        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
+            LogExporting(records, "log records", report, loop), max_queue_size=QUEUE, schedule_delay_millis=500))
+        self.logger = self.logger_provider.get_logger("nerve")
+        self.latest: OrderedDict[str, Context] = OrderedDict()  # source → the context its next listeners follow
+        self.computes: dict[int, tuple[Span, str]] = {}  # compute id → (its span, its sense)
+        self.threads: dict[str, tuple[Span, int]] = {}  # run id → (its span, when its last step ended, ns)
+
+    # -- events and computes (the engine calls these) ------------------------------------------------
+    def emitted(self, channel: str, event_id: int, origin: str | None, traceparent: str | None) -> None:
+        """An event was stored on `channel`: a span of its own, the parent of the computes it wakes."""
+        kind = SpanKind.CONSUMER if origin is not None else SpanKind.PRODUCER
+        attributes: dict[str, Any] = {"nerve.channel": channel, "nerve.event_id": event_id}
+        if origin is not None:
+            attributes.update({"nerve.origin": origin, "messaging.system": "nats"})
+        span = self.tracer.start_span(f"emit {channel}", context=context_of(traceparent), kind=kind,
+                                      attributes=attributes)
+        span.end()
+        self._follow(channel, trace.set_span_in_context(span))
+
+    def compute_started(self, sense: str, compute_id: int, reason: Reason, group: str) -> None:
+        parent = self.latest.get(reason.source) if reason.source is not None else None
+        # few attributes: the SDK checks each one, and that is most of a span's cost (the span's own times give
+        # the duration; the reason's text names its kind)
+        span = self.tracer.start_span(f"compute {sense}", context=parent, attributes={
+            "nerve.sense": sense, "nerve.reason": reason.text, "nerve.group": group, "nerve.compute_id": compute_id})
+        self.computes[compute_id] = (span, sense)
+
+    def signalled(self, sense: str, compute_id: int | None, signal_id: int | None) -> None:
+        """`sense` signalled (before its listeners are woken): the signal is an event of its compute's span, and
+        the computes it wakes are that compute's children (a span per signal doubled the cost of a traced hop)."""
+        compute = self.computes.get(compute_id) if compute_id is not None else None
+        if compute is None:  # a signal found committed without its answer (the ledger's): no compute to hang it on
+            return
+        compute[0].add_event("signal", {"nerve.signal_id": signal_id} if signal_id is not None else None)
+        self._follow(sense, trace.set_span_in_context(compute[0]))
+
+    def compute_finished(self, compute_id: int, outcome: Outcome, error: dict[str, Any] | None = None) -> None:
+        found = self.computes.pop(compute_id, None)
+        if found is None:
+            return
+        span, sense = found
+        span.set_attribute("nerve.outcome", outcome.value)
+        if outcome in FAILED:
+            message = (error or {}).get("message") or outcome.value
+            span.set_status(Status(StatusCode.ERROR, message))
+            attributes = _error_attributes(error, outcome)
+            span.add_event("exception", attributes)
+            self.logger.emit(context=trace.set_span_in_context(span), severity_number=SeverityNumber.ERROR,
+                             severity_text="ERROR", body=f"{sense}: {message}",
+                             attributes={"nerve.sense": sense, **attributes})
+        span.end()
+
+    def traceparent(self, source: str) -> str | None:
+        """The traceparent to send with `source`'s latest event (the fleet carries it to other hosts)."""
+        return traceparent_of(self.latest.get(source))
+
+    def _follow(self, source: str, context: Context) -> None:
+        self.latest[source] = context
+        self.latest.move_to_end(source)
+        if len(self.latest) > MAX_SOURCES:
+            self.latest.popitem(last=False)
+
+    # -- threads (from the log rows the workflow manager writes) ------------------------------------
+    def row(self, row: LogRow) -> None:
+        """A log row was written: threads' rows become the thread, round and model-call spans."""
+        if row.kind.source.value != "workflow" or row.ref is None:
+            return
+        now = time.time_ns()
+        body: dict[str, Any] = row.payload or {}
+        if row.kind is LogKind.THREAD_MESSAGE:
+            self._round(row.ref, body, now)
+            return
+        known = self.threads.get(row.ref)
+        if known is None:
+            known = self._thread(row.ref, body, now)
+        span, _ = known
+        status = row.kind.status
+        if status is None:
+            return
+        span.add_event(status.value, _scalars(body))
+        if not status.live:  # it ended (completed, failed, crashed, dropped, cancelled...)
+            span.set_attribute("nerve.status", status.value)
+            if body.get("reason") is not None:
+                span.set_attribute("nerve.reason", str(body["reason"]))
+            if row.kind in (LogKind.THREAD_FAILED, LogKind.THREAD_CRASHED):
+                span.set_status(Status(StatusCode.ERROR, str(body.get("reason") or body.get("error") or status.value)))
+            span.end(end_time=now)
+            del self.threads[row.ref]
+        else:
+            self.threads[row.ref] = (span, now)
+
+    def _thread(self, run_id: str, body: dict[str, Any], now: int) -> tuple[Span, int]:
+        sense = _mapping(body.get("origin")).get("sense")
+        sense = sense if isinstance(sense, str) else None
+        parent = self.latest.get(sense) if sense is not None else None
+        span = self.tracer.start_span(f"thread {body.get('workflow', '?')}", context=parent, start_time=now,
+                                      attributes={"nerve.run_id": run_id, "nerve.workflow": str(body.get("workflow"))})
+        if self.settings.capture_content and isinstance(body.get("prompt"), str):
+            span.set_attribute("nerve.prompt", body["prompt"])
+        self.threads[run_id] = (span, now)
+        return span, now
+
+    def _round(self, run_id: str, body: dict[str, Any], now: int) -> None:
+        known = self.threads.get(run_id)
+        if known is None or body.get("round") is None:
+            return  # the start message, or a thread this engine did not see begin
+        thread_span, since = known
+        parent = trace.set_span_in_context(thread_span)
+        role = str(body.get("role"))
+        span = self.tracer.start_span(f"round {body['round']} {role}", context=parent, start_time=since,
+                                      attributes={"nerve.run_id": run_id, "nerve.round": body["round"],
+                                                  "nerve.role": role})
+        meta = _mapping(body.get("meta"))
+        parent_of_tools = span
+        if isinstance(meta.get("model"), str):
+            parent_of_tools = self._model_call(span, meta, body, now)
+        if isinstance(meta.get("tool_calls"), list):
+            self._tool_calls(parent_of_tools, meta["tool_calls"], now)
+        span.end(end_time=now)
+        self.threads[run_id] = (thread_span, now)
+
+    def _model_call(self, round_span: Span, meta: dict[str, Any], body: dict[str, Any], now: int) -> Span:
+        usage = _mapping(meta.get("usage"))
+        duration = meta.get("duration_ms")
+        start = now - int(duration * 1e6) if isinstance(duration, (int, float)) else now
+        attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "chat", gen_ai.GEN_AI_REQUEST_MODEL: meta["model"],
+                                      gen_ai.GEN_AI_RESPONSE_MODEL: meta["model"]}
+        if isinstance(usage.get("input"), int):
+            attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = usage["input"]
+        if isinstance(usage.get("output"), int):
+            attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["output"]
+        if self.settings.capture_content and isinstance(body.get("content"), str):
+            answer = [{"role": "assistant", "parts": [{"type": "text", "content": body["content"]}]}]
+            attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(answer).decode()
+        span = self.tracer.start_span(f"chat {meta['model']}", context=trace.set_span_in_context(round_span),
+                                      kind=SpanKind.CLIENT, start_time=max(start, 0), attributes=attributes)
+        span.end(end_time=now)
+        return span
+
+    def _tool_calls(self, parent: Span, calls: list[Any], now: int) -> None:
+        """The round's tool calls (meta `tool_calls`: id, name, arguments, result or error, duration_ms), laid
+        end to end before the round's end by their recorded durations: their own start times are not kept."""
+        records = [c for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        durations = [int(c["duration_ms"] * 1e6) if isinstance(c.get("duration_ms"), (int, float)) else 0
+                     for c in records]
+        start = now - sum(durations)
+        context = trace.set_span_in_context(parent)
+        for call, duration in zip(records, durations):
+            attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
+                                          gen_ai.GEN_AI_TOOL_NAME: call["name"]}
+            if isinstance(call.get("id"), str):
+                attributes[gen_ai.GEN_AI_TOOL_CALL_ID] = call["id"]
+            if self.settings.capture_content:
+                attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = orjson.dumps(call.get("arguments")).decode()
+                if "result" in call:
+                    attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] = str(call["result"])
+            span = self.tracer.start_span(f"execute_tool {call['name']}", context=context, kind=SpanKind.INTERNAL,
+                                          start_time=max(start, 0), attributes=attributes)
+            if call.get("error") is not None:
+                span.set_status(Status(StatusCode.ERROR, str(call["error"])))
+            start += duration
+            span.end(end_time=start)
+
+    def close(self) -> None:
+        """End what is still open (the engine is stopping) and send what is queued, briefly."""
+        for span, _ in self.computes.values():
+            span.end()
+        for span, _ in self.threads.values():
+            span.add_event("engine_stopped")
+            span.end()
+        self.provider.shutdown()
+        self.logger_provider.shutdown()
+
+
+def _error_attributes(error: dict[str, Any] | None, outcome: Outcome) -> dict[str, Any]:
+    error = error or {}
+    attributes: dict[str, Any] = {exception.EXCEPTION_TYPE: error.get("type") or outcome.value,
+                                  exception.EXCEPTION_MESSAGE: error.get("message") or outcome.value}
+    if error.get("traceback"):
+        attributes[exception.EXCEPTION_STACKTRACE] = error["traceback"]
+    if error.get("file"):
+        attributes[code.CODE_FILE_PATH] = error["file"]
+    if error.get("line") is not None:
+        attributes[code.CODE_LINE_NUMBER] = error["line"]
+    return attributes
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _scalars(body: dict[str, Any]) -> dict[str, Any]:
+    """A row's plain fields as span event attributes (OpenTelemetry takes scalars only)."""
+    return {f"nerve.{k}": v for k, v in body.items() if isinstance(v, (str, int, float, bool)) and k != "prompt"}

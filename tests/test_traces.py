@@ -1,0 +1,232 @@
+"""Traces over OpenTelemetry: a real engine exports to an OTLP/HTTP receiver that decodes the requests with the
+official opentelemetry-proto classes.
+
+emit (with a traceparent) → compute → (its signal) → compute → thread → round → model call (llm-echo) arrive
+as one trace with that parent/child structure and their attributes; errors are error spans and log records with
+file:line; prompt and answer contents only when opted in; with the receiver gone, the engine keeps its rhythm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import cli
+from enginekit import RunningEngine, read_logs, wait_for, write_instance
+from fleetkit import NatsServer
+from llmkit import llm_home  # noqa: F401  (a fixture: LLM_USER_PATH in a tmp folder)
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from otlpkit import Receiver, Span
+from test_metrics import free_port
+
+PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{PARENT_TRACE}-{PARENT_SPAN}-01"
+
+CONFIG = """
+senses:
+  first: {}
+  second: {}
+  broken: {}
+reflexes:
+  - {sense: first, on: [go]}
+  - {sense: second, on: [first]}
+  - {sense: broken, on: [fail]}
+workflows:
+  notes: {model: echo}
+"""
+SENSES = {
+    "first": "def compute(db, peers, trigger):\n    return {'n': len(trigger.events)}\n",
+    "second": ("from nerve_cli.sdk import SenseResult\n\ndef compute(db, peers, trigger):\n"
+               "    return SenseResult({'ok': True}, workflow='notes|1|write the release notes')\n"),
+    "broken": "def compute(db, peers):\n    raise ValueError('the disk is on fire')\n",
+}
+WORKFLOW = """
+from nerve_cli.sdk import END, WorkflowDefinition, llm_role
+
+workflow = WorkflowDefinition(roles={"writer": llm_role()},
+                              moderator=lambda m: END if len(m) > 1 else "writer")
+"""
+
+
+def traced_instance(root: Path, otel: str = "") -> Path:
+    home = write_instance(root, CONFIG + otel, SENSES)
+    (home / "workflows").mkdir()
+    (home / "workflows" / "notes.py").write_text(WORKFLOW)
+    return home
+
+
+def one(spans: list[Span], name: str) -> Span:
+    found = [s for s in spans if s.name == name]
+    assert len(found) == 1, (name, [s.name for s in spans])
+    return found[0]
+
+
+@pytest.mark.timeout(120)
+def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home: Path) -> None:
+    with Receiver() as receiver:
+        home = traced_instance(tmp_path / "home")
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        with RunningEngine(home, env=env) as engine:
+            engine.wait_ready(groups=1)
+            sent = cli("emit", "go", '{"n": 1}', "--traceparent", TRACEPARENT, "--home", str(home))
+            assert sent.exit_code == 0, sent.output
+            assert cli("emit", "fail", "--home", str(home)).exit_code == 0
+            wait_for(lambda: receiver.named("chat ") and receiver.named("thread ") and receiver.logs, 60,
+                     what="the chain's spans and the error's log record")
+            wait_for(lambda: any(s.name == "thread notes" and s.end_ns for s in receiver.spans), 30,
+                     what="the thread to end")
+            code, out = engine.stop()
+        assert code == 0, out
+    spans = [s for s in receiver.spans if s.trace_id == PARENT_TRACE]
+    emit = one(spans, "emit go")
+    first, second = one(spans, "compute first"), one(spans, "compute second")
+    thread = one(spans, "thread notes")
+    round_ = one(spans, "round 1 writer")
+    chat = one(spans, "chat echo")
+    assert emit.parent_id == PARENT_SPAN and emit.attributes["nerve.channel"] == "go"  # the given traceparent
+    assert first.parent_id == emit.span_id and first.attributes["nerve.reason"] == "on go"
+    assert [name for name, _ in first.events] == ["signal"]  # its signal: an event of the compute
+    assert second.parent_id == first.span_id and second.attributes["nerve.outcome"] == "signal"
+    assert second.attributes["nerve.reason"] == "on first" and second.attributes["nerve.group"] == "default"
+    assert thread.parent_id == second.span_id and thread.attributes["nerve.status"] == "completed"
+    assert round_.parent_id == thread.span_id and round_.attributes["nerve.role"] == "writer"
+    assert chat.parent_id == round_.span_id and chat.kind == 3  # SPAN_KIND_CLIENT
+    assert chat.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "echo"
+    assert chat.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "chat"
+    assert chat.attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] >= 0
+    assert gen_ai.GEN_AI_OUTPUT_MESSAGES not in chat.attributes  # contents only when opted in
+    assert "nerve.prompt" not in thread.attributes
+    assert chat.start_ns <= chat.end_ns <= round_.end_ns and first.start_ns <= first.end_ns
+    assert emit.resource["service.name"] == "nerve"
+    broken = [s for s in receiver.spans if s.name == "compute broken"]
+    assert broken and broken[0].status == 2 and "the disk is on fire" in broken[0].status_message
+    assert broken[0].trace_id != PARENT_TRACE  # its own chain
+    assert broken[0].events[0][1]["code.file.path"].endswith("senses/broken/sense.py")
+    assert broken[0].events[0][1]["code.line.number"] == 2
+    record = receiver.logs[0]
+    assert record.severity == "ERROR" and record.span_id == broken[0].span_id
+    assert record.attributes["code.line.number"] == 2 and "the disk is on fire" in record.body
+
+
+@pytest.mark.timeout(120)
+def test_contents_are_exported_only_when_opted_in(tmp_path: Path, llm_home: Path) -> None:
+    with Receiver() as receiver:
+        home = traced_instance(tmp_path / "home", f"""engine:
+  otel: {{endpoint: "{receiver.endpoint}", capture_content: true}}
+""")
+        with RunningEngine(home) as engine:  # switched on by nerve.yaml alone
+            engine.wait_ready(groups=1)
+            assert cli("emit", "go", "--home", str(home)).exit_code == 0
+            wait_for(lambda: any(s.name == "thread notes" and s.end_ns for s in receiver.spans), 60,
+                     what="the thread's spans")
+            engine.stop()
+    chat = next(s for s in receiver.spans if s.name == "chat echo")
+    assert "write the release notes" in chat.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES]  # echo answers the prompt
+    assert next(s for s in receiver.spans if s.name == "thread notes").attributes["nerve.prompt"] == \
+        "write the release notes"
+
+
+@pytest.mark.timeout(120)
+def test_with_the_receiver_gone_the_engine_keeps_its_rhythm_and_warns_once(tmp_path: Path) -> None:
+    home = write_instance(tmp_path / "home", """
+        senses:
+          tick: {}
+        reflexes:
+          - {sense: tick, interval: 100ms}
+    """, {"tick": "def compute(db, peers):\n    return 1\n"})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    with RunningEngine(home, env=env) as engine:
+        engine.wait_ready()
+        wait_for(lambda: "could not export" in engine.output(), 60, what="the exporter's warning")
+        ticks = len(read_logs(home, "reflex", "run_complete", "tick"))
+        wait_for(lambda: len(read_logs(home, "reflex", "run_complete", "tick")) >= ticks + 20, 30,
+                 what="20 more computes at the 100 ms rhythm while every export fails")
+        code, out = engine.stop()
+    assert code == 0 and "Traceback" not in out, out
+    assert out.count("could not export") <= 2  # once for spans, once for log records at most: not per batch
+
+
+def test_without_the_otel_extra_the_engine_says_how_to_install_it_and_runs_on(tmp_path: Path) -> None:
+    blocker = tmp_path / "no-otel" / "opentelemetry"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed', name='opentelemetry')\n")
+    home = write_instance(tmp_path / "home", """
+        senses:
+          tick: {}
+        reflexes:
+          - {sense: tick, interval: 100ms}
+    """, {"tick": "def compute(db, peers):\n    return 1\n"})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "PYTHONPATH": str(blocker.parent)}
+    with RunningEngine(home, env=env) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(read_logs(home, "reflex", "run_complete", "tick")) >= 3, 30, what="computes")
+        code, out = engine.stop()
+    assert code == 0 and "pip install 'nerve-cli[otel]'" in out and "running without traces" in out
+
+
+def test_a_bad_traceparent_is_a_usage_error(home: Path) -> None:
+    write_instance(home, "senses: {}\n", {})
+    bad = cli("emit", "go", "--traceparent", "00-nope", "--home", str(home))
+    assert bad.exit_code == 2 and "W3C trace context" in bad.output
+    offline = cli("emit", "go", "--traceparent", TRACEPARENT, "--home", str(home))
+    assert offline.exit_code == 0 and "only a running engine continues a trace" in offline.output
+
+
+@pytest.mark.timeout(120)
+def test_a_trace_is_carried_across_the_fleet(tmp_path: Path) -> None:
+    with Receiver() as receiver, NatsServer(tmp_path / "nats") as server:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        a = write_instance(tmp_path / "a", f"""
+            senses:
+              ping: {{}}
+            reflexes:
+              - {{sense: ping, on: [go]}}
+            fleet: {{servers: ["{server.url}"], host: a, publish: {{senses: [ping]}}}}
+        """, {"ping": "def compute(db, peers):\n    return 1\n"})
+        b = write_instance(tmp_path / "b", f"""
+            senses:
+              pong: {{}}
+            reflexes:
+              - {{sense: pong, on: [a/ping]}}
+            fleet: {{servers: ["{server.url}"], host: b, subscribe: {{senses: [a/ping]}}}}
+        """, {"pong": "def compute(db, peers):\n    return 1\n"})
+        with RunningEngine(a, env=env) as engine_a, RunningEngine(b, env=env) as engine_b:
+            engine_a.wait_ready()
+            engine_b.wait_ready()
+            assert cli("emit", "go", "--traceparent", TRACEPARENT, "--home", str(a)).exit_code == 0
+            wait_for(lambda: receiver.named("compute pong"), 60, what="b's compute of a's signal")
+            engine_a.stop()
+            engine_b.stop()
+    spans = {s.name: s for s in receiver.spans if s.trace_id == PARENT_TRACE}
+    assert spans["emit a/ping"].parent_id == spans["compute ping"].span_id  # received on b, sent by a
+    assert spans["emit a/ping"].attributes["nerve.origin"] == "a"
+    assert spans["emit a/ping"].resource["host.name"] == "b" and spans["compute ping"].resource["host.name"] == "a"
+    assert spans["compute pong"].parent_id == spans["emit a/ping"].span_id
+
+
+@pytest.mark.timeout(120)
+def test_a_webhook_post_with_a_traceparent_continues_the_senders_trace(tmp_path: Path) -> None:
+    import httpx  # (installed with mcp)
+
+    with Receiver() as receiver:
+        home = write_instance(tmp_path / "home", """
+            engine:
+              webhooks: 127.0.0.1:0
+            senses:
+              hooked: {}
+            reflexes:
+              - {sense: hooked, on: [deploys]}
+            channels:
+              deploys: {webhook: true}
+        """, {"hooked": "def compute(db, peers):\n    return 1\n"})
+        with RunningEngine(home, env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}) as engine:
+            engine.wait_ready()
+            url = engine.status()["webhooks_url"]
+            posted = httpx.post(url + "deploys", json={"v": 1}, headers={"traceparent": TRACEPARENT}, timeout=30)
+            assert posted.status_code == 202, posted.text
+            wait_for(lambda: receiver.named("compute hooked"), 60, what="the woken compute's span")
+            engine.stop()
+    spans = {s.name: s for s in receiver.spans if s.trace_id == PARENT_TRACE}
+    assert spans["emit deploys"].parent_id == PARENT_SPAN
+    assert spans["compute hooked"].parent_id == spans["emit deploys"].span_id
