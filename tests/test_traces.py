@@ -3,7 +3,8 @@ official opentelemetry-proto classes.
 
 emit (with a traceparent) → compute → (its signal) → compute → thread → round → model call (llm-echo) arrive
 as one trace with that parent/child structure and their attributes; errors are error spans and log records with
-file:line; prompt and answer contents only when opted in; with the receiver gone, the engine keeps its rhythm.
+file:line, and so is a compute past its timeout whose worker is killed; prompt and answer contents only when
+opted in; with the receiver gone, the engine keeps its rhythm.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli
-from enginekit import RunningEngine, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, last_signal, read_logs, wait_for, write_instance
 from fleetkit import NatsServer
 from llmkit import llm_home  # noqa: F401  (a fixture: LLM_USER_PATH in a tmp folder)
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -28,10 +29,12 @@ senses:
   first: {}
   second: {}
   broken: {}
+  stuck: {group: slow, timeout: 300ms, grace_period: 300ms}
 reflexes:
   - {sense: first, on: [go]}
   - {sense: second, on: [first]}
   - {sense: broken, on: [fail]}
+  - {sense: stuck, on: [stall]}
 workflows:
   notes: {model: echo}
 """
@@ -40,6 +43,7 @@ SENSES = {
     "second": ("from nerve_cli.sdk import SenseResult\n\ndef compute(db, peers, trigger):\n"
                "    return SenseResult({'ok': True}, workflow='notes|1|write the release notes')\n"),
     "broken": "def compute(db, peers):\n    raise ValueError('the disk is on fire')\n",
+    "stuck": "import time\n\ndef compute(db, peers):\n    time.sleep(60)\n",
 }
 WORKFLOW = """
 from nerve_cli.sdk import END, WorkflowDefinition, llm_role
@@ -72,7 +76,8 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
             sent = cli("emit", "go", '{"n": 1}', "--traceparent", TRACEPARENT, "--home", str(home))
             assert sent.exit_code == 0, sent.output
             assert cli("emit", "fail", "--home", str(home)).exit_code == 0
-            wait_for(lambda: receiver.named("chat ") and receiver.named("thread ") and receiver.logs, 60,
+            assert cli("emit", "stall", "--home", str(home)).exit_code == 0
+            wait_for(lambda: receiver.named("chat ") and receiver.named("thread ") and len(receiver.logs) >= 2, 60,
                      what="the chain's spans and the error's log record")
             wait_for(lambda: any(s.name == "thread notes" and s.end_ns for s in receiver.spans), 30,
                      what="the thread to end")
@@ -104,9 +109,13 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
     assert broken[0].trace_id != PARENT_TRACE  # its own chain
     assert broken[0].events[0][1]["code.file.path"].endswith("senses/broken/sense.py")
     assert broken[0].events[0][1]["code.line.number"] == 2
-    record = receiver.logs[0]
-    assert record.severity == "ERROR" and record.span_id == broken[0].span_id
+    record = next(r for r in receiver.logs if r.span_id == broken[0].span_id)
+    assert record.severity == "ERROR"
     assert record.attributes["code.line.number"] == 2 and "the disk is on fire" in record.body
+    stuck = one(receiver.spans, "compute stuck")  # past its timeout, its worker killed after the grace period
+    assert stuck.status == 2 and stuck.attributes["nerve.outcome"] in ("timeout", "lost")
+    assert stuck.events[0][1]["exception.type"] == "TimeoutError" and "timeout of 0.3s" in stuck.status_message
+    assert any(r.severity == "ERROR" and "timeout" in r.body for r in receiver.logs if r.span_id == stuck.span_id)
 
 
 @pytest.mark.timeout(120)
@@ -206,27 +215,41 @@ def test_a_trace_is_carried_across_the_fleet(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_webhook_post_with_a_traceparent_continues_the_senders_trace(tmp_path: Path) -> None:
+def test_a_webhook_post_reaches_the_fleet_and_continues_the_senders_trace(tmp_path: Path) -> None:
+    """A webhook's event on a published channel goes to the fleet like any emit; its traceparent header is the
+    parent of the emit on host a, which is the parent of the event received on host b and of b's compute."""
     import httpx  # (installed with mcp)
 
-    with Receiver() as receiver:
-        home = write_instance(tmp_path / "home", """
+    with Receiver() as receiver, NatsServer(tmp_path / "nats") as server:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        a = write_instance(tmp_path / "a", f"""
             engine:
               webhooks: 127.0.0.1:0
-            senses:
-              hooked: {}
-            reflexes:
-              - {sense: hooked, on: [deploys]}
             channels:
-              deploys: {webhook: true}
-        """, {"hooked": "def compute(db, peers):\n    return 1\n"})
-        with RunningEngine(home, env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}) as engine:
-            engine.wait_ready()
-            url = engine.status()["webhooks_url"]
+              deploys: {{webhook: true}}
+            fleet: {{servers: ["{server.url}"], host: a, publish: {{channels: [deploys]}}}}
+        """, {})
+        b = write_instance(tmp_path / "b", f"""
+            senses:
+              hooked: {{}}
+            reflexes:
+              - {{sense: hooked, on: [deploys]}}
+            fleet: {{servers: ["{server.url}"], host: b, subscribe: {{channels: [deploys]}}}}
+        """, {"hooked": ("def compute(db, peers, trigger):\n"
+                         "    return [[e.source, e.payload] for e in trigger.events]\n")})
+        with RunningEngine(a, env=env) as engine_a, RunningEngine(b, env=env) as engine_b:
+            engine_a.wait_ready(groups=0)  # a has no senses: nothing but its webhooks and the fleet
+            engine_b.wait_ready()
+            url = engine_a.status()["webhooks_url"]
             posted = httpx.post(url + "deploys", json={"v": 1}, headers={"traceparent": TRACEPARENT}, timeout=30)
             assert posted.status_code == 202, posted.text
-            wait_for(lambda: receiver.named("compute hooked"), 60, what="the woken compute's span")
-            engine.stop()
-    spans = {s.name: s for s in receiver.spans if s.trace_id == PARENT_TRACE}
-    assert spans["emit deploys"].parent_id == PARENT_SPAN
-    assert spans["compute hooked"].parent_id == spans["emit deploys"].span_id
+            wait_for(lambda: receiver.named("compute hooked"), 60, what="b's compute of a's webhook event")
+            engine_a.stop()
+            engine_b.stop()
+    assert last_signal(b, "hooked") == [["deploys", {"v": 1}]]
+    spans = [s for s in receiver.spans if s.trace_id == PARENT_TRACE]
+    sent = next(s for s in spans if s.name == "emit deploys" and s.resource["host.name"] == "a")
+    received = next(s for s in spans if s.name == "emit deploys" and s.resource["host.name"] == "b")
+    assert sent.parent_id == PARENT_SPAN and received.parent_id == sent.span_id
+    assert received.attributes["nerve.origin"] == "a"
+    assert one(spans, "compute hooked").parent_id == received.span_id
