@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cli
 from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, events_db, got, store_sense, worker_pid
 
@@ -375,3 +376,31 @@ def test_a_resend_with_the_same_key_is_stored_and_delivered_once(home: Path) -> 
     assert code == 0, out
     assert payloads(home) == [{"id": 1}, {"id": 2}]
     assert events_db(home) == [(1, "burst", '{"id":1}', "pr-1"), (2, "burst", '{"id":2}', "pr-2")]
+
+
+def test_an_on_demand_compute_says_what_it_consumed_and_what_waits_for_a_disabled_reflex(home: Path) -> None:
+    # The rule: an on-demand compute receives what its enabled `on:` reflexes would give it; the events of a source
+    # named only by a disabled reflex stay unconsumed, and the answer says they wait (events.skipped).
+    store_instance(home, "  - {sense: store, on: [bell], enabled: false}", channel="door", reflex=", debounce: 1h")
+    for channel in ("door", "door", "door", "bell", "bell"):  # ids 1-3 door, 4-5 bell
+        assert cli("emit", channel, "{}", "--home", str(home)).exit_code == 0
+    data = json.loads(cli("sense", "compute", "store", "--json", "--home", str(home)).output)
+    assert data["via"] == "worker" and data["payload"]["events"] == 3
+    assert data["events"] == {"consumed": [{"source": "door", "count": 3, "first": 1, "last": 3}],
+                              "skipped": [{"source": "bell", "events": 2}]}
+    again = cli("sense", "compute", "store", "--home", str(home))
+    assert "consumed" not in again.output and "2 event(s) of bell wait" in again.output, again.output
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        emitter = Emitter(home)
+        for _ in range(2):  # ids 6-7, held by the hour-long debounce
+            assert emitter.emit("door", {})["ok"]
+        emitter.close()
+        data = json.loads(nerve("sense", "compute", "store", "--json", home=home).stdout)
+        shown = nerve("sense", "compute", "store", home=home)
+        code, out = engine.stop()
+    assert code == 0, out
+    assert data["via"] == "engine" and data["events"] == {
+        "consumed": [{"source": "door", "count": 2, "first": 6, "last": 7}], "skipped": [{"source": "bell", "events": 2}]}
+    assert "2 event(s) of bell wait" in shown.stdout + shown.stderr
+    assert [e for _, e, _ in got(home, "store")] == [1, 2, 3, 6, 7]  # bell's wait, unconsumed

@@ -184,3 +184,41 @@ def test_sense_compute_json_says_what_the_directive_did(home: Path) -> None:
     assert refused["workflow"] == "nosuch|3|x" and refused["thread"]["status"] == "refused"
     assert refused["thread"]["run_id"] is None and "nosuch" in refused["thread"]["reason"]
     assert "refused" in shown.stderr and "nosuch" in shown.stderr, shown.stderr
+
+
+FLAKY = textwrap.dedent('''
+    from pathlib import Path
+    from nerve_cli.sdk import END, RoleResult, WorkflowDefinition
+
+    COUNT = Path(__file__).with_name("attempts.txt")
+
+    async def writer(messages):
+        tries = int(COUNT.read_text()) + 1 if COUNT.exists() else 1
+        COUNT.write_text(str(tries))
+        if tries < 3:
+            raise ValueError(f"upstream said no ({tries})")
+        return RoleResult("written at last", {})
+
+    workflow = WorkflowDefinition(roles={"writer": writer}, moderator=lambda m: END if len(m) > 1 else "writer")
+''')
+
+
+def test_a_role_that_failed_twice_then_succeeded_leaves_its_two_failures_in_the_log_and_thread_show(
+        home: Path) -> None:
+    write_instance(home, "senses: {}\nworkflows:\n  flaky: {role_retries: 2, role_backoff: 50ms}\n", {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "flaky.py").write_text(FLAKY)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run_id = request(home, "start_thread", workflow="flaky", prompt="go")["run_id"]
+        wait_for(lambda: thread_statuses(home).get(run_id) == "completed", 30, what="the thread to complete")
+        engine.stop()
+    failed = read_logs(home, "workflow", "role_failed", run_id)
+    assert [(r["payload"]["role"], r["payload"]["attempt"], r["payload"]["attempts"]) for r in failed] == [
+        ("writer", 1, 3), ("writer", 2, 3)]
+    assert "upstream said no (2)" in failed[1]["payload"]["reason"] and failed[1]["payload"]["error"]["line"]
+    shown = json.loads(nerve("thread", "show", run_id, "--json", home=home).stdout)
+    assert shown["status"] == "completed"  # a retried failure is part of the story, not a status
+    assert [e["type"] for e in shown["events"]].count("role_failed") == 2
+    table = nerve("thread", "show", run_id, home=home)
+    assert "writer: attempt 1/3 failed" in table.stdout and "upstream said no (1)" in table.stdout, table.stdout

@@ -109,7 +109,7 @@ def test_sense_compute_outcomes_and_exit_codes(inst) -> None:
     assert "return x / 0" in broken.output  # the user's traceback
 
     data = json.loads(cli("sense", "compute", "broken", "--json").output)
-    assert set(data) == {"version", "sense", "outcome", "via", "payload", "workflow", "thread", "time_ms", "time",
+    assert set(data) == {"version", "sense", "outcome", "via", "payload", "workflow", "thread", "events", "time_ms", "time",
                          "duration_s", "error", "output"}
     assert data["outcome"] == "error" and data["error"]["line"] == 3 and data["error"]["file"] == "senses/broken/sense.py"
     data = json.loads(cli("sense", "compute", "quiet", "--json").output)

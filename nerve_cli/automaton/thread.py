@@ -65,6 +65,8 @@ class ThreadContext:
     role_retries: int = 0  # extra attempts when a role raises or times out
     role_backoff: float = 1.0  # the first pause before a retry; each next one doubles (with jitter)
     rng: random.Random = field(default_factory=random.Random)
+    # told of each failed attempt that will be retried: (role, attempt, attempts, reason, failure, retry in s)
+    on_retry: Callable[[str, int, int, str, "Failure | None", float], None] | None = None
 
 
 BACKOFF_CAP = 60.0
@@ -223,8 +225,6 @@ async def call_role(
     """
     attempts = 1 + max(0, ctx.role_retries)
     for attempt in range(1, attempts + 1):
-        if attempt > 1:
-            await asyncio.sleep(retry_delay(ctx.role_backoff, attempt - 1, ctx.rng))
         failure: Failure | None = None
         try:
             async with asyncio.timeout(ctx.role_timeout) as deadline:
@@ -246,4 +246,8 @@ async def call_role(
             reason = _summary(f"role {name!r}", failure)
         if attempt == attempts:
             return None, reason + (f" ({attempts} attempts)" if attempts > 1 else ""), failure
+        delay = retry_delay(ctx.role_backoff, attempt, ctx.rng)
+        if ctx.on_retry is not None:  # a failure that is retried leaves a trace (the log, thread show)
+            ctx.on_retry(name, attempt, attempts, reason, failure, delay)
+        await asyncio.sleep(delay)
     raise AssertionError("unreachable")

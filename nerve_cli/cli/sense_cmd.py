@@ -361,6 +361,12 @@ def _render_compute(result) -> None:
         error(f"{result.sense}: {e.type}: {e.message}{where}" if e else f"{result.sense}: failed")
         if e and e.traceback:
             err_console().print(e.traceback, markup=False, highlight=False, soft_wrap=True)
+    for batch in result.consumed:  # what it received, and what its disabled reflexes leave waiting
+        ids = f"#{batch['first']}" if batch["first"] == batch["last"] else f"#{batch['first']}–#{batch['last']}"
+        info(f"  consumed {batch['count']} event(s) of {batch['source']} ({ids})")
+    for waiting in result.skipped:
+        warn(f"  {waiting['events']} event(s) of {waiting['source']} wait: no enabled reflex of {result.sense} "
+             f"lists it (enable its reflex to deliver them)")
 
 
 def _settings_line(config: dict) -> str:

@@ -127,6 +127,12 @@ def thread_header(d: dict) -> None:
     shown = [(key, value) for key, value in rows if value not in (None, "", " (so far)")]
     output.show(output.table(None, [("field", {"style": "bold"}), "value"], shown, box=None, show_header=False,
                              pad_edge=False, padding=(0, 2)))
+    for event in d.get("events") or []:  # the attempts of a role that failed and were retried
+        if event["type"] == "role_failed":
+            e = event["detail"]
+            output.info(f"{e.get('role')}: attempt {e.get('attempt')}/{e.get('attempts')} failed at "
+                        f"{output.when(event['time_ms'], millis=True)}: {e.get('reason')}; retried after "
+                        f"{e.get('retry_in_s')}s", style="yellow")
     if d.get("question"):
         output.info(f"answer with `nerve thread approve {d['run_id']} [--note TEXT]` or "
                     f"`nerve thread reject {d['run_id']} [--note TEXT]`", style="magenta")

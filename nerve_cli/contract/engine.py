@@ -132,6 +132,8 @@ def compute(result: Any) -> dict[str, Any]:
     return {
         "version": VERSION, "sense": result.sense, "outcome": result.outcome, "via": result.via,
         "payload": result.payload, "workflow": result.workflow, "thread": _thread(result.thread),
+        # the events it received (a compute reads those of its enabled `on:` reflexes) and those left waiting
+        "events": {"consumed": [dict(c) for c in result.consumed], "skipped": [dict(s) for s in result.skipped]},
         **stamp("time", result.ts),
         "duration_s": None if result.duration_ms is None else result.duration_ms / 1000,
         "error": error,

@@ -527,6 +527,8 @@ class Engine:
             self._finish(sense, inflight.id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True)
             self.delivery.failed(sense)
             return
+        if sense in self.waiters and isinstance(message, (protocol.Signal, protocol.Silent)):
+            self.launches.setdefault(inflight.id, {})["consumed"] = message.consumed  # for who asked for it
         for restart in getattr(message, "restarted", None) or ():  # committed with this compute's cursors
             self.log(logrows.cursor_restarted(sense, restart.get("source", "?"), int(restart.get("was_at") or 0),
                                               restart.get("identity_was"), restart.get("identity_now")))
@@ -707,7 +709,7 @@ class Engine:
         if directive and self.workflows is not None:
             thread = self.workflows.launch_directive(sense, directive)
             if compute_id is not None and sense in self.waiters:  # someone waits for this compute: tell them
-                self.launches[compute_id] = {"workflow": directive, "thread": thread}
+                self.launches.setdefault(compute_id, {}).update({"workflow": directive, "thread": thread})
 
     def _record_error(self, sense: str, detail: dict) -> None:
         if detail.get("compute_id") is not None:

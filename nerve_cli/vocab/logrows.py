@@ -77,6 +77,7 @@ class LogKind(Enum):
     WORKFLOW_RELOADED = (LogSource.SYSTEM, "workflow_reloaded")
     # threads: a message of the chain, and each status a thread takes
     THREAD_MESSAGE = (LogSource.WORKFLOW, "message")
+    ROLE_FAILED = (LogSource.WORKFLOW, "role_failed")  # an attempt of a role failed and is retried: not a status
     THREAD_QUEUED = (LogSource.WORKFLOW, ThreadStatus.QUEUED.value)
     THREAD_STARTED = (LogSource.WORKFLOW, ThreadStatus.STARTED.value)
     THREAD_WAITING = (LogSource.WORKFLOW, ThreadStatus.WAITING.value)
@@ -90,8 +91,8 @@ class LogKind(Enum):
         self.source_text: str = source.value  # the column's value, read per row without the enum's descriptor
         self.type = type_
         # the thread status a row of this kind sets in workflow_runs, if any (looked up once, not per row)
-        self.status: ThreadStatus | None = (ThreadStatus(type_) if source is LogSource.WORKFLOW and type_ != "message"
-                                            else None)
+        self.status: ThreadStatus | None = (ThreadStatus(type_) if source is LogSource.WORKFLOW
+                                            and type_ in {s.value for s in ThreadStatus} else None)
 
     @classmethod
     def of_status(cls, status: ThreadStatus) -> LogKind:
@@ -347,6 +348,15 @@ def thread_status(run_id: str, workflow: str, status: ThreadStatus, **detail: An
     started (max_rounds, or resumed and rounds), waiting (question, rounds), completed/failed/crashed
     (reason, rounds, error), dropped (reason)."""
     return LogRow(LogKind.of_status(status), run_id, {"workflow": workflow, **detail})
+
+
+def role_failed(run_id: str, workflow: str, role: str, attempt: int, attempts: int, reason: str,
+                retry_in_s: float, error: dict[str, Any] | None) -> LogRow:
+    """Attempt `attempt` of `attempts` of a thread's role failed (`reason`, `error`); retried in `retry_in_s`.
+    Part of the thread's story (`thread show`), not a status: workflow_runs does not change."""
+    return LogRow(LogKind.ROLE_FAILED, run_id, {"workflow": workflow, "role": role, "attempt": attempt,
+                                                "attempts": attempts, "reason": reason, "retry_in_s": retry_in_s,
+                                                "error": error})
 
 
 def thread_message(run_id: str, workflow: str, message: dict[str, Any], seq: int, **extra: Any) -> LogRow:

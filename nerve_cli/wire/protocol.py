@@ -8,7 +8,7 @@ kernel → sense worker:    compute, cancel, shutdown
 sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal
                           (dry_run: a rehearsal's answer, to the CLI)
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
-workflow worker → kernel: ready, thread_message, thread_end
+workflow worker → kernel: ready, thread_message, role_failed, thread_end
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class Signal(Message):
     more: bool = False  # events beyond this compute's batch still wait
     # sources rebuilt since its cursor was counted, read again from their start: {source, was_at, identity_*}
     restarted: list[dict[str, Any]] = field(default_factory=list)
+    consumed: list[dict[str, Any]] = field(default_factory=list)  # per source: {source, count, first, last}
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ class Silent(Message):
     events: int = 0  # events this compute consumed (its cursor advanced past them either way)
     more: bool = False
     restarted: list[dict[str, Any]] = field(default_factory=list)  # as Signal.restarted
+    consumed: list[dict[str, Any]] = field(default_factory=list)  # as Signal.consumed
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,20 @@ class ThreadMessage(Message):
 
 
 @dataclass(frozen=True)
+class RoleFailed(Message):
+    """Attempt `attempt` of `attempts` of a role failed and will be retried in `retry_in_s` seconds."""
+
+    type: ClassVar[str] = "role_failed"
+    run_id: str
+    role: str
+    attempt: int
+    attempts: int
+    reason: str
+    retry_in_s: float
+    error: dict[str, Any] | None = None  # the failure: type, message, traceback, file, line
+
+
+@dataclass(frozen=True)
 class ThreadEnd(Message):
     type: ClassVar[str] = "thread_end"
     run_id: str
@@ -272,7 +288,7 @@ _TYPES: dict[str, type[Message]] = {
     cls.type: cls
     for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
                 Ready, Output, Signal, Silent, Error, DryRun, ThreadOwner, ChildOwner, DatabaseCreated, Fatal,
-                ThreadMessage, ThreadEnd)
+                ThreadMessage, RoleFailed, ThreadEnd)
 }
 
 

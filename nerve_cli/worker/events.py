@@ -79,6 +79,16 @@ class Batch:
     def consumes(self) -> bool:
         return bool(self.cursors)
 
+    def consumed(self) -> list[dict[str, Any]]:
+        """Per source, the events this batch holds: {source, count, first, last} (ids), in `on:` order of first."""
+        found: dict[str, dict[str, Any]] = {}
+        for event in self.events:
+            entry = found.setdefault(event.source, {"source": event.source, "count": 0, "first": event.id,
+                                                    "last": event.id})
+            entry["count"] += 1
+            entry["first"], entry["last"] = min(entry["first"], event.id), max(entry["last"], event.id)
+        return list(found.values())
+
 
 class EventReader:
     """Reads one sense's unconsumed events; keeps a read-only connection per source open between computes."""

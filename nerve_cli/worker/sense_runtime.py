@@ -310,10 +310,11 @@ class SenseRuntime:
                 self._answer_cancelled(job, "was cancelled at its timeout and has now stopped")
         elif outcome.kind is Outcome.SIGNAL:
             self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
-                                   outcome.signal_id, len(job.batch.events), job.batch.more, job.batch.restarted))
+                                   outcome.signal_id, len(job.batch.events), job.batch.more, job.batch.restarted,
+                                   job.batch.consumed()))
         elif outcome.kind is Outcome.SILENT:
             self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more,
-                                   job.batch.restarted))
+                                   job.batch.restarted, job.batch.consumed()))
         elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))

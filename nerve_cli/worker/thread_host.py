@@ -115,8 +115,12 @@ class Runtime:
             self.out.send(protocol.ThreadMessage(run_id, seq, message.to_dict()))
             await future
 
+        def retried(role: str, attempt: int, attempts: int, reason: str, failure: Any, delay: float) -> None:
+            error = failure.to_dict() if failure is not None else None
+            self.out.send(protocol.RoleFailed(run_id, role, attempt, attempts, reason, round(delay, 3), error))
+
         ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries,
-                                  role_backoff=start.role_backoff)
+                                  role_backoff=start.role_backoff, on_retry=retried)
         enter_thread(ThreadInfo(run_id, start.workflow, start.model, start.system))
         try:
             outcome = await run_thread(self.definition, chain, persist, ctx)

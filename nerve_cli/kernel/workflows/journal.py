@@ -51,6 +51,12 @@ class Journal:
         extra = {"round": thread.rounds} if is_round(message["role"]) else {}
         self._write(thread, logrows.thread_message(thread.run_id, thread.workflow, message, seq, **extra))
 
+    def role_failed(self, thread: Thread, role: str, attempt: int, attempts: int, reason: str, retry_in_s: float,
+                    error: dict | None) -> None:
+        """An attempt of a role failed and is retried: kept in the thread's story (not a status)."""
+        self._write(thread, logrows.role_failed(thread.run_id, thread.workflow, role, attempt, attempts, reason,
+                                                retry_in_s, error))
+
     def system(self, row: LogRow) -> None:
         """A row about a workflow's worker (started, exited, an error): not a thread's."""
         self.logs.write(row)

@@ -129,6 +129,11 @@ class Spawner:
             return False  # a retired worker's last words
         if isinstance(message, protocol.ThreadMessage):
             self._on_thread_message(kind, worker, message)
+        elif isinstance(message, protocol.RoleFailed):
+            thread = kind.running.get(message.run_id)
+            if thread is not None:
+                self.journal.role_failed(thread, message.role, message.attempt, message.attempts, message.reason,
+                                         message.retry_in_s, message.error)
         elif isinstance(message, protocol.ThreadEnd):
             return self._on_thread_end(kind, message)
         elif isinstance(message, protocol.Malformed):

@@ -9,6 +9,7 @@ shows it and the sense's interval counts from it.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +17,20 @@ from typing import IO, Any
 
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.kernel.supervision.policy import Limits, Policy
 from nerve_cli.ops.client import compute, engine_running
 from nerve_cli.ops.senses.worker_client import Answer, SenseWorkerClient, WorkerGone
+from nerve_cli.store.events import backlog
 from nerve_cli.store.logs import LogStore, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND
-from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal
+from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal, Silent
 from nerve_cli.wire.spec import GroupSpec
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
@@ -42,6 +46,8 @@ class ComputeResult:
     ts: int | None = None
     workflow: str | None = None  # the compute's workflow directive, as it returned it
     thread: dict[str, Any] | None = None  # what the directive did: {"run_id", "status", "reason"}
+    consumed: tuple[dict[str, Any], ...] = ()  # the events it received, per source: {source, count, first, last}
+    skipped: tuple[dict[str, Any], ...] = ()  # sources of disabled reflexes with events waiting: {source, events}
     via: str = "worker"  # worker | engine
     output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
     signal_id: int | None = None  # its `_signals` row (standalone runs log it, as the engine does)
@@ -62,7 +68,8 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
         info = ErrorInfo(**error) if isinstance(error, dict) else ErrorInfo("Error", str(error or answer.get("outcome")))
     return ComputeResult(name, Outcome.ERROR if info else Outcome(answer["outcome"]), answer.get("payload"),
                          answer.get("duration_ms"), info, answer.get("ts"), workflow=answer.get("workflow"),
-                         thread=answer.get("thread"), via="engine", output=tuple(answer.get("output") or ()))
+                         thread=answer.get("thread"), via="engine", output=tuple(answer.get("output") or ()),
+                         consumed=tuple(answer.get("consumed") or ()), skipped=tuple(waiting_elsewhere(home, name)))
 
 
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
@@ -89,7 +96,18 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
                   spec)
     if recorder:
         recorder.finish(result)
-    return result
+    return dataclasses.replace(result, skipped=tuple(waiting_elsewhere(home, name, config)))
+
+
+def waiting_elsewhere(home: Path, name: str, config: NerveConfig | None = None) -> list[dict[str, Any]]:
+    """Sources of `name` named only by disabled reflexes that hold events for it: a compute does not consume
+    them (they wait, unconsumed, until their reflex is enabled again); {source, events}."""
+    config = config or load_config(home)
+    active = sources_of(config).get(name) or {}
+    idle = {s: k for s, k in all_sources(config, name).items() if s not in active}
+    if not idle:
+        return []
+    return [{"source": b.source, "events": b.events} for b in backlog(Layout(home).data, name, idle) if b.events]
 
 
 def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
@@ -101,10 +119,11 @@ def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stde
     if isinstance(answer, Signal):
         return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts,
                              workflow=answer.workflow, thread=_not_started() if answer.workflow else None,
-                             output=printed, signal_id=answer.signal_id)
+                             output=printed, signal_id=answer.signal_id, consumed=tuple(answer.consumed))
     if isinstance(answer, Error):
         return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
-    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed)
+    consumed = tuple(answer.consumed) if isinstance(answer, Silent) else ()
+    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed, consumed=consumed)
 
 
 def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,

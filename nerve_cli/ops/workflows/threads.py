@@ -15,7 +15,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
-from nerve_cli.store.logs import now_ms, open_readonly, query_logs, workflow_runs
+from nerve_cli.store.logs import STATUSES, now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
 
 END_TYPES = ("completed", "failed", "crashed", "dropped")
@@ -122,7 +122,8 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         raise unknown_run(logs_path, run_id)
     events = [r for r in rows if r["type"] != "message"]
     queued = next((r["payload"] or {} for r in events if r["type"] == "queued"), {})
-    status_row = events[-1] if events else None
+    statuses = [r for r in events if r["type"] in STATUSES]  # role_failed rows tell the story, not the status
+    status_row = statuses[-1] if statuses else None
     started = next((r for r in events if r["type"] == "started"), None)
     ended = next((r for r in reversed(events) if r["type"] in END_TYPES), None)
     if ended is not None and status_row is not ended:
