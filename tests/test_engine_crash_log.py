@@ -111,3 +111,67 @@ def test_kernel_killed_10_times_under_emit_load_loses_no_acknowledged_work(home:
         assert [s for s, n in logged.items() if s is not None and n > 1] == [], f"{sense}: logged twice"
         recovered += sum(1 for c in completes if c["ref"] == sense and c["payload"].get("recovered"))
     assert len(read_logs(home, "system", "engine_started")) == 11
+
+
+def emit_rows(home: Path) -> Counter:
+    return Counter(r["payload"]["event_id"] for r in read_logs(home, "signal", "emit"))
+
+
+def test_an_event_stored_by_another_writer_while_the_engine_runs_is_logged_once_across_a_kill(home: Path) -> None:
+    # An offline `nerve emit` that found no engine commits #1 while one is starting (it is told nothing); the
+    # engine then stores #2. The log holds each once although the kernel is killed before any catch-up.
+    from nerve_cli.store.events import store_event
+
+    write_instance(home, "senses: {}\n", {})
+    first = RunningEngine(home)
+    try:
+        first.wait_ready(groups=0)
+        store_event(home / "data" / "events.db", "door", {"n": 1})
+        emitter = Emitter(home)
+        assert emitter.emit("door", {"n": 2})["event_id"] == 2
+        emitter.close()
+        wait_for(lambda: 2 in emit_rows(home), 30, what="the engine's event to be logged")
+        first.proc.kill()
+        first.proc.wait(10)
+    finally:
+        first.__exit__()
+    with RunningEngine(home) as second:
+        second.wait_ready(groups=0)
+        code, out = second.stop()
+    assert code == 0, out
+    assert emit_rows(home) == {1: 1, 2: 1}
+
+
+def test_the_ledger_logs_an_event_once_whichever_of_the_engine_and_a_catch_up_comes_first(tmp_path: Path) -> None:
+    from nerve_cli.home import Layout
+    from nerve_cli.kernel.core.ledger import Ledger
+    from nerve_cli.store.events import store_event
+    from nerve_cli.store.logs import LogStore
+    from nerve_cli.vocab import logrows
+
+    layout = Layout(tmp_path)
+    layout.data.mkdir(parents=True)
+    logs = LogStore(layout.logs_db)
+    ledger = Ledger(layout, logs, logs.write)
+    assert ledger.start() == (0, 0)
+
+    def route(event_id: int) -> None:  # what the engine does with an event it stored
+        if ledger.routing(event_id):
+            logs.write(logrows.emit("door", None, event_id), None, ledger.event_mark(event_id))
+            ledger.event_logged(event_id)
+
+    for _ in range(3):
+        store_event(layout.events_db, "door", None)
+    route(1)
+    assert ledger.catch_up_events() == 2  # an offline emit's events_stored reads #3 before the engine routes it
+    route(3)  # the engine's own #3: already logged
+    for _ in range(3):
+        store_event(layout.events_db, "door", None)  # #4 and #5 by another writer, #6 the engine's
+    route(6)
+    logs.flush()
+    logs.close()
+    conn = sqlite3.connect(layout.logs_db)
+    logged = [r[0] for r in conn.execute(
+        "SELECT json_extract(payload, '$.event_id') FROM logs WHERE source = 'signal' AND type = 'emit' ORDER BY id")]
+    conn.close()
+    assert logged == [1, 2, 3, 4, 5, 6]

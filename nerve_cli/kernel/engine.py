@@ -810,9 +810,10 @@ class Engine:
                 self.tracing.emitted(event.channel, event.id, event.origin, event.traceparent)
             if event.origin is None and self.fleet is not None:
                 self.fleet.committed("channel", event.channel, event.id, event.ts, payload)
-            self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,
-                     self.ledger.event_mark(event.id))
-            self.ledger.event_logged(event.id)
+            if self.ledger.routing(event.id):  # once: a catch-up may have logged it since its commit
+                self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,
+                         self.ledger.event_mark(event.id))
+                self.ledger.event_logged(event.id)
             self.stats.event(event.channel)
             if self.report_signals:
                 self.report("signal", f"emit {event.channel} #{event.id}: {_short(payload)}")

@@ -12,8 +12,10 @@ transaction as the rows they cover (`LogStore.mark`):
 Whatever lies above a watermark was committed by a worker (or stored by an
 emit) and never logged. The ledger writes those rows, with `"recovered": true`
 and the row's own time, at start-up (before anything is scheduled), when a
-signal id jumps (the kernel missed an answer), after a compute was lost (its
-worker may have died after COMMIT, before answering) and at shutdown.
+signal id jumps (the kernel missed an answer), when an event id jumps (another
+writer stored events the engine was not told of), after a compute was lost (its
+worker may have died after COMMIT, before answering) and at shutdown. A row
+is written once: the engine does not log an event a catch-up already logged.
 
 An instance that predates the watermarks (no `log_marks` in meta) starts
 them at each database's current head: only what is committed from then on is
@@ -78,6 +80,21 @@ class Ledger:
     def event_logged(self, event_id: int) -> None:
         self.event = max(event_id, self.event)
 
+    def routing(self, event_id: int) -> bool:
+        """The engine stored `event_id` and is about to log it: whether it still should (the caller logs it with
+        `event_mark`, then `event_logged`).
+
+        Ids are given in commit order, and the engine routes its own events in that order, so an id above the
+        watermark's next was stored by another writer (an offline `nerve emit` that no engine heard of): those are
+        logged first, or the watermark would pass them and no catch-up would ever see them. An id at or below the
+        watermark was already logged by a catch-up that read it between its commit and this call (an offline emit's
+        `events_stored`, the shutdown): logging it again would double it."""
+        if event_id <= self.event:
+            return False
+        if event_id > self.event + 1:
+            self.catch_up_events(below=event_id)
+        return True
+
     signal_mark = staticmethod(signal_mark)
     event_mark = staticmethod(event_mark)
 
@@ -98,11 +115,16 @@ class Ledger:
             self.logged(sense, signal_id)
         return [r[0] for r in rows]
 
-    def catch_up_events(self) -> int:
+    def catch_up_events(self, below: int | None = None) -> int:
+        """Log the stored events above the watermark (ids below `below`); how many."""
         path = self.layout.events_db
         if not path.exists():
             return 0
-        rows = _read(path, "SELECT id, channel, payload, ts FROM events WHERE id > ? ORDER BY id", (self.event,))
+        sql, params = "SELECT id, channel, payload, ts FROM events WHERE id > ?", [self.event]
+        if below is not None:
+            sql += " AND id < ?"
+            params.append(below)
+        rows = _read(path, sql + " ORDER BY id", tuple(params))
         for event_id, channel, payload, ts in rows:
             self.append(logrows.emit(channel, orjson.loads(payload) if payload is not None else None, event_id,
                                      recovered=True), ts, self.event_mark(event_id))
