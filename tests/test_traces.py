@@ -3,7 +3,8 @@ official opentelemetry-proto classes.
 
 emit (with a traceparent) → compute → (its signal) → compute → thread → round → model call (llm-echo) arrive
 as one trace with that parent/child structure and their attributes; errors are error spans and log records with
-file:line, and so is a compute past its timeout whose worker is killed; prompt and answer contents only when
+file:line, and so are a compute past its timeout (its worker killed) and a compute whose code crashed its
+worker (the file:line from the worker's fatal-error dump); prompt and answer contents only when
 opted in; with the receiver gone, the engine keeps its rhythm.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli
-from enginekit import RunningEngine, last_signal, read_logs, wait_for, write_instance
+from enginekit import RunningEngine, errors, last_signal, read_logs, wait_for, write_instance
 from fleetkit import NatsServer
 from llmkit import llm_home  # noqa: F401  (a fixture: LLM_USER_PATH in a tmp folder)
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -30,11 +31,13 @@ senses:
   second: {}
   broken: {}
   stuck: {group: slow, timeout: 300ms, grace_period: 300ms}
+  crasher: {group: fragile}
 reflexes:
   - {sense: first, on: [go]}
   - {sense: second, on: [first]}
   - {sense: broken, on: [fail]}
   - {sense: stuck, on: [stall]}
+  - {sense: crasher, on: [crash]}
 workflows:
   notes: {model: echo}
 """
@@ -44,6 +47,7 @@ SENSES = {
                "    return SenseResult({'ok': True}, workflow='notes|1|write the release notes')\n"),
     "broken": "def compute(db, peers):\n    raise ValueError('the disk is on fire')\n",
     "stuck": "import time\n\ndef compute(db, peers):\n    time.sleep(60)\n",
+    "crasher": "import ctypes\n\ndef compute(db, peers):\n    ctypes.string_at(0)\n",  # a segfault
 }
 WORKFLOW = """
 from nerve_cli.sdk import END, WorkflowDefinition, llm_role
@@ -77,7 +81,8 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
             assert sent.exit_code == 0, sent.output
             assert cli("emit", "fail", "--home", str(home)).exit_code == 0
             assert cli("emit", "stall", "--home", str(home)).exit_code == 0
-            wait_for(lambda: receiver.named("chat ") and receiver.named("thread ") and len(receiver.logs) >= 2, 60,
+            assert cli("emit", "crash", "--home", str(home)).exit_code == 0
+            wait_for(lambda: receiver.named("chat ") and receiver.named("thread ") and len(receiver.logs) >= 3, 60,
                      what="the chain's spans and the error's log record")
             wait_for(lambda: any(s.name == "thread notes" and s.end_ns for s in receiver.spans), 30,
                      what="the thread to end")
@@ -116,6 +121,11 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
     assert stuck.status == 2 and stuck.attributes["nerve.outcome"] in ("timeout", "lost")
     assert stuck.events[0][1]["exception.type"] == "TimeoutError" and "timeout of 0.3s" in stuck.status_message
     assert any(r.severity == "ERROR" and "timeout" in r.body for r in receiver.logs if r.span_id == stuck.span_id)
+    crashed = one(receiver.spans, "compute crasher")  # its worker killed by a segfault in its code: where it was
+    assert crashed.status == 2 and crashed.attributes["nerve.outcome"] == "lost"
+    assert crashed.events[0][1]["code.file.path"] == "senses/crasher/sense.py"
+    assert crashed.events[0][1]["code.line.number"] == 4
+    assert errors(home, "crasher")[0]["payload"]["line"] == 4  # the log's error row says it too
 
 
 @pytest.mark.timeout(120)

@@ -570,9 +570,11 @@ class Engine:
                 cause = f"; this sense is the likely cause: {blame.because}"
             else:
                 cause = f"; likely caused by {blame.sense} ({blame.because}), not by this sense"
-            self._record_error(inflight.sense, {"message": f"compute lost: {why}{cause}", "error_type": "WorkerDied",
-                                                "compute_id": inflight.id,
-                                                "blamed": None if blame is None else blame.sense})
+            detail = {"message": f"compute lost: {why}{cause}", "error_type": "WorkerDied", "compute_id": inflight.id,
+                      "blamed": None if blame is None else blame.sense}
+            if blame is not None and blame.sense == inflight.sense and blame.file is not None:
+                detail.update(file=blame.file, line=blame.line)  # where its code crashed the worker
+            self._record_error(inflight.sense, detail)
         # the worker may have died after its COMMIT, before answering: such a signal is real, log and route it
         self._log_skipped(inflight.sense, self.ledger.catch_up(inflight.sense))
         self.delivery.failed(inflight.sense)

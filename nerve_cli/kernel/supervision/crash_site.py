@@ -35,8 +35,14 @@ _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent c
 @dataclass(frozen=True)
 class CrashSite:
     sense: str | None  # the sense whose file is on the crashing thread's stack, if any
-    where: str | None  # senses/<name>/sense.py:5
+    file: str | None  # that frame's file, relative to the instance: senses/<name>/sense.py
+    line: int | None  # and its line
     thread: int | None  # the crashing thread's id (threading.get_ident()), when the dump names it
+
+    @property
+    def where(self) -> str | None:
+        """senses/<name>/sense.py:5"""
+        return f"{self.file}:{self.line}" if self.file is not None else None
 
 
 def crash_site(stderr: Iterable[str], home: Path) -> CrashSite | None:
@@ -48,7 +54,7 @@ def crash_site(stderr: Iterable[str], home: Path) -> CrashSite | None:
     block = lines[starts[-1] + 1:]
     current = next(((i, m) for i, line in enumerate(block) if (m := _CURRENT.match(line))), None)
     if current is None:
-        return CrashSite(None, None, None)
+        return CrashSite(None, None, None, None)
     index, match = current
     thread = int(match["ident"], 16) if match["ident"] else None
     root = Path(os.path.realpath(home))
@@ -63,5 +69,5 @@ def crash_site(stderr: Iterable[str], home: Path) -> CrashSite | None:
         except ValueError:
             continue
         if len(parts) >= 3 and parts[0] == "senses":
-            return CrashSite(parts[1], f"{'/'.join(parts)}:{frame['line']}", thread)
-    return CrashSite(None, None, thread)
+            return CrashSite(parts[1], "/".join(parts), int(frame["line"]), thread)
+    return CrashSite(None, None, None, thread)

@@ -43,6 +43,8 @@ class Blame:
 
     sense: str
     because: str  # e.g. "its code was on the crashing thread (senses/x/sense.py:5)"
+    file: str | None = None  # where its code crashed the worker, when a fatal-error dump shows it
+    line: int | None = None
 
 
 @dataclass(frozen=True)

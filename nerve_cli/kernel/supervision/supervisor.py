@@ -218,7 +218,7 @@ class GroupSupervisor:
         called what ends or deafens the worker (a recent `Fatal`), or we killed the worker for it."""
         site = crash_site(worker.stderr_tail, self.home)
         if site is not None and site.sense is not None:
-            return Blame(site.sense, f"its code was on the crashing thread ({site.where})")
+            return Blame(site.sense, f"its code was on the crashing thread ({site.where})", site.file, site.line)
         if site is not None and site.thread is not None and site.thread in self.owners:
             owner = self.owners[site.thread][1]
             return Blame(owner, f"a thread its code started crashed the worker (thread 0x{site.thread:x})")
