@@ -400,7 +400,9 @@ def test_an_on_demand_compute_says_what_it_consumed_and_what_waits_for_a_disable
         shown = nerve("sense", "compute", "store", home=home)
         code, out = engine.stop()
     assert code == 0, out
+    runs = [(c["payload"].get("reason"), c["payload"].get("events")) for c in completes(home, "store")]
     assert data["via"] == "engine" and data["events"] == {
-        "consumed": [{"source": "door", "count": 2, "first": 6, "last": 7}], "skipped": [{"source": "bell", "events": 2}]}
+        "consumed": [{"source": "door", "count": 2, "first": 6, "last": 7}],
+        "skipped": [{"source": "bell", "events": 2}]}, (data, runs, out)
     assert "2 event(s) of bell wait" in shown.stdout + shown.stderr
     assert [e for _, e, _ in got(home, "store")] == [1, 2, 3, 6, 7]  # bell's wait, unconsumed
