@@ -62,6 +62,7 @@ class Dashboard(Screen):
         Binding("shift+tab", "app.focus_previous", "Previous table", show=False),
         Binding("q", "app.quit", "Quit"),
     ]
+    composed = False  # its widgets exist (on_mount ran): a snapshot can be shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="headline")
@@ -78,8 +79,14 @@ class Dashboard(Screen):
         self.query_one("#workers", DataTable).add_columns("group", "pid", "state", "MiB", "cpu%", "rst")
         self.query_one("#threads", DataTable).add_columns("thread", "workflow", "status", "rounds")
         self.query_one("#senses", DataTable).focus()
+        self.composed = True
+        last = self.app.last  # type: ignore[attr-defined]
+        if last is not None:  # read before this screen had its widgets: shown now, not a period later
+            self.show(last)
 
     def show(self, snap: Snapshot) -> None:
+        if not self.composed:  # a read that came back before the widgets exist (a loaded machine): on_mount
+            return  # shows it
         now = now_ms()
         utc = self.app.utc  # type: ignore[attr-defined]
         headline = self.query_one("#headline", Static)
