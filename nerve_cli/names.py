@@ -1,9 +1,12 @@
-"""The naming rules for senses, groups, workflows and channels, with no dependencies (workers import it)."""
+"""The naming rules for senses, groups, workflows, channels and projection parameters, with no dependencies
+(workers import it)."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+from typing import Any, Mapping
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 64
@@ -76,3 +79,19 @@ def traceparent_problem(value: object) -> str | None:
         return (f"a traceparent is a W3C trace context header like "
                 f"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01, got {shown}")
     return None
+
+
+PARAM_RE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")  # a binding value naming a parameter: `$repo`
+
+
+def binding_param(value: object) -> str | None:
+    """`$repo` → "repo": the parameter a binding value names, or None for a literal."""
+    match = PARAM_RE.match(value) if isinstance(value, str) else None
+    return match.group(1) if match else None
+
+
+def binding_key(bind: Mapping[str, Any] | None) -> str | None:
+    """The one spelling of a set of parameter values (JSON, keys sorted), or None for none."""
+    if not bind:
+        return None
+    return json.dumps(dict(bind), sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -135,11 +135,12 @@ class FakeRunning:
         raise AssertionError("not reached in these tests")
 
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             traceparent: str | None = None) -> asyncio.Future:
+             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
         from nerve_cli.kernel.core.emits import EmitDesk
 
         desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, *_ in stored])
-        return desk.emit(channel, payload, key, via=via, traceparent=traceparent)
+        return desk.emit(channel, payload, key, via=via, schema_version=schema_version, hashed=hashed,
+                         traceparent=traceparent)
 
     def events_stored(self, channel: str | None) -> int:
         return 0

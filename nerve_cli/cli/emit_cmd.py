@@ -17,6 +17,10 @@ def emit(
     traceparent: Annotated[Optional[str], typer.Option(
         "--traceparent", help="W3C trace context (00-TRACE-PARENT-FLAGS) this event continues: the parent of its "
         "span and of the computes it wakes, when the engine exports traces.")] = None,
+    schema_version: Annotated[Optional[str], typer.Option(
+        "--schema-version", help="The payload's schema version (e.g. 1 or v1.0), stored with the event.")] = None,
+    hashed: Annotated[bool, typer.Option(
+        "--hash", help="Store the payload's content hash (sha256 of its canonical JSON) with the event.")] = False,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
@@ -26,7 +30,7 @@ def emit(
     event is stored in data/events.db and delivered when the engine starts.
     Payloads are JSON, at most 16 MiB - 64 KiB.
 
-    Example: gh api repos/me/app/pulls/7 | nerve emit pr.opened -
+    Example: gh api repos/me/app/pulls/7 | nerve emit pr.opened - --schema-version 2 --hash
     """
     from nerve_cli.cli import output
     from nerve_cli.errors import NerveError
@@ -39,15 +43,21 @@ def emit(
     if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
         raise typer.BadParameter(problem, param_hint="--traceparent")
     path = require_instance(home)
+    from nerve_cli.store.events import check_schema_version
+
+    try:
+        check_schema_version(schema_version)
+    except NerveError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--schema-version") from None
     try:
         value = read_payload(payload if payload is not None else payload_arg)
     except NerveError as exc:  # what was typed (or piped) is not a payload we can send: a usage error
         raise typer.BadParameter(str(exc), param_hint="--payload" if payload is not None else "PAYLOAD") from None
-    sent = emit_event(path, channel, value, key, traceparent)
+    sent = emit_event(path, channel, value, key, schema_version, hashed, traceparent)
     if json_:
         output.print_json(sent.to_json())
         return
-    what = f"event #{sent.event_id} on {channel}"
+    what = f"event #{sent.event_id} on {channel}" + (f" ({sent.hash})" if sent.hash else "")
     if sent.duplicate:
         output.info(f"{what} was already stored with key {key!r}; nothing new was sent")
     elif sent.via == "disk":

@@ -2,7 +2,8 @@
 
 import shutil
 import sys
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -11,6 +12,9 @@ from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption
 from nerve_cli.cli.group import HelpGroup
 from nerve_cli.clock import now_ms
 from nerve_cli.words import plural
+
+if TYPE_CHECKING:
+    from nerve_cli.ops.senses.read import Read
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
@@ -21,6 +25,9 @@ app.command("reset")(sense_reset.reset)
 app.command("replay")(sense_replay.replay)
 
 Name = Annotated[str, typer.Argument(help="Name of the new sense.")]
+BindOption = Annotated[Optional[list[str]], typer.Option(
+    "--bind", metavar="NAME=VALUE", help="A parameter's value, for a sense whose bindings take parameters "
+    "($NAME); repeat for each. A value that reads as JSON (7, true) is taken as such.")]
 
 
 @app.command("new")
@@ -88,6 +95,7 @@ def show(
     since: Annotated[Optional[str], typer.Option("--since", help=f"With --chart: from this time: {WHEN_HELP}.")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help=f"With --chart: up to this time: {WHEN_HELP}.")] = None,
     rows: Annotated[int, typer.Option("--rows", min=0, help="How many of the newest rows of each of its tables to show.")] = 5,
+    bind: BindOption = None,
     home: HomeOption = None,
     json_: JsonOption = False,
     format_: FormatOption = None,
@@ -98,25 +106,81 @@ def show(
     Its code is imported in a child process to say whether it would load
     (schema.py out of step with its migrations shows here with the fix).
     Nerve's own tables (_signals, _migrations) are left out of the table view.
+    A lazy sense (a `lazy: true` reflex) is first brought up to date: it
+    computes while its sources hold events it has not consumed (through the
+    engine, or in a one-off worker), then shows its value; one that binds
+    parameters is read for the values given with --bind.
 
-    Example: nerve sense show cpu-usage -n 20 --rows 3   (or: --chart --since 2d)
+    Example: nerve sense show cpu-usage -n 20 --rows 3   (or: --chart --since 2d; open-prs --bind repo=me/app)
     """
     from nerve_cli.cli.output import use_format
     from nerve_cli.home import require_instance
     from nerve_cli.ops.senses.inspect import show_sense
 
     json_ = use_format(format_, json_) == "json"
+    path = require_instance(home)
+    reading = _read(path, name, bind)
     if chart or column or since or until:
-        _chart(require_instance(home), name, column, since, until, json_)
+        _chart(path, name, column, since, until, json_)
         return
-    detail = show_sense(require_instance(home), name, last, rows)
+    detail = show_sense(path, name, last, rows)
     if json_:
         from nerve_cli.cli.output import print_json
         from nerve_cli.contract.senses import sense_show
 
-        print_json(sense_show(detail))
+        print_json(sense_show(detail, reading))
+    else:
+        _render_show(detail)
+        _render_read(reading)
+    if reading.error is not None:  # what shows may be behind its sources
+        raise typer.Exit(1)
+
+
+def _read(home: Path, name: str, bind: list[str] | None) -> "Read":
+    """Bring a lazy sense up to date (for --bind's values); a bad --bind is a usage error."""
+    from nerve_cli.config.projection import BindError, parse_bind
+    from nerve_cli.ops.senses.read import read_sense
+
+    try:
+        return read_sense(home, name, parse_bind(bind))
+    except BindError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--bind") from None
+
+
+def _render_read(r: "Read") -> None:
+    import json
+
+    from nerve_cli.cli.output import error, info, show, table, when
+
+    if not (r.lazy or r.params):
         return
-    _render_show(detail)
+    usage = " ".join(f"--bind {p}=VALUE" for p in r.params)
+    if r.params and not r.bind:
+        info(f"  read with {usage}: one projection per set of values", style="bold")
+        if r.known:
+            show(table("Read so far", ["values", "value", "as of"],
+                       [(_bind_text(k["params"]), _short_json(k["value"]), when(k["value_ts"]) if k["value_ts"] else "")
+                        for k in r.known]))
+        return
+    via = {"engine": " (through the engine)", "worker": " (in a one-off worker)"}.get(r.via or "", "")
+    if r.error is not None:
+        where = f" at {r.error.file}:{r.error.line}" if r.error.file else ""
+        error(f"could not bring {r.sense} up to date: {r.error.type}: {r.error.message}{where}")
+    elif r.computes:
+        info(f"  brought up to date: {plural(r.computes, 'compute')}, {plural(r.events, 'event')}{via}", style="bold")
+    else:
+        info("  up to date: no event waits for it (lazy: computed when read)")
+    if r.more:
+        info(f"  still behind after {plural(r.computes, 'compute')}: read it again", style="yellow")
+    label = f"  {_bind_text(r.bind)}: " if r.bind else "  value: "
+    if r.value_ts is None:
+        info(label + "none yet (no compute has returned one)")
+    else:
+        info(label + json.dumps(r.value, ensure_ascii=False, default=str) + f"  (as of {when(r.value_ts)})")
+
+
+def _bind_text(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
 
 
 @app.command("compute")
@@ -127,24 +191,35 @@ def compute(
                                           "keep none of them (nothing is logged).")] = False,
     event: Annotated[Optional[list[str]], typer.Option("--event", help="With --dry-run: an event to give it instead "
                                                        "of the waiting ones, SOURCE=JSON (repeatable).")] = None,
+    bind: BindOption = None,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:
     """Run one compute now (through the running engine, or in a fresh worker).
 
+    A sense whose bindings take parameters computes for the values given with
+    --bind (its events and value are those of that set of values).
     Exit code 0 for a signal or silence, 1 for an error.
 
-    Example: nerve sense compute cpu-usage --json
+    Example: nerve sense compute cpu-usage --json   (open-prs --bind repo=me/app)
     Example: nerve sense compute open-tasks --dry-run --event 'task.created={"id": 7}'
     """
+    from nerve_cli.config.projection import BindError, parse_bind
     from nerve_cli.home import require_instance
 
+    if (dry_run or event) and bind:
+        raise typer.BadParameter("a dry run computes the sense's own events, not a set of parameter values: "
+                                 "drop --bind, or compute for real", param_hint="--bind")
     if dry_run or event:
         _dry_run(require_instance(home), name, event, json_)
         return
     from nerve_cli.ops.senses.standalone import compute_sense
 
-    result = compute_sense(require_instance(home), name)
+    try:
+        values = parse_bind(bind)
+        result = compute_sense(require_instance(home), name, bind=values or None)
+    except BindError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--bind") from None
     if json_:
         from nerve_cli.cli.output import print_json
         from nerve_cli.contract.engine import compute as compute_document

@@ -93,6 +93,9 @@ def build(config: NerveConfig, launches: Launches | None = None) -> Mesh:
             source_id = _source(mesh, config, source)
             source_on = source not in config.senses or source in on
             label = f"on (debounce {format_duration(reflex.debounce)})" if reflex.debounce else "on"
+            if reflex.lazy:  # its events wait for a read of the sense
+                label = "on read" + (f" ({', '.join(f'{k}={v}' for k, v in reflex.bindings.items())})"
+                                     if reflex.bindings else "")
             mesh.edges.append(Edge(source_id, target, "on", label, live and source_on, i))
         for pattern in reflex.paths:
             node_id = f"files:{pattern}"
@@ -235,14 +238,26 @@ def to_dot(mesh: Mesh) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sources_of(config: NerveConfig) -> dict[str, dict[str, str]]:
+def sources_of(config: NerveConfig, *, eager_only: bool = False) -> dict[str, dict[str, str]]:
     """listener → {source: "sense" | "channel" | "file"}, from the active reflexes, in `on:` order, then each
-    `paths:` pattern (a file source: the listener's own)."""
+    `paths:` pattern (a file source: the listener's own); `eager_only`: without the sources it reads lazily."""
     out: dict[str, dict[str, str]] = {}
     for reflex in config.active_reflexes():
+        if eager_only and reflex.lazy:
+            continue
         for source in reflex.on:
             kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
             out.setdefault(reflex.sense, {})[source] = kind
         for pattern in reflex.paths:
             out.setdefault(reflex.sense, {})[pattern] = "file"
+    return out
+
+
+def filters_of(config: NerveConfig) -> dict[str, dict[str, dict]]:
+    """listener → its sources' literal bindings (a sense with parameters is read, never run by its sources)."""
+    out: dict[str, dict[str, dict]] = {}
+    for reflex in config.active_reflexes():
+        if reflex.bindings and not reflex.params:
+            for source in reflex.on:
+                out.setdefault(reflex.sense, {})[source] = dict(reflex.bindings)
     return out

@@ -20,7 +20,9 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -30,6 +32,7 @@ from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (
 from nerve_cli.names import (  # re-exported: one naming rule
     NAME_MAX,
     NAME_RE,
+    binding_param,
     channel_problem,
     default_host,
     host_problem,
@@ -194,6 +197,8 @@ def _check_path_pattern(value: object) -> str:
 
 
 PathText = Annotated[str, BeforeValidator(_check_path_pattern)]
+BINDING_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+BindingLiteral = StrictStr | StrictInt | StrictFloat | StrictBool
 
 
 class ReflexConfig(_Model):
@@ -206,7 +211,31 @@ class ReflexConfig(_Model):
     debounce: Duration | None = None
     max_wait: Duration | None = None
     jitter: Duration | None = None
+    # the `on:` sources wait until the sense is read (`sense show`, `sense compute`, MCP, a peer's read)
+    lazy: StrictBool = False
+    # payload key (a.b for nesting) → the value an event must have there: a literal, a list (any of them),
+    # or `$name`, a parameter every read of the sense binds
+    bindings: dict[str, BindingLiteral | list[BindingLiteral]] = {}
     enabled: StrictBool = True
+
+    @field_validator("bindings")
+    @classmethod
+    def _bindings(cls, value: dict) -> dict:
+        for key, wanted in value.items():
+            if not BINDING_KEY_RE.match(key):
+                raise ValueError(f"binding key {key!r} is not a payload key: use letters, digits, _ and -, "
+                                 "with . between nested keys (pr.repo)")
+            if isinstance(wanted, str) and wanted.startswith("$") and binding_param(wanted) is None:
+                raise ValueError(f"binding {key}: {wanted!r} is not a parameter: write $ and a name like $repo")
+            if isinstance(wanted, list) and (not wanted or any(binding_param(v) for v in wanted)):
+                raise ValueError(f"binding {key}: a list is the literal values an event may have there (at least "
+                                 "one, no $parameters)")
+        return value
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The parameters its bindings name, in order."""
+        return tuple(p for v in self.bindings.values() if (p := binding_param(v)) is not None)
 
     @field_validator("cron")
     @classmethod
@@ -242,6 +271,14 @@ class ReflexConfig(_Model):
             raise ValueError("`debounce` applies to `on:` and `paths:` triggers; this reflex has neither")
         if self.jitter is not None and (self.interval is None or self.jitter >= self.interval):
             raise ValueError("`jitter` spreads an `interval` and must be shorter than it")
+        if (self.lazy or self.bindings) and not self.on:
+            raise ValueError("`lazy` and `bindings` apply to `on:` sources; this reflex has none")
+        if self.lazy and self.debounce is not None:
+            raise ValueError("a `lazy` reflex's events wait for a read, so there is no burst to `debounce`; "
+                             "remove one of them")
+        if self.params and not self.lazy:
+            raise ValueError(f"a reflex binding parameters ({', '.join('$' + p for p in self.params)}) is read "
+                             "once per value, on demand: add `lazy: true`")
         return self
 
 

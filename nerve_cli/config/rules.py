@@ -86,6 +86,8 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
     for name in declared:
         if isinstance(name, str) and name not in senses and name != HEALTH_SENSE:
             channels.setdefault(name, Channel(name))
+    findings.extend(_check_readings(data, senses))
+    findings.extend(_lazy_peer_loops(data, senses))
     return findings, list(channels.values())
 
 
@@ -224,6 +226,48 @@ def _check_trigger(i: int, reflex: dict) -> Iterator[Finding]:
         yield ("reflexes", i, "interval"), "error", f"expected an interval longer than 0, got {interval!r}"
 
 
+def _params(reflex: dict) -> list[str]:
+    bindings = _mapping(reflex.get("bindings"))
+    return [v[1:] for v in bindings.values() if isinstance(v, str) and v.startswith("$")]
+
+
+def _check_readings(data: dict, senses: dict) -> Iterator[Finding]:
+    """A sense that binds parameters runs only when read with them; a source has one way of being read."""
+    reflexes = [(i, r) for i, r in enumerate(_names(data.get("reflexes")))
+                if isinstance(r, dict) and r.get("enabled", True) is not False and isinstance(r.get("sense"), str)]
+    bound = {r["sense"]: i for i, r in reflexes if _params(r)}
+    seen: dict[tuple[str, str], tuple[int, Any]] = {}
+    for i, reflex in reflexes:
+        sense = reflex["sense"]
+        if sense in bound and reflex.get("lazy") is not True:
+            yield ("reflexes", i), "error", (
+                f"sense `{sense}` binds parameters (reflexes[{bound[sense]}]), so it runs only when read with "
+                "their values; this reflex could never say which: make it `lazy: true` or remove it")
+        way = (reflex.get("lazy") is True, _mapping(reflex.get("bindings")))
+        for j, source in enumerate(_names(reflex.get("on"))):
+            if not isinstance(source, str):
+                continue
+            earlier = seen.setdefault((sense, source), (i, way))
+            if earlier[0] != i and earlier[1] != way:
+                yield ("reflexes", i, "on", j), "error", (
+                    f"`{source}` is a source of `{sense}` in reflexes[{earlier[0]}] too, read another way "
+                    "(lazy or bindings differ); a sense reads each source one way: list it once")
+
+
+def _lazy_peer_loops(data: dict, senses: dict) -> Iterator[Finding]:
+    """Reading a lazy peer waits for its compute; senses that do so in a loop would wait for each other."""
+    lazy = {r.get("sense") for r in _names(data.get("reflexes"))
+            if isinstance(r, dict) and r.get("lazy") is True and r.get("enabled", True) is not False}
+    edges = {name: {p for p in _names(_mapping(settings).get("peers")) if isinstance(p, str) and p in lazy}
+             for name, settings in senses.items()}
+    for component in _components({k: v for k, v in edges.items() if v}):
+        loop = _loop_through(min(component), component, edges)
+        yield ("senses", loop[-1], "peers"), "error", (
+            "senses read each other as lazy peers: " + " → ".join([*loop, loop[0]])
+            + "; each read brings the peer up to date first, so they would wait for each other: "
+            "remove one peers: entry or make one of them eager")
+
+
 def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
     """Warn about loops of two or more senses triggering each other (self-loops are warned above).
 
@@ -235,8 +279,8 @@ def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
     edges: dict[str, set[str]] = {}
     edge_reflex: dict[tuple[str, str], int] = {}
     for i, reflex in enumerate(_names(data.get("reflexes"))):
-        if not isinstance(reflex, dict) or reflex.get("enabled", True) is False:
-            continue
+        if not isinstance(reflex, dict) or reflex.get("enabled", True) is False or reflex.get("lazy") is True:
+            continue  # a lazy reflex's source never runs its sense: no loop goes through it
         target = reflex.get("sense")
         if not isinstance(target, str) or target not in senses:
             continue

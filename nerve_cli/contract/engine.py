@@ -150,8 +150,9 @@ def _thread(thread: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def emit(channel: str, triggered: list[str], *, event_id: int, stored_ms: int, delivered: str,
-         listeners: list[str], duplicate: bool = False) -> dict[str, Any]:
+         listeners: list[str], duplicate: bool = False, schema_version: str | None = None,
+         hash: str | None = None) -> dict[str, Any]:
     """`nerve emit --json`: the stored event, and who it woke (`triggered`, now) or will reach (`listeners`)."""
     return {"version": VERSION, "channel": channel, "event_id": event_id, **stamp("stored", stored_ms),
             "duplicate": duplicate, "delivered": delivered, "triggered": list(triggered),
-            "listeners": list(listeners)}
+            "listeners": list(listeners), "schema_version": schema_version, "hash": hash}

@@ -26,7 +26,18 @@ def signal(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], **stamp("time", row["ts"]), "payload": row["payload"]}
 
 
-def sense_show(detail: Any) -> dict[str, Any]:
+def read(r: Any) -> dict[str, Any] | None:
+    """`ops.senses.read.Read`: how a lazy sense was brought up to date, and its value; None for another sense."""
+    if r is None or not (r.lazy or r.params):
+        return None
+    return {"lazy": r.lazy, "params": list(r.params), "bind": r.bind, "computes": r.computes, "events": r.events,
+            "via": r.via, "error": r.error.to_dict() if r.error is not None else None, "more": r.more,
+            "value": r.value, **stamp("value_time", r.value_ts),
+            "known": [{"params": k["params"], "value": k["value"], **stamp("value_time", k["value_ts"]),
+                       **stamp("read", k["ts"])} for k in r.known]}
+
+
+def sense_show(detail: Any, reading: Any = None) -> dict[str, Any]:
     blocked = None
     if detail.blocked:
         b = detail.blocked
@@ -42,6 +53,7 @@ def sense_show(detail: Any) -> dict[str, Any]:
         "signals": [signal(x) for x in detail.signals],
         "blocked": blocked,
         "load_problem": detail.problem,  # why its code would not load (drift with the fix), else null
+        "read": read(reading),
     }
 
 

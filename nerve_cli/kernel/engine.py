@@ -35,6 +35,7 @@ from nerve_cli.address import ListenAddress
 from nerve_cli.clock import now_ms
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.projection import BindError, Reading, readings
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
 from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
@@ -45,6 +46,7 @@ from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
+from nerve_cli.kernel.core.reads import Reads
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import SIGNAL_MARK, SUCCESS_MARK, EngineStats
 from nerve_cli.kernel.reload import apply as reload
@@ -56,14 +58,14 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor, Inflight
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.trace.settings import trace_settings
 from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.names import default_host
+from nerve_cli.names import binding_key, default_host
 from nerve_cli.store.events import last_signal_ms
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.vocab.reasons import BACKLOG, DEMAND, FRESHNESS, OVERDUE, REPLAY, Reason, TriggerKind
+from nerve_cli.vocab.reasons import BACKLOG, DEMAND, FRESHNESS, OVERDUE, READ, REPLAY, Reason, TriggerKind
 from nerve_cli.wire import protocol
 
 if TYPE_CHECKING:
@@ -111,7 +113,9 @@ class Engine:
         self.recent_errors: list[dict[str, Any]] = []
         self.outputs: dict[int, list[dict[str, str]]] = {}  # compute id → the lines it printed (bounded by the worker)
         self.compute_errors: dict[int, dict[str, Any]] = {}  # compute id → its error, for whoever waits on it
-        self.waiters: dict[str, list[tuple[int, asyncio.Future]]] = {}
+        self.reads = Reads()  # who waits for a compute of a sense (and with which parameter values)
+        self.readings: dict[str, Reading] = readings(config)
+        self.bound: dict[int, str | None] = {}  # compute id → the parameter values it reads with
         self.launches: dict[int, dict[str, Any]] = {}  # compute id → its directive and the thread it started
         self.stats = EngineStats()
         self.metrics_at = metrics or config.engine.metrics  # where to serve Prometheus metrics, or None
@@ -340,6 +344,7 @@ class Engine:
     # hot reload (reload.Target) ---------------------------------------------
     def use_config(self, config: NerveConfig) -> None:
         self.config = config
+        self.readings = readings(config)
         # a sense that joins keeps its rhythm from disk, like at start-up (the log store keeps every
         # sense's last completion in memory: no query here); cron times count from now
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
@@ -513,11 +518,27 @@ class Engine:
         group = self.config.senses[start.sense].group
         supervisor = self.groups.get(group)
         sources = self.delivery.sources_for(start.sense)
-        if supervisor is None or not supervisor.compute(compute_id, start.sense, reason, sources):
+        try:
+            filters, bind = self._reads_with(start.sense, compute_id)
+        except BindError as exc:  # a sense with parameters, started without values (nobody read it with them)
+            self._record_error(start.sense, {"message": str(exc), "error_type": "BindError", "compute_id": compute_id})
+            self._finish(start.sense, compute_id, reason, Outcome.ERROR, 0.0)
+            return
+        if supervisor is None or not supervisor.compute(compute_id, start.sense, reason, sources, filters, bind):
             self._record_error(start.sense, {"message": f"worker group={group} could not take the compute",
                                              "error_type": "WorkerUnavailable", "compute_id": compute_id})
             self._finish(start.sense, compute_id, reason, Outcome.ERROR, 0.0)
             self.delivery.failed(start.sense)
+
+    def _reads_with(self, sense: str, compute_id: int) -> tuple[dict | None, dict | None]:
+        """The bindings (values in place) and parameter values a compute of `sense` reads with."""
+        reading = self.readings.get(sense)
+        if reading is None or not reading.bindings:
+            return None, None
+        bind = self.reads.next_bind(sense) if reading.params else None
+        filters = reading.filters(bind)  # BindError when nobody gave the values
+        self.bound[compute_id] = binding_key(bind)
+        return filters, bind
 
     # answers from workers (GroupHooks) ----------------------------------------
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None:
@@ -527,7 +548,7 @@ class Engine:
             self._finish(sense, inflight.id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True)
             self.delivery.failed(sense)
             return
-        if sense in self.waiters and isinstance(message, (protocol.Signal, protocol.Silent)):
+        if self.reads.waiting(sense) and isinstance(message, (protocol.Signal, protocol.Silent)):
             self.launches.setdefault(inflight.id, {})["consumed"] = message.consumed  # for who asked for it
         for restart in getattr(message, "restarted", None) or ():  # committed with this compute's cursors
             self.log(logrows.cursor_restarted(sense, restart.get("source", "?"), int(restart.get("was_at") or 0),
@@ -622,6 +643,9 @@ class Engine:
         elif event is LogKind.MALFORMED:
             self.report("warn", f"worker group={group} pid={detail['pid']} wrote a malformed line: {detail['problem']}")
 
+    async def peer_read(self, group: str, message: protocol.ReadPeer) -> str | None:
+        return await requests.read_peer(self, group, message)
+
     def group_runnable(self, group: str, senses: set[str]) -> None:
         self.refresh_runnable(senses)
 
@@ -686,12 +710,9 @@ class Engine:
         if sense != HEALTH_SENSE:
             self.guards.after_compute(sense, outcome, now, group=group, blame=blame)
         launched = self.launches.pop(compute_id, {})
-        for after_id, future in self.waiters.pop(sense, []):
-            if compute_id >= after_id:
-                if not future.done():
-                    future.set_result({**(row.payload or {}), "output": printed or [], "error": error, **launched})
-            else:
-                self.waiters.setdefault(sense, []).append((after_id, future))
+        if self.reads.ended(sense, compute_id, self.bound.pop(compute_id, None),
+                            {**(row.payload or {}), "output": printed or [], "error": error, **launched}):
+            self.scheduler.trigger(sense, READ)  # someone waits for a compute of other parameter values
         self.pump()
 
     def _route_signal(self, sense: str, payload: Any, directive: str | None, signal_id: int | None = None,
@@ -710,7 +731,7 @@ class Engine:
             self.fleet.committed("sense", sense, signal_id, ts, payload)
         if directive and self.workflows is not None:
             thread = self.workflows.launch_directive(sense, directive)
-            if compute_id is not None and sense in self.waiters:  # someone waits for this compute: tell them
+            if compute_id is not None and self.reads.waiting(sense):  # someone waits for this compute: tell them
                 self.launches.setdefault(compute_id, {}).update({"workflow": directive, "thread": thread})
 
     def _record_error(self, sense: str, detail: dict) -> None:
@@ -788,20 +809,27 @@ class Engine:
         self.delivery.check([sense], REPLAY)
 
 
-    def demand(self, sense: str) -> asyncio.Future:
-        """Compute `sense` now; the future resolves when a compute started after this request ends."""
+    def demand(self, sense: str, bind: dict | None = None, reason: Reason = DEMAND) -> asyncio.Future:
+        """Compute `sense` now (with `bind`'s parameter values); the future resolves when a compute started
+        after this request (with the same values) ends."""
         future = asyncio.get_running_loop().create_future()
-        self.waiters.setdefault(sense, []).append((self.next_id, future))
-        self.scheduler.trigger(sense, DEMAND)
+        self.reads.add(sense, self.next_id, bind, future)
+        self.scheduler.trigger(sense, reason)
         self.pump()
         return future
 
+    def sources_for(self, sense: str) -> dict[str, str] | None:
+        """A sense's `on:` sources, eager and lazy: what its computes read."""
+        return self.delivery.sources_for(sense)
+
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             traceparent: str | None = None) -> asyncio.Future:
+             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
         """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed.
-        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook"); `traceparent`: the W3C
-        trace context it came with (its span's parent, when traces are on)."""
-        return self.emits.emit(channel, payload, key, via=via, traceparent=traceparent)
+        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook"); `schema_version` and
+        `hashed`: what its emitter asked for (store.events.new_event); `traceparent`: the W3C trace context it
+        came with (its span's parent, when traces are on)."""
+        return self.emits.emit(channel, payload, key, via=via, schema_version=schema_version, hashed=hashed,
+                               traceparent=traceparent)
 
     def _route_events(self, stored: list[tuple[Any, Any]]) -> list[list[str]]:
         """Committed events (EmitDesk): log each, wake its listeners, then start them."""
@@ -813,8 +841,9 @@ class Engine:
             if event.origin is None and self.fleet is not None:
                 self.fleet.committed("channel", event.channel, event.id, event.ts, payload)
             if self.ledger.routing(event.id):  # once: a catch-up may have logged it since its commit
-                self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via), event.ts,
-                         self.ledger.event_mark(event.id))
+                self.log(logrows.emit(event.channel, payload, event.id, origin=event.origin, via=event.via,
+                                      schema_version=event.schema_version, hash=event.hash),
+                         event.ts, self.ledger.event_mark(event.id))
                 self.ledger.event_logged(event.id)
             self.stats.event(event.channel)
             if self.report_signals:

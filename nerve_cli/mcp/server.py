@@ -74,6 +74,8 @@ def document(kind: str) -> Any:
 JsonValue = Annotated[Any, WithJsonSchema({"anyOf": [{"type": t} for t in ("object", "array", "string", "number",
                                                                            "boolean", "null")]})]
 Sense = Annotated[str, Field(description="the sense's name (senses: in nerve.yaml; list_senses lists them)")]
+Bind = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
+    "a lazy sense's parameter values, for one whose bindings take parameters, e.g. {\"repo\": \"me/app\"}"))]
 RunId = Annotated[str, Field(description="a thread's id, like run-7 (list_threads lists them)")]
 Note = Annotated[str | None, Field(description="the answer the thread's moderator sees next (default: approved "
                                                "or rejected)")]
@@ -150,9 +152,12 @@ def build(home: Path) -> MCPServer:
 
     @app.tool(title="Show a sense", annotations=READ)
     def show_sense(sense: Sense, limit: Annotated[int, Field(ge=0, le=SIGNALS_LIMIT, description=(
-            f"how many of its newest signals (0 to {SIGNALS_LIMIT})"))] = 20) -> document("sense-show"):
-        """One sense: its settings, tables with row counts, and its last `limit` signals (oldest first)."""
-        return call(tools.show_sense, sense, limit)
+            f"how many of its newest signals (0 to {SIGNALS_LIMIT})"))] = 20,
+                   bind: Bind = None) -> document("sense-show"):
+        """One sense: its settings, tables with row counts, and its last `limit` signals (oldest first). A lazy
+        sense is brought up to date first; one whose bindings take parameters is read for `bind`'s values
+        (e.g. {"repo": "me/app"}), and `read.value` is that projection's value."""
+        return call(tools.show_sense, sense, limit, bind)
 
     @app.tool(title="Query a sense's database (read-only SQL)", annotations=READ)
     def query_sense(sense: Sense,
@@ -163,13 +168,15 @@ def build(home: Path) -> MCPServer:
                         f"at most this many rows (1 to {MAX_ROWS})"))] = 100,
                     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT, description=(
                         f"stop the query after this many seconds (at most {MAX_TIMEOUT:g})"))] = 2.0,
+                    bind: Bind = None,
                     ) -> document("sense-query"):
         """One read-only SQL statement (SELECT, WITH, read-only PRAGMA table_info...) on a sense's SQLite
         database, with ? parameters. Writes are refused before they run. At most max_rows rows (≤ 1000) and
         16 MiB of values (`truncated_by` says which bound stopped it), no single value over 16 MiB, and
         timeout_s seconds (≤ 10). Signals are in `_signals`
-        (id, ts unix ms, payload JSON); `signals_view` adds ISO time."""
-        return call(tools.query_sense, sense, sql, params, max_rows, timeout_s)
+        (id, ts unix ms, payload JSON); `signals_view` adds ISO time. A lazy sense is brought up to date
+        first (for `bind`'s parameter values when its bindings take parameters)."""
+        return call(tools.query_sense, sense, sql, params, max_rows, timeout_s, bind)
 
     @app.tool(title="Read the engine's log", annotations=READ)
     def query_logs(source: Annotated[Literal["reflex", "workflow", "system", "signal"] | None, Field(
@@ -209,11 +216,16 @@ def build(home: Path) -> MCPServer:
     def emit(channel: Annotated[str, Field(description="the channel: a name in a reflex's on: list")],
              payload: Annotated[JsonValue, Field(description="any JSON value, at most 16 MiB - 64 KiB")] = None,
              key: Annotated[str | None, Field(description="an idempotency key: a resend with it is a no-op")] = None,
+             schema_version: Annotated[str | None, Field(description=(
+                 "the payload's schema version, e.g. 1 or v1.0 (at most 64 characters, no spaces)"))] = None,
+             hash: Annotated[bool, Field(description="store the payload's content hash (sha256 of canonical JSON)")]
+             = False,
              ) -> document("emit"):
         """Send an event to an external channel (a name in a reflex's on: list) with a JSON payload: it is
         committed before the answer and its listeners compute (delivered at the next start if no engine runs).
-        A key makes a resend of the same event a no-op."""
-        return call(tools.emit, channel, payload, key)
+        A key makes a resend of the same event a no-op. schema_version (e.g. "1" or "v1.0") says which
+        schema the payload follows; hash=true stores the payload's content hash (sha256 of canonical JSON)."""
+        return call(tools.emit, channel, payload, key, schema_version, hash)
 
     @app.tool(title="Compute a sense now", annotations=ACT)
     def compute_sense(sense: Sense) -> document("sense-compute"):

@@ -17,6 +17,7 @@ from typing import Any
 
 from nerve_cli.config.check import check_instance
 from nerve_cli.config.lifecycle import bring_back, disable_sense, enable_sense
+from nerve_cli.config.projection import BindError
 from nerve_cli.contract import VERSION
 from nerve_cli.contract import engine as engine_docs
 from nerve_cli.contract import errors as error_docs
@@ -34,6 +35,7 @@ from nerve_cli.ops.emit import emit_event
 from nerve_cli.ops.senses.dryrun import dry_run
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
 from nerve_cli.ops.senses.scaffold import new_sense
+from nerve_cli.ops.senses.read import read_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import list_threads, thread_detail
@@ -63,10 +65,19 @@ class Tools:
         """`nerve sense list --json`: each sense with its group, triggers, signal count and last signal."""
         return sense_docs.sense_list(list_senses(self.home))
 
-    def show_sense(self, sense: str, limit: int = 20) -> dict[str, Any]:
-        """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals."""
+    def show_sense(self, sense: str, limit: int = 20, bind: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`nerve sense show NAME -n LIMIT --json`: config, tables with row counts, the last signals (a lazy
+        sense brought up to date first, for `bind`'s parameter values)."""
+        reading = self._read(sense, bind)
         detail = show_sense(self.home, sense, max(0, min(limit, SIGNALS_LIMIT)), check_code=False)
-        return sense_docs.sense_show(replace(detail, problem=self._load_problem(sense)))
+        return sense_docs.sense_show(replace(detail, problem=self._load_problem(sense)), reading)
+
+    def _read(self, sense: str, bind: dict[str, Any] | None) -> Any:
+        """Bring a lazy sense up to date (through the engine, or in a one-off worker) before reading it."""
+        try:
+            return read_sense(self.home, sense, bind)
+        except BindError as exc:
+            raise BadArgument(str(exc)) from None
 
     def _load_problem(self, sense: str) -> dict[str, Any] | None:
         """The code check `nerve sense show` runs (a child importing the sense, ≈ 0.2 s), run again only
@@ -78,11 +89,13 @@ class Tools:
         return known[1]
 
     def query_sense(self, sense: str, sql: str, params: list[Any] | None = None, max_rows: int = 100,
-                    timeout_s: float = 2.0) -> dict[str, Any]:
-        """One read-only SQL statement on the sense's database (writes are refused by SQLite before they run)."""
+                    timeout_s: float = 2.0, bind: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One read-only SQL statement on the sense's database (writes are refused by SQLite before they run);
+        a lazy sense is brought up to date first (for `bind`'s parameter values)."""
         require_sense(self.home, sense)
+        reading = self._read(sense, bind)
         result = read_query(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
-        return {"version": VERSION, "sense": sense, **result.to_json()}
+        return {"version": VERSION, "sense": sense, **result.to_json(), "read": sense_docs.read(reading)}
 
     def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,
                    since: str | None = None, limit: int = 50) -> dict[str, Any]:
@@ -109,10 +122,11 @@ class Tools:
         """`nerve status --json`: the running engine's workers, senses and workflows."""
         return engine_docs.status(self._engine("status"))
 
-    def emit(self, channel: str, payload: Any = None, key: str | None = None) -> dict[str, Any]:
+    def emit(self, channel: str, payload: Any = None, key: str | None = None, schema_version: str | None = None,
+             hash: bool = False) -> dict[str, Any]:
         """`nerve emit CHANNEL --json`: an event, committed before the answer; its listeners compute
         (with no engine running it is stored and delivered at the next start)."""
-        return emit_event(self.home, channel, payload, key).to_json()
+        return emit_event(self.home, channel, payload, key, schema_version, hash).to_json()
 
     def compute_sense(self, sense: str) -> dict[str, Any]:
         """`nerve sense compute NAME --json`, through the engine: one compute now, its outcome and payload."""

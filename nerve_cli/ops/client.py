@@ -57,9 +57,15 @@ def lock_holder(home: Path) -> str | None:
     return None
 
 
-def compute(home: Path, sense: str) -> dict[str, Any]:
-    """One compute of `sense` now, through the running engine: its answer (outcome, payload or error)."""
-    return request(home, "compute", sense=sense, timeout=COMPUTE_SOCKET_TIMEOUT)
+def compute(home: Path, sense: str, bind: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One compute of `sense` now (with `bind`'s parameter values), through the running engine: its answer
+    (outcome, payload or error)."""
+    return request(home, "compute", sense=sense, bind=bind, timeout=COMPUTE_SOCKET_TIMEOUT)
+
+
+def read(home: Path, sense: str, bind: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Bring a lazy sense up to date through the running engine: {computes, events, error}."""
+    return request(home, "read", sense=sense, bind=bind, timeout=COMPUTE_SOCKET_TIMEOUT)
 
 
 def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:

@@ -34,12 +34,14 @@ class Emitted:
     triggered: list[str] = field(default_factory=list)  # senses the engine woke now
     listeners: list[str] = field(default_factory=list)  # senses whose enabled reflexes list the channel
     duplicate: bool = False
+    schema_version: str | None = None
+    hash: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `emit` document (nerve_cli.contract)."""
         return emit(self.channel, self.triggered, event_id=self.event_id, stored_ms=self.ts,
                     delivered="now" if self.via == "engine" else "at next start", listeners=self.listeners,
-                    duplicate=self.duplicate)
+                    duplicate=self.duplicate, schema_version=self.schema_version, hash=self.hash)
 
 
 def read_payload(text: str | None, stdin: IO[str] | None = None) -> Any:
@@ -65,23 +67,31 @@ def listeners_of(home: Path, channel: str) -> list[str]:
     return sorted({r.sense for r in config.active_reflexes() if channel in r.on})
 
 
-def emit_event(home: Path, channel: str, payload: Any, key: str | None = None,
-               traceparent: str | None = None) -> Emitted:
-    """Send one event through the running engine, or store it for the next start (`traceparent`: the W3C trace
-    context the event continues, kept only by a running engine)."""
+def emit_event(home: Path, channel: str, payload: Any, key: str | None = None, schema_version: str | None = None,
+               hashed: bool = False, traceparent: str | None = None) -> Emitted:
+    """Send one event through the running engine, or store it for the next start.
+
+    `schema_version`: what the payload's schema is, as the emitter names it; `hashed`: store the payload's
+    content hash (`sha256:` of its canonical JSON) with it; `traceparent`: the W3C trace context the event
+    continues, kept only by a running engine.
+    """
     if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
         raise NerveError(problem)
     try:
-        answer = request(home, "emit", channel=channel, payload=payload, key=key, traceparent=traceparent)
+        answer = request(home, "emit", channel=channel, payload=payload, key=key, schema_version=schema_version,
+                         hash=hashed, traceparent=traceparent)
     except EngineNotRunning:
-        return _store_offline(home, channel, payload, key)
+        return _store_offline(home, channel, payload, key, schema_version, hashed)
     return Emitted(channel, answer["event_id"], answer["ts"], "engine", answer["triggered"],
-                   answer["triggered"], answer.get("duplicate", False))
+                   answer["triggered"], answer.get("duplicate", False), answer.get("schema_version"),
+                   answer.get("hash"))
 
 
-def _store_offline(home: Path, channel: str, payload: Any, key: str | None) -> Emitted:
+def _store_offline(home: Path, channel: str, payload: Any, key: str | None, schema_version: str | None,
+                   hashed: bool) -> Emitted:
     listeners = listeners_of(home, channel)
-    event = store_event(Layout(home).events_db, channel, payload, key)
+    event = store_event(Layout(home).events_db, channel, payload, key, schema_version, hashed)
     if engine_running(home):  # one started meanwhile and may have looked already: tell it
         request(home, "events_stored", channel=channel)
-    return Emitted(channel, event.id, event.ts, "disk", [], listeners, event.duplicate)
+    return Emitted(channel, event.id, event.ts, "disk", [], listeners, event.duplicate, event.schema_version,
+                   event.hash)

@@ -22,7 +22,8 @@ LOGS_VIEWS = {
     "workflow_runs_view": f"SELECT run_id, workflow, status, {ISO.format(col='ts')} AS time, ts FROM workflow_runs",
 }
 EVENTS_VIEWS = {  # data/events.db (store/events.py)
-    "events_view": f"SELECT id, {ISO.format(col='ts')} AS time, channel, payload, key, origin, via, ts FROM events",
+    "events_view": f"SELECT id, {ISO.format(col='ts')} AS time, channel, payload, key, origin, via, schema_version, hash, "
+                   "ts FROM events",
 }
 
 

@@ -27,6 +27,7 @@ commit (p99 ≈ 8 ms on the reference machine) for that last case.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.schema.apply import IDENTITY_SQL
+from nerve_cli.store.bindings import read_binding, where
 from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, open_reader, open_writer
@@ -48,9 +50,12 @@ from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 MAX_KEY = 200  # characters in an idempotency key
 CURSORS = "_nerve_cursors"
 
+MAX_SCHEMA_VERSION = 64  # characters in an event's schema version
+HASH_PREFIX = "sha256:"
+
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, "
-    "payload TEXT, ts INTEGER NOT NULL, key TEXT, origin TEXT, via TEXT)",
+    "payload TEXT, ts INTEGER NOT NULL, key TEXT, origin TEXT, via TEXT, schema_version TEXT, hash TEXT)",
     "CREATE INDEX IF NOT EXISTS idx_events_channel ON events(channel, id)",
     "CREATE INDEX IF NOT EXISTS idx_events_ts ON events(ts)",
     "CREATE UNIQUE INDEX IF NOT EXISTS idx_events_key ON events(key) WHERE key IS NOT NULL",
@@ -64,6 +69,8 @@ SCHEMA = (
 ADDED_COLUMNS = {
     "origin": "ALTER TABLE events ADD COLUMN origin TEXT",  # the fleet host it was received from; NULL: here
     "via": "ALTER TABLE events ADD COLUMN via TEXT",  # how it arrived here: webhook; NULL: nerve emit, socket, MCP
+    "schema_version": "ALTER TABLE events ADD COLUMN schema_version TEXT",  # what its emitter said; NULL: nothing
+    "hash": "ALTER TABLE events ADD COLUMN hash TEXT",  # sha256: of its payload, when its emitter asked
 }
 # the events received from each fleet host (few among many local ones): `nerve fleet` reads them per host
 ORIGIN_INDEX = "CREATE INDEX IF NOT EXISTS idx_events_origin ON events(origin, id) WHERE origin IS NOT NULL"
@@ -100,13 +107,15 @@ class Event:
     ts: int  # unix ms when it was stored
     payload: Any  # for kind "file": {"path", "change" (added, modified, deleted), "size", "mtime_ms"}
     kind: str  # "sense" | "channel" | "file"
+    schema_version: str | None = None  # what the emitter said its payload's schema is (`--schema-version`)
+    hash: str | None = None  # "sha256:<hex>" of the payload's canonical JSON, when the emitter asked for it
 
 
 @dataclass(frozen=True)
 class Trigger:
     """Why this compute runs and the events it receives (see the module docstring)."""
 
-    reason: TriggerKind  # interval | cron | overdue | signal | debounced | files | demand | backlog | retry (a str)
+    reason: TriggerKind  # interval | cron | overdue | signal | debounced | files | demand | read | backlog | retry
     source: str | None = None  # for signal/debounced: the source whose event woke it; for files: the pattern
     events: tuple[Event, ...] = ()
     sources: tuple[str, ...] = ()  # the sense's `on:` sources
@@ -114,6 +123,7 @@ class Trigger:
     compute_id: int = 0
     home: Path | None = field(default=None, repr=False)
     _log: list = field(default_factory=list, repr=False, compare=False)
+    params: Mapping[str, Any] = field(default_factory=dict)  # the values a read bound to the sense's parameters
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
@@ -157,12 +167,15 @@ class StoredEvent:
     duplicate: bool = False  # its key was already stored: this is the earlier event
     origin: str | None = None  # the fleet host it came from; None: emitted on this host
     via: str | None = None  # how it arrived here when not by nerve emit, the socket or MCP: "webhook"
+    schema_version: str | None = None
+    hash: str | None = None
     traceparent: str | None = None  # the W3C trace context it was sent with (kept in memory, not stored)
 
 
-# (channel, payload JSON, key), with the origin host, and how it arrived here
+# (channel, payload JSON, key), with the origin host, how it arrived here, its schema version and content hash
 Item = (tuple[str, "str | None", "str | None"] | tuple[str, "str | None", "str | None", "str | None"]
-        | tuple[str, "str | None", "str | None", "str | None", "str | None"])
+        | tuple[str, "str | None", "str | None", "str | None", "str | None"]
+        | tuple[str, "str | None", "str | None", "str | None", "str | None", "str | None", "str | None"])
 
 
 def check_channel(channel: Any) -> str:
@@ -180,6 +193,25 @@ def check_key(key: Any) -> str | None:
     if not isinstance(key, str) or not key or len(key) > MAX_KEY:
         raise EventError(f"an event key is a non-empty string of at most {MAX_KEY} characters, got {str(key)[:60]!r}")
     return key
+
+
+def check_schema_version(value: Any) -> str | None:
+    """An event's schema version as the emitter gave it: free text (`1`, `v1.0`, `2026-08`), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise EventError(f"an event's schema version is text such as 1 or v1.0, got {value!r}")
+    text = str(value)
+    if not text or len(text) > MAX_SCHEMA_VERSION or any(ord(c) < 32 or c.isspace() for c in text):
+        raise EventError(f"an event's schema version is 1 to {MAX_SCHEMA_VERSION} characters without spaces or "
+                         f"control characters, such as 1 or v1.0; got {text[:60]!r}")
+    return text
+
+
+def content_hash(payload: Any) -> str:
+    """`sha256:<hex>` of the payload as canonical JSON: keys sorted, no spaces, UTF-8 (null for no payload)."""
+    data = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return HASH_PREFIX + hashlib.sha256(data).hexdigest()
 
 
 def encode_payload(value: Any, what: str = "the event payload") -> str | None:
@@ -271,9 +303,10 @@ class EventStore:
             self.conn.execute("PRAGMA busy_timeout = 0")
 
     def append(self, items: Iterable[Item]) -> list[StoredEvent]:
-        """Store (channel, payload JSON, key[, origin[, via]]) in one transaction, in order; every one is committed
-        on return. `origin` is the fleet host an event was received from (None: emitted here); `via` how it
-        arrived here when not by nerve emit, the socket or MCP ("webhook").
+        """Store (channel, payload JSON, key[, origin[, via[, schema_version, hash]]]) in one transaction, in
+        order; every one is committed on return. `origin` is the fleet host an event was received from (None:
+        emitted here); `via` how it arrived here when not by nerve emit, the socket or MCP ("webhook");
+        `schema_version` and `hash` what its emitter gave (store.events.new_event).
 
         An item whose key is already stored is not stored again: its answer is
         the earlier event, marked `duplicate`.
@@ -284,18 +317,19 @@ class EventStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for channel, payload, key, *rest in items:
-                origin = rest[0] if rest else None
-                via = rest[1] if len(rest) > 1 else None
+                origin, via, schema_version, digest = (*rest, None, None, None, None)[:4]
                 # looked up first, not left to ON CONFLICT: a refused INSERT still
                 # burns an AUTOINCREMENT id, and a resend would leave a gap in the ids
                 row = key is not None and conn.execute(
-                    "SELECT id, channel, ts, origin, via FROM events WHERE key = ?", (key,)).fetchone()
+                    "SELECT id, channel, ts, origin, via, schema_version, hash FROM events WHERE key = ?",
+                    (key,)).fetchone()
                 if row:
-                    out.append(StoredEvent(row[0], row[1], row[2], duplicate=True, origin=row[3], via=row[4]))
+                    out.append(StoredEvent(row[0], row[1], row[2], True, *row[3:]))
                     continue
-                cur = conn.execute("INSERT INTO events (channel, payload, ts, key, origin, via) VALUES (?, ?, ?, ?, ?, ?)",
-                                   (channel, payload, ts, key, origin, via))
-                out.append(StoredEvent(cur.lastrowid or 0, channel, ts, origin=origin, via=via))
+                cur = conn.execute("INSERT INTO events (channel, payload, ts, key, origin, via, schema_version, hash) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                   (channel, payload, ts, key, origin, via, schema_version, digest))
+                out.append(StoredEvent(cur.lastrowid or 0, channel, ts, False, origin, via, schema_version, digest))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -305,8 +339,10 @@ class EventStore:
 
     def after(self, event_id: int) -> list[dict[str, Any]]:
         """Events with an id above `event_id`, oldest first (start-up recovery of their log rows)."""
-        rows = self.conn.execute("SELECT id, channel, payload, ts FROM events WHERE id > ? ORDER BY id", (event_id,))
-        return [{"id": i, "channel": c, "payload": p, "ts": t} for i, c, p, t in rows]
+        rows = self.conn.execute("SELECT id, channel, payload, ts, origin, schema_version, hash FROM events "
+                                 "WHERE id > ? ORDER BY id", (event_id,))
+        return [{"id": i, "channel": c, "payload": p, "ts": t, "origin": o, "schema_version": v, "hash": h}
+                for i, c, p, t, o, v, h in rows]
 
     def close(self) -> None:
         self.conn.close()
@@ -341,11 +377,38 @@ def checkpoint(path: Path) -> None:
         conn.close()
 
 
-def store_event(path: Path, channel: str, payload: Any, key: str | None = None) -> StoredEvent:
+def events_after(path: Path, event_id: int, below: int | None = None) -> list[dict[str, Any]]:
+    """Events with an id above `event_id` (and below `below`), oldest first, read-only (an events.db of any age:
+    missing columns read as None). [] while the database or its table does not exist."""
+    try:
+        conn = connect_readonly(path)
+    except sqlite3.Error:
+        return []
+    try:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events WHERE id > ? AND id < ? ORDER BY id",
+                            (event_id, below if below is not None else 2**63 - 1)).fetchall()
+    except sqlite3.Error:  # no such table yet, or unreadable now: the next look will see
+        return []
+    finally:
+        conn.close()
+    return [{"id": r["id"], "channel": r["channel"], "payload": r["payload"], "ts": r["ts"],
+             **{c: r[c] if c in r.keys() else None for c in ADDED_COLUMNS}} for r in rows]
+
+
+def new_event(channel: Any, payload: Any, key: Any = None, schema_version: Any = None, hashed: bool = False,
+              origin: str | None = None, via: str | None = None) -> Item:
+    """An event checked and encoded for `EventStore.append`; EventError for one that cannot be stored as given."""
+    return (check_channel(channel), encode_payload(payload), check_key(key), origin, via,
+            check_schema_version(schema_version), content_hash(payload) if hashed else None)
+
+
+def store_event(path: Path, channel: str, payload: Any, key: str | None = None, schema_version: str | None = None,
+                hashed: bool = False) -> StoredEvent:
     """Store one event with no engine running (`nerve emit` offline): committed when this returns."""
     store = EventStore(path)
     try:
-        return store.append([(check_channel(channel), encode_payload(payload), check_key(key))])[0]
+        return store.append([new_event(channel, payload, key, schema_version, hashed)])[0]
     finally:
         store.close()
 
@@ -430,21 +493,33 @@ def last_signal_ms(path: Path) -> int | None:
         conn.close()
 
 
-def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limit: int,
-                listener: str = "") -> list[tuple[int, int, str | None]]:
-    """(id, ts, payload JSON) of up to `limit` events of one source with id > `after`, oldest first.
+def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limit: int, listener: str = "",
+                wanted: Mapping[str, Any] | None = None) -> list[tuple[int, int, str | None, str | None, str | None]]:
+    """(id, ts, payload JSON, schema_version, hash) of up to `limit` events of one source with id > `after`,
+    oldest first, and only those whose payload has the `wanted` values (bindings; see store.bindings).
+    Only external events carry a schema version and a hash.
 
     A file source (`name`, a path pattern) is the listener's own: `listener` names it."""
+    narrow, narrow_params = where(wanted)
     try:
         if kind == "channel":
-            sql = "SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? ORDER BY id LIMIT ?"
-            return conn.execute(sql, (name, after, limit)).fetchall()
-        if kind == "file":
-            sql = ("SELECT id, ts, payload FROM file_events WHERE sense = ? AND pattern = ? AND id > ? "
+            sql = (f"SELECT id, ts, payload, schema_version, hash FROM events WHERE channel = ? AND id > ?{narrow} "
                    "ORDER BY id LIMIT ?")
-            return conn.execute(sql, (listener, name, after, limit)).fetchall()
-        sql = "SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id LIMIT ?"
-        return conn.execute(sql, (after, limit)).fetchall()
+            try:
+                return conn.execute(sql, (name, after, *narrow_params, limit)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such column" not in str(exc):
+                    raise
+                # an events.db no engine of this version has written yet: its events have neither
+                sql = (f"SELECT id, ts, payload, NULL, NULL FROM events WHERE channel = ? AND id > ?{narrow} "
+                       "ORDER BY id LIMIT ?")
+                return conn.execute(sql, (name, after, *narrow_params, limit)).fetchall()
+        if kind == "file":
+            sql = (f"SELECT id, ts, payload, NULL, NULL FROM file_events WHERE sense = ? AND pattern = ? AND id > ?"
+                   f"{narrow} ORDER BY id LIMIT ?")
+            return conn.execute(sql, (listener, name, after, *narrow_params, limit)).fetchall()
+        sql = f"SELECT id, ts, payload, NULL, NULL FROM _signals WHERE id > ?{narrow} ORDER BY id LIMIT ?"
+        return conn.execute(sql, (after, *narrow_params, limit)).fetchall()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing to read
         return []
 
@@ -484,15 +559,20 @@ class SourceBacklog:
     head: int  # the newest id the source ever gave
 
 
-def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BACKLOG_CAP) -> list[SourceBacklog]:
-    """Per source of `listener`: its cursor, how many events wait beyond it and since when, from the files alone."""
+def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BACKLOG_CAP,
+            filters: Mapping[str, Any] | None = None, binding: str | None = None) -> list[SourceBacklog]:
+    """Per source of `listener`: its cursor, how many events wait beyond it and since when, from the files alone.
+
+    `filters`: the sources' bindings (only matching events count); `binding`: the set of parameter values
+    whose cursors count (store.bindings), instead of the sense's own.
+    """
     own = data / "senses" / f"{listener}.db"
     cursors: dict[str, Cursor] = {}
     if own.exists():
         try:
             conn = connect_readonly(own)
             try:
-                cursors = read_cursors(conn)
+                cursors = read_cursors(conn) if binding is None else read_binding(conn, binding)[0]
             finally:
                 conn.close()
         except sqlite3.Error:
@@ -506,7 +586,7 @@ def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BA
             try:
                 conn = connect_readonly(path)
                 try:
-                    found = _waiting(conn, listener, name, kind, cursor, cap)
+                    found = _waiting(conn, listener, name, kind, cursor, cap, (filters or {}).get(name))
                 finally:
                     conn.close()
             except sqlite3.Error:
@@ -516,23 +596,29 @@ def backlog(data: Path, listener: str, sources: Mapping[str, str], cap: int = BA
 
 
 def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, at: Cursor | None,
-             cap: int) -> SourceBacklog:
+             cap: int, wanted: Mapping[str, Any] | None = None) -> SourceBacklog:
     top = head(conn, kind)
     cursor = at.last_id if at is not None else 0
     after = 0 if rebuilt(at, source_identity(conn), top) else cursor  # rebuilt: its ids started again
     table = SOURCE_TABLES[kind]
-    where, params = {"channel": ("channel = ? AND ", [name]), "file": ("sense = ? AND pattern = ? AND ", [listener, name]),
-                     "sense": ("", [])}[kind]
+    of, params = {"channel": ("channel = ? AND ", [name]), "file": ("sense = ? AND pattern = ? AND ", [listener, name]),
+                  "sense": ("", [])}[kind]
+    narrow, narrow_params = where(wanted)
     try:
-        count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where}id > ? LIMIT ?)",
-                             (*params, after, cap)).fetchone()[0]
-        oldest = conn.execute(f"SELECT ts FROM {table} WHERE {where}id > ? ORDER BY id LIMIT 1",
-                              (*params, after)).fetchone()
+        count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {of}id > ?{narrow} LIMIT ?)",
+                             (*params, after, *narrow_params, cap)).fetchone()[0]
+        oldest = conn.execute(f"SELECT ts FROM {table} WHERE {of}id > ?{narrow} ORDER BY id LIMIT 1",
+                              (*params, after, *narrow_params)).fetchone()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing waits
         return SourceBacklog(name, kind, cursor, 0, None, top)
     return SourceBacklog(name, kind, cursor, count, oldest[0] if oldest else None, top)
 
 
-def has_backlog(data: Path, listener: str, sources: Mapping[str, str]) -> bool:
-    """True when `listener` has events it has not consumed, judging from the files alone."""
-    return any(b.events for b in backlog(data, listener, sources, cap=1))
+def has_backlog(data: Path, listener: str, sources: Mapping[str, str], filters: Mapping[str, Any] | None = None,
+                binding: str | None = None) -> bool:
+    """True when `listener` has events it has not consumed, judging from the files alone.
+
+    `filters`: the sources' bindings (only matching events count); `binding`: the set of parameter values
+    whose cursors count (store.bindings), instead of the sense's own.
+    """
+    return any(b.events for b in backlog(data, listener, sources, cap=1, filters=filters, binding=binding))

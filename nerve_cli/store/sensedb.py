@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import orjson
 
 from nerve_cli.errors import SenseError
+from nerve_cli.names import binding_key
 from nerve_cli.schema import views
 from nerve_cli.schema.declare import from_row, spec_of, to_row
+from nerve_cli.store.bindings import read_binding
 from nerve_cli.store.blobs import BlobStore
 from nerve_cli.store.sqlitefile import open_reader, open_writer
 
@@ -228,19 +230,68 @@ class Peers(Mapping[str, SenseDB]):
 
     Handles open on first use, so a peer that had not run when the worker
     started becomes readable as soon as its database exists.
+
+    A lazy peer (one read brings up to date) is brought up to date by the first
+    `peers[name]` of each compute, through `refresher` (the worker asks the
+    kernel, and waits); one with parameters by `value(name, **params)`, which
+    answers that projection's value.
     """
 
     def __init__(self, sense: str, allowed: Iterable[str], db_path: Callable[[str], Path],
-                 blobs: BlobStore | None = None) -> None:
+                 blobs: BlobStore | None = None, lazy: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.sense = sense
         self.allowed = tuple(allowed)
         self._db_path = db_path
         self._blobs = blobs
         self._open: dict[str, SenseDB] = {}
+        self.lazy = dict(lazy or {})  # lazy peer → the parameters a read of it binds
+        # Set by the worker: brings a lazy peer up to date for some parameter values, or raises SenseError.
+        self.refresher: Callable[[str, dict[str, Any] | None], None] | None = None
+        self._fresh: set[str | None] = set()  # (peer, values) brought up to date in this compute
         # Set by the worker per compute: returns True to interrupt a peer query (soft timeout).
         self.progress_handler: Callable[[], bool] | None = None
 
+    def begin(self) -> None:
+        """A compute starts: lazy peers are brought up to date again at their first read."""
+        self._fresh.clear()
+
     def __getitem__(self, name: str) -> SenseDB:
+        if name in self.lazy and not self.lazy[name]:
+            self._refresh(name, None)
+        return self._handle(name)
+
+    def value(self, name: str, **params: Any) -> Any:
+        """A peer's current value: for a lazy peer with parameters, that projection's (brought up to date
+        first), else its newest signal's payload (a lazy peer brought up to date first). None before any."""
+        if name in self.lazy:
+            self._refresh(name, params or None)
+        elif params:
+            raise SenseError(f"sense `{self.sense}` reads peer `{name}` with parameters, but `{name}` takes none")
+        handle = self._handle(name)
+        key = binding_key(params)
+        if key is not None:
+            return read_binding(handle.conn, key)[1]
+        last = handle.last_signal()
+        return last["payload"] if last else None
+
+    def _refresh(self, name: str, params: dict[str, Any] | None) -> None:
+        if name not in self.allowed:
+            self._handle(name)  # the usual refusal, naming the `peers:` key
+        key = f"{name}\0{binding_key(params) or ''}"
+        if key in self._fresh:
+            return
+        wanted = self.lazy[name]
+        if sorted(params or {}) != sorted(wanted):
+            usage = ", ".join(f"{p}=..." for p in wanted) or "no parameters"
+            raise SenseError(f"sense `{self.sense}` reads lazy peer `{name}`, which is read with {usage}: "
+                             f"peers.value({name!r}{''.join(f', {p}=...' for p in wanted)})")
+        if self.refresher is None:
+            raise SenseError(f"sense `{self.sense}` reads lazy peer `{name}`, but nothing here can bring it up "
+                             "to date")
+        self.refresher(name, params)
+        self._fresh.add(key)
+
+    def _handle(self, name: str) -> SenseDB:
         handle = self._open.get(name)
         if handle is not None:
             return handle

@@ -170,9 +170,10 @@ def files_changed(sense: str, reflex: int, paths: list[dict[str, str]], shown: i
 
 
 def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, origin: str | None = None,
-         via: str | None = None) -> LogRow:
+         via: str | None = None, schema_version: str | None = None, hash: str | None = None) -> LogRow:
     """An external event stored (`recovered`: stored while no engine logged it; `origin`: the fleet host it was
-    received from; `via`: how it arrived here when not by `nerve emit`, the socket or MCP: "webhook")."""
+    received from; `via`: how it arrived here when not by `nerve emit`, the socket or MCP: "webhook";
+    `schema_version` and `hash`: what its emitter gave)."""
     body: dict[str, Any] = {"payload": payload, "event_id": event_id}
     if recovered:
         body["recovered"] = True
@@ -180,6 +181,10 @@ def emit(channel: str, payload: Any, event_id: int, *, recovered: bool = False, 
         body["origin"] = origin
     if via is not None:
         body["via"] = via
+    if schema_version is not None:
+        body["schema_version"] = schema_version
+    if hash is not None:
+        body["hash"] = hash
     return LogRow(LogKind.EMIT, channel, body)
 
 

@@ -21,6 +21,7 @@ class TriggerKind(StrEnum):
     SIGNAL = "signal"        # a signal or event of `source` it listens to
     DEBOUNCED = "debounced"  # a burst from `source` through a `debounce` reflex, once it went quiet
     DEMAND = "demand"        # asked for: `nerve sense run`, the control socket, MCP
+    READ = "read"            # a lazy sense read (sense show, MCP, a peer): brought up to date first
     BACKLOG = "backlog"      # events wait for it (its worker started, or a batch left more)
     RETRY = "retry"          # its compute failed while events wait for it
     FILES = "files"          # files matching `source`, one of its reflexes' `paths:` patterns, changed
@@ -91,6 +92,7 @@ INTERVAL = Reason(TriggerKind.INTERVAL)
 CRON = Reason(TriggerKind.CRON)
 OVERDUE = Reason(TriggerKind.OVERDUE)
 DEMAND = Reason(TriggerKind.DEMAND)
+READ = Reason(TriggerKind.READ)
 BACKLOG = Reason(TriggerKind.BACKLOG)
 RETRY = Reason(TriggerKind.RETRY)
 REPLAY = Reason(TriggerKind.REPLAY)

@@ -4,9 +4,9 @@ One message per line, a JSON object with a `type` field. Both sides import this
 module; nothing else knows the wire format. `decode` never raises: a malformed
 line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 
-kernel → sense worker:    compute, cancel, shutdown
-sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal
-                          (dry_run: a rehearsal's answer, to the CLI)
+kernel → sense worker:    compute, cancel, shutdown, peer_read
+sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal,
+                          read_peer (dry_run: a rehearsal's answer, to the CLI)
 kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
 workflow worker → kernel: ready, thread_message, role_failed, thread_end
 """
@@ -69,6 +69,10 @@ class Compute(Message):
     sources: dict[str, str] | None = None
     dry_run: bool = False  # compute, report what it would write, roll everything back: answered with DryRun
     sample: list[dict[str, Any]] | None = None  # a dry run's events ({source, kind, payload}) instead of the real ones
+    # source → {payload key: wanted value(s)}: only those of its events (the sense's bindings, values bound)
+    filters: dict[str, dict[str, Any]] | None = None
+    # a read of a sense with parameters: their values; its cursors and value are that set's (store.bindings)
+    bind: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,15 @@ class ThreadCancel(Message):
     type: ClassVar[str] = "thread_cancel"
     run_id: str
     reason: str
+
+
+@dataclass(frozen=True)
+class PeerRead(Message):
+    """The lazy peer asked for in `ReadPeer` number `request` is up to date (or could not be: `error`)."""
+
+    type: ClassVar[str] = "peer_read"
+    request: int
+    error: str | None = None
 
 
 # worker → kernel ---------------------------------------------------------
@@ -193,6 +206,19 @@ class DryRun(Message):
     events: int = 0  # events the compute was given
     blobs: dict[str, int] = field(default_factory=dict)  # sha256 → bytes it would have put
     copy: bool = False  # computed on an in-memory copy (no database yet, or migrations pending)
+
+
+@dataclass(frozen=True)
+class ReadPeer(Message):
+    """A compute of `sense` reads `peer`, a lazy sense: bring it up to date (for `bind`'s values) first.
+
+    The compute waits for the `PeerRead` with the same `request` number (unique within the worker)."""
+
+    type: ClassVar[str] = "read_peer"
+    request: int
+    sense: str
+    peer: str
+    bind: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -286,9 +312,9 @@ class Malformed:
 
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
-    for cls in (Compute, Cancel, Shutdown, ThreadStart, Ack, ThreadCancel,
+    for cls in (Compute, Cancel, Shutdown, PeerRead, ThreadStart, Ack, ThreadCancel,
                 Ready, Output, Signal, Silent, Error, DryRun, ThreadOwner, ChildOwner, DatabaseCreated, Fatal,
-                ThreadMessage, RoleFailed, ThreadEnd)
+                ReadPeer, ThreadMessage, RoleFailed, ThreadEnd)
 }
 
 

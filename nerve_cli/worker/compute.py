@@ -146,7 +146,8 @@ def compute_arity(fn: Callable[..., Any]) -> int:
 class Job:
     """One compute request and the settle-or-cancel race around it."""
 
-    def __init__(self, id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None, *,
+    def __init__(self, id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None,
+                 filters: dict[str, dict[str, Any]] | None = None, bind: dict[str, Any] | None = None, *,
                  dry_run: bool = False, sample: list[dict[str, Any]] | None = None) -> None:
         self.id = id
         self.sense = sense
@@ -155,6 +156,8 @@ class Job:
         self.dry_run = dry_run
         self.sample = sample  # a dry run's events instead of its sources' unconsumed ones
         self.cursors_before: dict[str, Cursor] = {}  # a dry run: where its cursors stood
+        self.filters = filters or {}
+        self.bind = bind or {}
         self.batch = Batch()  # the events this compute was given
         self.received = time.perf_counter()
         self.started: float | None = None
@@ -277,6 +280,7 @@ def _begin(sense: LoadedSense, job: Job) -> bool:
     conn = sense.db.conn
     conn.set_progress_handler(lambda: job.state == "cancelled", PROGRESS_STEPS)
     sense.peers.progress_handler = lambda: job.state == "cancelled"
+    sense.peers.begin()  # a lazy peer is brought up to date again at its first read in this compute
     conn.execute("BEGIN IMMEDIATE")
     return True
 
@@ -289,13 +293,14 @@ def _trigger(sense: LoadedSense, job: Job) -> Trigger | None:
         return None
     if job.sample is not None:
         job.batch = Batch(sample_events(job.sample))
-    elif sense.events is not None and job.sources:
-        job.batch = sense.events.read(sense.db.conn, job.sources)
+    elif sense.events is not None and (job.sources or job.bind):
+        job.batch = sense.events.read(sense.db.conn, job.sources, job.filters, job.bind)
         if job.dry_run:
             job.cursors_before = read_cursors(sense.db.conn)
     if job.batch.consumes:
         sense.db.conn.execute(f"SAVEPOINT {SAVEPOINT}")  # None rolls back to here and keeps the cursors
-    return Trigger(job.reason.kind, job.reason.source, job.batch.events, tuple(job.sources), job.batch.more, job.id, sense.home)
+    return Trigger(job.reason.kind, job.reason.source, job.batch.events, tuple(job.sources), job.batch.more, job.id,
+                   sense.home, params=dict(job.bind))
 
 
 def _finish(sense: LoadedSense, job: Job, result: Any) -> Answer:
@@ -325,18 +330,19 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Answer:
         return _fail(sense, job, exc)
     # the Signal line embeds the JSON already stored: no decode and re-encode on the hop
     return _commit(sense, job, Answer(Outcome.SIGNAL, payload=orjson.Fragment(encoded), ts=ts, workflow=wf,
-                                       signal_id=signal_id))
+                                       signal_id=signal_id), encoded)
 
 
-def _commit(sense: LoadedSense, job: Job, outcome: Answer) -> Answer:
-    """COMMIT the compute's rows and cursors, unless a cancel won the race or the transaction is gone."""
+def _commit(sense: LoadedSense, job: Job, outcome: Answer, value: bytes | None = None) -> Answer:
+    """COMMIT the compute's rows and cursors (and a bound read's new value), unless a cancel won the race or
+    the transaction is gone."""
     conn = sense.db.conn
     if not conn.in_transaction:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
     if job.dry_run:  # what it wrote, then nothing of it stays
         return _rolled_back(sense, job, dataclasses.replace(outcome, writes=writes(conn)))
     try:
-        commit_cursors(conn, job.batch, now_ms())
+        commit_cursors(conn, job.batch, now_ms(), value)
         if not job.settle():
             return _rolled_back(sense, job, ABANDONED)
         _quiet(sense)

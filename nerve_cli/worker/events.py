@@ -41,6 +41,8 @@ from typing import Any, Mapping
 
 import orjson
 
+from nerve_cli.names import binding_key
+from nerve_cli.store.bindings import read_binding, write_binding
 from nerve_cli.store.events import (
     KEEP,
     Cursor,
@@ -74,6 +76,8 @@ class Batch:
     # sources whose database was rebuilt since the cursor was counted (another identity): read again from the
     # start of the new one; {source, was_at, identity_was, identity_now}, for the kernel to log
     restarted: list[dict[str, Any]] = field(default_factory=list)
+    binding: str | None = None  # the set of parameter values whose cursors these are (store.bindings)
+    params: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def consumes(self) -> bool:
@@ -98,11 +102,18 @@ class EventReader:
         self.listener = listener  # the sense reading: a file source is its own
         self._conns: dict[Path, tuple[sqlite3.Connection, int, str | None]] = {}  # path → (conn, inode, identity)
 
-    def read(self, own: sqlite3.Connection, sources: Mapping[str, str]) -> Batch:
-        """Inside the compute's transaction on `own`: the events after each source's cursor."""
+    def read(self, own: sqlite3.Connection, sources: Mapping[str, str], filters: Mapping[str, Any] | None = None,
+             params: Mapping[str, Any] | None = None) -> Batch:
+        """Inside the compute's transaction on `own`: the events after each source's cursor.
+
+        `filters` narrow a source's events to its bindings; `params` (a bound read) make the cursors those of
+        that set of values rather than the sense's own.
+        """
+        binding = binding_key(params)
         if not sources:
-            return Batch()
-        cursors = read_cursors(own)
+            return Batch(binding=binding, params=dict(params or {}))
+        cursors = read_cursors(own) if binding is None else read_binding(own, binding)[0]
+        filters = filters or {}
         order = {name: i for i, name in enumerate(sources)}
         found: list[Event] = []
         moved: dict[str, Cursor] = {}
@@ -122,21 +133,22 @@ class EventReader:
                 after = 0
                 moved[name] = Cursor(0, identity)
             if budget <= 0 or room <= 0:
-                more = more or bool(read_source(conn, kind, name, after, 1, self.listener))
+                more = more or bool(read_source(conn, kind, name, after, 1, self.listener, filters.get(name)))
                 continue
-            rows = read_source(conn, kind, name, after, budget + 1, self.listener)
+            rows = read_source(conn, kind, name, after, budget + 1, self.listener, filters.get(name))
             if len(rows) > budget:
                 rows, more = rows[:budget], True
-            for event_id, ts, payload in rows:
+            for event_id, ts, payload, schema_version, digest in rows:
                 if room <= 0:
                     more = True
                     break
                 room -= len(payload or "")
-                found.append(Event(name, event_id, ts, orjson.loads(payload) if payload is not None else None, kind))
+                found.append(Event(name, event_id, ts, orjson.loads(payload) if payload is not None else None, kind,
+                                   schema_version, digest))
                 moved[name] = Cursor(event_id, identity)
                 budget -= 1
         found.sort(key=lambda e: (e.ts, order[e.source], e.id))
-        return Batch(tuple(found), moved, more, restarted)
+        return Batch(tuple(found), moved, more, restarted, binding, dict(params or {}))
 
     def _conn(self, path: Path) -> tuple[sqlite3.Connection, str | None] | None:
         """An open read-only connection to `path` and its database's identity, reopened if the file was replaced;
@@ -164,9 +176,13 @@ class EventReader:
         self._conns.clear()
 
 
-def commit_cursors(own: sqlite3.Connection, batch: Batch, ts: int) -> None:
-    """Advance the cursors inside the open transaction (a no-op when nothing was read)."""
-    if batch.cursors:
+def commit_cursors(own: sqlite3.Connection, batch: Batch, ts: int, value: bytes | None = None) -> None:
+    """Advance the cursors inside the open transaction (a no-op when nothing was read); a bound read also
+    keeps `value` (the signal's JSON) as that set of values' current value."""
+    if batch.binding is not None:
+        if batch.cursors or value is not None:
+            write_binding(own, batch.binding, batch.params, batch.cursors, ts, value)
+    elif batch.cursors:
         write_cursors(own, batch.cursors, ts)
 
 

@@ -48,7 +48,7 @@ def load_senses(home: Path, spec: GroupSpec, *, dry_run: bool = False) -> LoadRe
     result = LoadResult()
     for name, peers in spec.senses.items():
         try:
-            result.senses[name] = load_sense(layout, name, peers, blobs, dry_run=dry_run)
+            result.senses[name] = load_sense(layout, name, peers, blobs, spec.lazy, dry_run=dry_run)
         except _LoadFailed as exc:
             result.failed[name] = exc.info
         except (OSError, sqlite3.Error) as exc:  # this sense's files or folder (a loop, no permission): its load fails
@@ -62,8 +62,8 @@ class _LoadFailed(Exception):
         self.info = info
 
 
-def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: BlobStore, *,
-               dry_run: bool = False) -> LoadedSense:
+def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: BlobStore,
+               lazy: dict[str, tuple[str, ...]] | None = None, *, dry_run: bool = False) -> LoadedSense:
     folder = layout.sense_dir(name)
     code = folder / "sense.py"
     if not code.is_file():
@@ -84,7 +84,7 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         db, copy = _open_rehearsal(layout, name, folder, blobs)
     else:
         db = _open_db(layout, name, folder, specs, blobs)
-    peers = Peers(name, peer_names, layout.sense_db, blobs)
+    peers = Peers(name, peer_names, layout.sense_db, blobs, lazy=lazy)
     nargs = compute_arity(compute)
     return LoadedSense(
         name=name, folder=folder, home=layout.home, db=db, peers=peers, compute=compute,

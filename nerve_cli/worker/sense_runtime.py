@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import collections
 import faulthandler
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -59,6 +61,8 @@ from nerve_cli.wire.protocol import (
     Error,
     ErrorInfo,
     Malformed,
+    PeerRead,
+    ReadPeer,
     Ready,
     Shutdown,
     Signal,
@@ -77,6 +81,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nerve.worker")
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+
+
+@dataclass
+class _PeerWait:
+    done: threading.Event
+    error: str | None = None
 
 
 class SenseRuntime:
@@ -107,6 +117,10 @@ class SenseRuntime:
         self._threads = 0
         self._followers = 0  # threads waiting for (or holding) the lead
         self._closed = False
+        self._peer_reads: dict[int, _PeerWait] = {}  # ReadPeer request number → the compute waiting for it
+        self._next_read = 0
+        for sense in senses.values():
+            sense.peers.refresher = functools.partial(self._read_peer, sense.name)
 
     @property
     def needs_loop(self) -> bool:
@@ -190,6 +204,12 @@ class SenseRuntime:
             self._start(msg)
         elif isinstance(msg, Cancel):
             self._call(self._cancel, msg.id)
+        elif isinstance(msg, PeerRead):
+            with self._lock:
+                waiting = self._peer_reads.get(msg.request)
+            if waiting is not None:
+                waiting.error = msg.error
+                waiting.done.set()
         elif isinstance(msg, Shutdown):
             self._close()
         elif isinstance(msg, Malformed):
@@ -198,7 +218,8 @@ class SenseRuntime:
             log.error("unexpected message for a sense worker: %s", type(msg).__name__)
 
     def _start(self, msg: Compute) -> None:
-        job = Job(msg.id, msg.sense, msg.reason, msg.sources, dry_run=msg.dry_run, sample=msg.sample)
+        job = Job(msg.id, msg.sense, msg.reason, msg.sources, msg.filters, msg.bind, dry_run=msg.dry_run,
+                  sample=msg.sample)
         sense = self.senses.get(job.sense)
         with self._lock:
             if job.id in self.jobs:
@@ -251,6 +272,30 @@ class SenseRuntime:
                         job.waiting = False
                     else:
                         del self._busy[sense.name]
+
+    def _read_peer(self, sense: str, peer: str, bind: dict[str, Any] | None) -> None:
+        """From a compute of `sense`: ask the kernel to bring lazy `peer` up to date, and wait for it.
+
+        The kernel's answer is read by a compute thread (there is always one reading), so this may block the
+        calling thread, even the loop's for an async compute. A cancel (the compute's timeout) ends the wait.
+        """
+        with self._lock:
+            self._next_read += 1
+            request, waiting = self._next_read, _PeerWait(threading.Event())
+            self._peer_reads[request] = waiting
+            cancelled = self.senses[sense].peers.progress_handler
+        try:
+            self.out.send(ReadPeer(request, sense, peer, bind))
+            while not waiting.done.wait(0.05):
+                if cancelled is not None and cancelled():
+                    raise TimeoutError(f"cancelled while lazy peer `{peer}` was being brought up to date")
+                if self._closed:
+                    raise NerveError(f"the worker is shutting down; lazy peer `{peer}` was not brought up to date")
+        finally:
+            with self._lock:
+                self._peer_reads.pop(request, None)
+        if waiting.error is not None:
+            raise NerveError(f"lazy peer `{peer}` could not be brought up to date: {waiting.error}")
 
     def _done(self, job: Job) -> None:
         with self._lock:

@@ -16,23 +16,27 @@ from typing import Any, Protocol
 import orjson
 
 from nerve_cli.config.fleet import emit_refusal
-from nerve_cli.config.model import NerveConfig, format_duration
+from nerve_cli.config.model import NerveConfig, SenseConfig, format_duration
+from nerve_cli.config.projection import BindError, Reading
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.health import HEALTH_SENSE
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import Snapshot
+from nerve_cli.kernel.core.reads import catch_up
 from nerve_cli.kernel.core.scheduler import Scheduler, SenseState
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.names import channel_problem, traceparent_problem
+from nerve_cli.names import binding_key, channel_problem, traceparent_problem
 from nerve_cli.roles.llm_env import llm_env
+from nerve_cli.store.events import has_backlog
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import DEMAND, READ, Reason
 from nerve_cli.vocab.states import SenseStatus, WorkerState
 from nerve_cli.wire.control import COMPUTE_WAIT_MAX
-from nerve_cli.wire.protocol import ErrorInfo
+from nerve_cli.wire.protocol import ErrorInfo, ReadPeer
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
@@ -56,11 +60,14 @@ class Target(Protocol):
     fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
     webhooks: Any  # kernel.ingress.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
     freshness: Freshness
+    readings: dict[str, Reading]  # how each sense with `on:` sources reads them
 
-    def demand(self, sense: str) -> asyncio.Future: ...
+    def demand(self, sense: str, bind: dict | None = None, reason: Reason = DEMAND) -> asyncio.Future: ...
+
+    def sources_for(self, sense: str) -> dict[str, str] | None: ...
 
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             traceparent: str | None = None) -> asyncio.Future:
+             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
         """Resolves to (StoredEvent, woken senses) once the event is committed."""
 
     def events_stored(self, channel: str | None) -> int: ...
@@ -101,22 +108,91 @@ async def _status(engine: Target, request: dict) -> dict:
 
 
 async def _compute(engine: Target, request: dict) -> dict:
-    sense = request.get("sense")
-    if not isinstance(sense, str) or sense not in engine.scheduler.states:
-        known = ", ".join(sorted(engine.scheduler.states))
-        raise SenseError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    sense = _enabled_sense(engine, request.get("sense"))
+    bind = _bind(engine, sense, request.get("bind"))
     timeout = _timeout(request.get("timeout"), compute_wait(engine.config, sense))
     _check_can_run(engine, sense)
     failed = _load_failure(engine, sense)
     if failed is not None:  # answered as a one-off compute answers it: an error outcome with file:line
         return {"sense": sense, "outcome": Outcome.ERROR, "error": failed.to_dict(), "duration_ms": None}
-    future = engine.demand(sense)
+    result = await _computed(engine, sense, bind, DEMAND, timeout)
+    return {"sense": sense, **result, **_last_signal(engine, sense, result)}
+
+
+async def _read(engine: Target, request: dict) -> dict:
+    """Bring a lazy sense up to date (for these parameter values): computes while its sources hold events it
+    has not consumed, each reading at most a batch; none when nothing waits. Any other sense: nothing to do."""
+    sense = _enabled_sense(engine, request.get("sense"))
+    bind = _bind(engine, sense, request.get("bind"))
+    reading = engine.readings.get(sense)
+    answer: dict[str, Any] = {"sense": sense, "bind": bind, "computes": 0, "events": 0, "error": None, "more": False}
+    if reading is None or not reading.is_lazy:
+        return answer
+    _check_can_run(engine, sense)
+    failed = _load_failure(engine, sense)
+    if failed is not None:
+        return {**answer, "error": failed.to_dict()}
+    timeout = _timeout(request.get("timeout"), compute_wait(engine.config, sense))
+    return {**answer, **await bring_up_to_date(engine, sense, bind, timeout)}
+
+
+async def bring_up_to_date(engine: Target, sense: str, bind: dict | None, timeout: float) -> dict:
+    """Compute a lazy sense (with `bind`'s values) while its sources hold events it has not consumed."""
+    reading = engine.readings[sense]
+    filters, binding = reading.filters(bind), binding_key(bind)
+    sources = engine.sources_for(sense) or {}
+    loop = asyncio.get_running_loop()
+
+    async def waiting() -> bool:
+        return await loop.run_in_executor(None, has_backlog, engine.layout.data, sense, sources, filters, binding)
+
+    return await catch_up(waiting, lambda: _computed(engine, sense, bind, READ, timeout))
+
+
+async def read_peer(engine: Target, group: str, message: ReadPeer) -> str | None:
+    """A compute reads lazy peer `message.peer`: bring it up to date; None, or why it could not be."""
     try:
-        result = await asyncio.wait_for(future, timeout)
+        sense = _enabled_sense(engine, message.peer)
+        if message.peer not in engine.config.senses.get(message.sense, SenseConfig()).peers:
+            return f"`{message.peer}` is not listed under senses.{message.sense}.peers"
+        bind = _bind(engine, sense, message.bind)
+        _check_can_run(engine, sense)
+        failed = _load_failure(engine, sense)
+        if failed is not None:
+            return f"it did not load: {failed.summary()}"
+        done = await bring_up_to_date(engine, sense, bind, compute_wait(engine.config, sense))
+    except NerveError as exc:
+        return str(exc)
+    error = done["error"]
+    return None if error is None else f"{error['type']}: {error['message']}"
+
+
+def _enabled_sense(engine: Target, sense: Any) -> str:
+    if not isinstance(sense, str) or sense not in engine.scheduler.states:
+        known = ", ".join(sorted(engine.scheduler.states))
+        raise SenseError(f"no enabled sense {sense!r} in this engine; enabled: {known}")
+    return sense
+
+
+def _bind(engine: Target, sense: str, bind: Any) -> dict | None:
+    """The parameter values a request gives, checked against the sense's bindings (BindError otherwise)."""
+    if bind is not None and not isinstance(bind, dict):
+        raise NerveError(f"bind is an object of parameter values, got {bind!r}")
+    reading = engine.readings.get(sense)
+    if reading is None:
+        if bind:
+            raise BindError(f"sense `{sense}` takes no parameters, but the read binds {', '.join(bind)}")
+        return None
+    reading.filters(bind)
+    return bind or None
+
+
+async def _computed(engine: Target, sense: str, bind: dict | None, reason: Reason, timeout: float) -> dict:
+    try:
+        return await asyncio.wait_for(engine.demand(sense, bind, reason), timeout)
     except asyncio.TimeoutError:
         raise NerveError(f"{sense} did not finish within {timeout:g}s (it is still scheduled"
                          f"{_held_by_throttle(engine, sense)})") from None
-    return {"sense": sense, **result, **_last_signal(engine, sense, result)}
 
 
 def _held_by_throttle(engine: Target, sense: str) -> str:
@@ -207,9 +283,14 @@ async def _emit(engine: Target, request: dict) -> dict:
     traceparent = request.get("traceparent")
     if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
         raise NerveError(f"emit: {problem}")
-    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"), traceparent=traceparent)
+    hashed = request.get("hash", False)
+    if not isinstance(hashed, bool):
+        raise NerveError(f"emit: hash is true (store the payload's content hash) or false, got {hashed!r}")
+    event, woken = await engine.emit(channel, request.get("payload"), request.get("key"),
+                                     schema_version=request.get("schema_version"), hashed=hashed,
+                                     traceparent=traceparent)
     return {"channel": channel, "event_id": event.id, "ts": event.ts, "duplicate": event.duplicate,
-            "triggered": woken}
+            "triggered": woken, "schema_version": event.schema_version, "hash": event.hash}
 
 
 async def _events_stored(engine: Target, request: dict) -> dict:
@@ -328,5 +409,6 @@ def status(engine: Target, listeners: Snapshot | None = None) -> dict:
     }
 
 
-_OPS = {"ping": _ping, "status": _status, "compute": _compute, "emit": _emit, "start_thread": _start_thread,
-        "answer_thread": _answer_thread, "reset": _reset, "events_stored": _events_stored, "replayed": _replayed}
+_OPS = {"ping": _ping, "status": _status, "compute": _compute, "read": _read, "emit": _emit,
+        "start_thread": _start_thread, "answer_thread": _answer_thread, "reset": _reset,
+        "events_stored": _events_stored, "replayed": _replayed}

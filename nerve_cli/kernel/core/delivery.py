@@ -14,7 +14,9 @@ listener runs. Besides the usual `on:` trigger, it runs one again when:
 - a reload gave it new sources that already hold events.
 
 Only senses whose compute takes `trigger` are listeners in this sense (the
-worker says which in `Ready`); the others run exactly as before.
+worker says which in `Ready`); the others run exactly as before. A source a
+sense reads lazily (`lazy: true`) never runs it from here: its events wait
+until the sense is read (`Engine.read`), which brings it up to date.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import functools
 from pathlib import Path
 from typing import Callable, Iterable
 
-from nerve_cli.config.mesh import sources_of
+from nerve_cli.config.mesh import filters_of, sources_of
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.store.events import has_backlog
 from nerve_cli.vocab.reasons import BACKLOG, RETRY, Reason
@@ -36,11 +38,14 @@ class Delivery:
         self.data = Path(data)
         self.trigger = trigger
         self.sources: dict[str, dict[str, str]] = sources_of(config)
+        self.eager: dict[str, dict[str, str]] = sources_of(config, eager_only=True)
+        self.filters: dict[str, dict[str, dict]] = filters_of(config)
         self.takers: set[str] = set()
 
     def apply_config(self, config: NerveConfig) -> None:
-        old, self.sources = self.sources, sources_of(config)
-        changed = [s for s in self.sources if self.sources[s] != old.get(s)]
+        old, self.eager = self.eager, sources_of(config, eager_only=True)
+        self.sources, self.filters = sources_of(config), filters_of(config)
+        changed = [s for s in self.eager if self.eager[s] != old.get(s)]
         self.check(changed, BACKLOG)
 
     def sources_for(self, sense: str) -> dict[str, str] | None:
@@ -53,7 +58,7 @@ class Delivery:
         self.check(sorted(set(takers) & senses), BACKLOG)
 
     def answered(self, sense: str, more: bool) -> None:
-        if more:
+        if more and sense in self.eager:  # a lazy sense's reader asks again itself
             self.trigger(sense, BACKLOG)
 
     def failed(self, sense: str) -> None:
@@ -61,12 +66,12 @@ class Delivery:
 
     def check(self, senses: Iterable[str], reason: Reason) -> None:
         """Trigger each listener that has unconsumed events (the files are read off the loop)."""
-        wanted = [(s, dict(self.sources[s])) for s in senses if s in self.takers and self.sources.get(s)]
+        wanted = [(s, dict(self.eager[s])) for s in senses if s in self.takers and self.eager.get(s)]
         if not wanted:
             return
         loop = asyncio.get_running_loop()
         for sense, sources in wanted:
-            done = loop.run_in_executor(None, has_backlog, self.data, sense, sources)
+            done = loop.run_in_executor(None, has_backlog, self.data, sense, sources, self.filters.get(sense))
             done.add_done_callback(functools.partial(self._checked, sense, reason))
 
     def _checked(self, sense: str, reason: Reason, done: asyncio.Future) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.store.events import EventNotStored, EventStore, StoredEvent, check_channel, check_key, checkpoint, encode_payload
+from nerve_cli.store.events import EventNotStored, EventStore, StoredEvent, checkpoint, new_event
 
 # Gets each stored event with its payload (the stored JSON, as an orjson.Fragment), in order; returns the
 # senses each one woke.
@@ -39,8 +39,10 @@ OnStored = Callable[[list[tuple[StoredEvent, Any]]], list[list[str]]]
 INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on the loop itself
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
-# channel, JSON, key, origin (fleet host), via (webhook), traceparent (W3C; not stored), answer
-Item = tuple[str, "str | None", "str | None", "str | None", "str | None", "str | None", asyncio.Future]
+# channel, JSON, key, origin (fleet host), via (webhook), schema version, hash, traceparent (W3C; not stored),
+# then the emitter's future
+Item = tuple[str, "str | None", "str | None", "str | None", "str | None", "str | None", "str | None", "str | None",
+             asyncio.Future]
 # what emit_many takes: (channel, payload, key, origin) or (channel, payload, key, origin, traceparent)
 Event = tuple[str, Any, "str | None", "str | None"] | tuple[str, Any, "str | None", "str | None", "str | None"]
 
@@ -60,7 +62,8 @@ class EmitDesk:
         self._commits = 0
 
     def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None, *,
-             via: str | None = None, traceparent: str | None = None) -> asyncio.Future:
+             via: str | None = None, schema_version: Any = None, hashed: bool = False,
+             traceparent: str | None = None) -> asyncio.Future:
         """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
         `origin`: the fleet host the event was received from (None: emitted here); `via`: how it arrived here
@@ -68,8 +71,7 @@ class EmitDesk:
         with (handed to the routing with the stored event, not stored).
         Raises EventError at once for an event that cannot be stored as given.
         """
-        return self._queued([(check_channel(channel), encode_payload(payload), check_key(key), origin, via,
-                              traceparent)])[0]
+        return self._queued([(*new_event(channel, payload, key, schema_version, hashed, origin, via), traceparent)])[0]
 
     def emit_many(self, events: list[Event]) -> list[asyncio.Future]:
         """Store (channel, payload, key, origin[, traceparent]) events in order, in one commit when the lock is
@@ -77,11 +79,10 @@ class EmitDesk:
 
         Raises EventError before queueing any of them when one cannot be stored as given.
         """
-        return self._queued([(check_channel(e[0]), encode_payload(e[1]), check_key(e[2]), e[3], None,
-                              e[4] if len(e) > 4 else None) for e in events])
+        return self._queued([(*new_event(e[0], e[1], e[2], origin=e[3]), e[4] if len(e) > 4 else None)
+                             for e in events])
 
-    def _queued(self, checked: list[tuple[str, str | None, str | None, str | None, str | None, str | None]]
-                ) -> list[asyncio.Future]:
+    def _queued(self, checked: list[tuple]) -> list[asyncio.Future]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in checked]
         self._queue.extend((*item, future) for item, future in zip(checked, futures))
@@ -91,7 +92,7 @@ class EmitDesk:
 
     def _write(self) -> None:
         batch, self._queue = self._queue, []
-        items = [b[:5] for b in batch]
+        items = [b[:7] for b in batch]
         large = sum(len(b[1] or "") for b in batch) > INLINE_BYTES  # megabytes to copy and write: not on the loop
         if self.store is not None and not large:
             try:
@@ -107,7 +108,7 @@ class EmitDesk:
         self._writing = asyncio.get_running_loop().run_in_executor(self._executor, self._append, items)
         self._writing.add_done_callback(lambda done: self._written(batch, done))
 
-    def _append(self, items: list[tuple[str, str | None, str | None, str | None, str | None]]) -> list[StoredEvent]:
+    def _append(self, items: list[tuple]) -> list[StoredEvent]:
         """In the writer thread."""
         if self._waiting_store is None:
             self._waiting_store = EventStore(self.path, autocheckpoint=False)
@@ -128,7 +129,7 @@ class EmitDesk:
 
     def _stored(self, batch: list[Item], stored: list[StoredEvent]) -> None:
         # the payload as the JSON text just stored: logging it copies bytes instead of encoding megabytes again
-        fresh = [(event if item[5] is None else replace(event, traceparent=item[5]),
+        fresh = [(event if item[7] is None else replace(event, traceparent=item[7]),
                   None if item[1] is None else orjson.Fragment(item[1]))
                  for event, item in zip(stored, batch) if not event.duplicate]
         woken = iter(self.on_stored(fresh))

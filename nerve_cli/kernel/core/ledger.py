@@ -32,7 +32,7 @@ import orjson
 
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.report import Log
-from nerve_cli.store.events import connect_readonly, head
+from nerve_cli.store.events import connect_readonly, events_after, head
 from nerve_cli.store.logs import EVENT_MARK, SIGNAL_MARK, LogStore, event_mark, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.outcomes import Outcome
@@ -120,15 +120,13 @@ class Ledger:
         path = self.layout.events_db
         if not path.exists():
             return 0
-        sql, params = "SELECT id, channel, payload, ts FROM events WHERE id > ?", [self.event]
-        if below is not None:
-            sql += " AND id < ?"
-            params.append(below)
-        rows = _read(path, sql + " ORDER BY id", tuple(params))
-        for event_id, channel, payload, ts in rows:
-            self.append(logrows.emit(channel, orjson.loads(payload) if payload is not None else None, event_id,
-                                     recovered=True), ts, self.event_mark(event_id))
-            self.event_logged(event_id)
+        rows = events_after(path, self.event, below)
+        for row in rows:
+            payload = orjson.loads(row["payload"]) if row["payload"] is not None else None
+            self.append(logrows.emit(row["channel"], payload, row["id"], recovered=True, origin=row["origin"],
+                                     schema_version=row["schema_version"], hash=row["hash"]),
+                        row["ts"], self.event_mark(row["id"]))
+            self.event_logged(row["id"])
         return len(rows)
 
     def catch_up_all(self, senses: Iterable[str]) -> int:

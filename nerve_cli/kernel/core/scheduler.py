@@ -199,7 +199,7 @@ class Scheduler:
                 state.intervals.append((reflex.interval, reflex.jitter or 0.0))
             if reflex.cron is not None:
                 state.crons.append((reflex.cron, reflex.timezone))
-            for source in reflex.on:
+            for source in [] if reflex.lazy else reflex.on:  # a lazy source's events wait for a read
                 self.listeners.setdefault(source, []).append(
                     Listener(reflex.sense, reflex.debounce, reflex.max_wait))
         for state in self.states.values():

@@ -14,7 +14,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Awaitable, Callable, Protocol
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.supervision.crash_site import crash_site
@@ -64,6 +64,8 @@ class GroupHooks(Protocol):
     def group_ready(self, group: str) -> None: ...
     def database_created(self, group: str, sense: str, why: str) -> None:
         """A sense's database was made empty (missing at start, or deleted while its worker ran)."""
+    def peer_read(self, group: str, message: protocol.ReadPeer) -> Awaitable[str | None]:
+        """Bring a lazy peer up to date for a compute of this group; resolves to None, or why it could not."""
 
 
 class GroupSupervisor:
@@ -307,7 +309,8 @@ class GroupSupervisor:
             return set()
         return self.loaded
 
-    def compute(self, compute_id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None) -> bool:
+    def compute(self, compute_id: int, sense: str, reason: Reason, sources: dict[str, str] | None = None,
+                filters: dict[str, dict] | None = None, bind: dict | None = None) -> bool:
         worker = self.worker
         if self.state != WorkerState.READY or worker is None:
             return False
@@ -320,7 +323,8 @@ class GroupSupervisor:
             if inflight.deadline < self._deadlines_at:
                 self._arm_deadlines(loop, inflight.deadline)
         self.inflight[compute_id] = inflight
-        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason, sources=sources)):
+        if not worker.send(protocol.Compute(id=compute_id, sense=sense, reason=reason, sources=sources,
+                                            filters=filters, bind=bind)):
             self.inflight.pop(compute_id, None)
             inflight.disarm()
             if worker.alive:
@@ -413,6 +417,17 @@ class GroupSupervisor:
                 return  # a late answer for a compute already accounted for
             inflight.disarm()
             self.hooks.compute_answered(self.group, inflight, message)
+        elif isinstance(message, protocol.ReadPeer):
+            asyncio.get_running_loop().create_task(self._read_peer(worker, message))
+
+    async def _read_peer(self, worker: WorkerProcess, message: protocol.ReadPeer) -> None:
+        """Answer a compute waiting for a lazy peer, on the worker that asked (a respawned one never asked)."""
+        try:
+            error = await self.hooks.peer_read(self.group, message)
+        except Exception as exc:  # answered whatever happens: the compute waits for it
+            error = f"{type(exc).__name__}: {exc}"
+        if worker is self.worker:
+            worker.send(protocol.PeerRead(message.request, error))
 
     def _on_stderr(self, worker: WorkerProcess, line: str) -> None:
         self.hooks.worker_stderr(self.group, worker.pid, line)

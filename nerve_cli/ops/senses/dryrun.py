@@ -26,7 +26,8 @@ from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.ops.senses.standalone import START_TIMEOUT, one_compute
 from nerve_cli.store.events import EventError, parse_payload_text
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.wire.protocol import DryRun, Error, ErrorInfo
+from nerve_cli.vocab.reasons import DEMAND
+from nerve_cli.wire.protocol import Compute, DryRun, Error, ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.events import MAX_EVENTS
 
@@ -93,8 +94,9 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
                   for source, payload in events]
     policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)  # as a one-off compute: a first import is cold
     spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
-    answer, printed = one_compute(home, name, settings.group, policy, policy.limits(settings), stderr,
-                                  sources or None, spec, dry_run=True, sample=sample)
+    request = Compute(0, name, DEMAND, sources or None, dry_run=True, sample=sample)
+    answer, printed = one_compute(home, name, settings.group, policy, policy.limits(settings), stderr, request, spec,
+                                  dry_run=True)
     if isinstance(answer, ErrorInfo):
         return DryRunResult(name, Outcome.ERROR, error=answer, output=printed)
     if isinstance(answer, Error):  # cancelled at its timeout

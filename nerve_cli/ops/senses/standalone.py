@@ -18,19 +18,21 @@ from typing import IO, Any
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.errors import SenseError
+from nerve_cli.config.projection import reading
+from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.kernel.supervision.policy import Limits, Policy
+from nerve_cli.names import binding_key
 from nerve_cli.ops.client import compute, engine_running
 from nerve_cli.ops.senses.worker_client import Answer, SenseWorkerClient, WorkerGone
-from nerve_cli.store.events import backlog
+from nerve_cli.store.events import backlog, has_backlog
 from nerve_cli.store.logs import LogStore, signal_mark
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
-from nerve_cli.vocab.reasons import DEMAND
-from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, Signal, Silent
+from nerve_cli.vocab.reasons import DEMAND, READ, Reason
+from nerve_cli.wire.protocol import LOG_PREFIX, Cancel, Compute, Error, ErrorInfo, ReadPeer, Signal, Silent
 from nerve_cli.wire.spec import GroupSpec
 
 START_TIMEOUT = 60.0  # worker start-up includes the sense's own imports
@@ -51,17 +53,20 @@ class ComputeResult:
     via: str = "worker"  # worker | engine
     output: tuple[dict[str, str], ...] = ()  # what the compute printed: {"stream": stdout|stderr, "text"}
     signal_id: int | None = None  # its `_signals` row (standalone runs log it, as the engine does)
+    events: int = 0  # events it consumed
+    more: bool = False  # events beyond its batch still wait
 
 
-def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None) -> ComputeResult:
+def compute_sense(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
+                  bind: dict[str, Any] | None = None) -> ComputeResult:
     """Through the engine when one runs for `home`, else in a one-off worker."""
     if engine_running(home):
-        return compute_via_engine(home, name)
-    return compute_standalone(home, name, stderr=stderr)
+        return compute_via_engine(home, name, bind)
+    return compute_standalone(home, name, stderr=stderr, bind=bind)
 
 
-def compute_via_engine(home: Path, name: str) -> ComputeResult:
-    answer = compute(home, name)  # waits as long as the engine does for this sense
+def compute_via_engine(home: Path, name: str, bind: dict[str, Any] | None = None) -> ComputeResult:
+    answer = compute(home, name, bind)  # waits as long as the engine does for this sense
     error = answer.get("error")
     info = None
     if answer.get("outcome") not in (Outcome.SIGNAL, Outcome.SILENT):
@@ -69,12 +74,13 @@ def compute_via_engine(home: Path, name: str) -> ComputeResult:
     return ComputeResult(name, Outcome.ERROR if info else Outcome(answer["outcome"]), answer.get("payload"),
                          answer.get("duration_ms"), info, answer.get("ts"), workflow=answer.get("workflow"),
                          thread=answer.get("thread"), via="engine", output=tuple(answer.get("output") or ()),
-                         consumed=tuple(answer.get("consumed") or ()), skipped=tuple(waiting_elsewhere(home, name)))
+                         consumed=tuple(answer.get("consumed") or ()), skipped=tuple(waiting_elsewhere(home, name)),
+                         events=answer.get("events", 0))
 
 
-def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None,
-                       log: bool = True) -> ComputeResult:
-    """Spawn a worker for `name` alone, run one compute, stop the worker."""
+def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None, log: bool = True,
+                       bind: dict[str, Any] | None = None, reason: Reason = DEMAND) -> ComputeResult:
+    """Spawn a worker for `name` alone, run one compute (with `bind`'s parameter values), stop the worker."""
     config = load_config(home)
     settings = config.senses.get(name)
     if settings is None:
@@ -83,7 +89,9 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
     if not settings.enabled:
         raise SenseError(f"sense `{name}` is disabled (senses.{name}.enabled: false in nerve.yaml); "
                          f"enable it with `nerve sense enable {name}`")
-    recorder = _Recorder(home, name) if log else None
+    filters = reading(config, name).filters(bind) or None  # BindError before anything starts
+    sources = sources_of(config).get(name)
+    recorder = _Recorder(home, name, reason) if log else None
     if recorder:
         recorder.start()
     # its `on:` sources: a compute that takes `trigger` consumes its events here as it would under the engine
@@ -92,8 +100,8 @@ def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = 
     # the worker gets this sense's settings as the kernel hands them over: it need not read nerve.yaml
     # again (pydantic and ruamel, about half its start-up)
     spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
-    result = _run(home, name, settings.group, policy, policy.limits(settings), stderr, sources_of(config).get(name),
-                  spec)
+    result = _run(home, name, settings.group, policy, policy.limits(settings), stderr,
+                  Compute(0, name, reason, sources, filters=filters, bind=bind or None), spec)
     if recorder:
         recorder.finish(result)
     return dataclasses.replace(result, skipped=tuple(waiting_elsewhere(home, name, config)))
@@ -111,31 +119,34 @@ def waiting_elsewhere(home: Path, name: str, config: NerveConfig | None = None) 
 
 
 def _run(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
-         sources: dict[str, str] | None = None, spec: str | None = None) -> ComputeResult:
-    answer, printed = one_compute(home, name, group, policy, limits, stderr, sources, spec)
+         request: Compute, spec: str | None = None) -> ComputeResult:
+    answer, printed = one_compute(home, name, group, policy, limits, stderr, request, spec)
     if isinstance(answer, ErrorInfo):
         killed = (limits.timeout + limits.grace) * 1000 if answer.type == "TimeoutError" else None
         return ComputeResult(name, Outcome.ERROR, duration_ms=killed, error=answer, output=printed)
     if isinstance(answer, Signal):
         return ComputeResult(name, Outcome.SIGNAL, answer.payload, answer.duration_ms, ts=answer.ts,
                              workflow=answer.workflow, thread=_not_started() if answer.workflow else None,
-                             output=printed, signal_id=answer.signal_id, consumed=tuple(answer.consumed))
+                             output=printed, signal_id=answer.signal_id, consumed=tuple(answer.consumed),
+                             events=answer.events, more=answer.more)
     if isinstance(answer, Error):
         return ComputeResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
-    consumed = tuple(answer.consumed) if isinstance(answer, Silent) else ()
-    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed, consumed=consumed)
+    assert isinstance(answer, Silent)
+    return ComputeResult(name, Outcome.SILENT, duration_ms=answer.duration_ms, output=printed,
+                         consumed=tuple(answer.consumed), events=answer.events, more=answer.more)
 
 
-def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any,
-                sources: dict[str, str] | None = None, spec: str | None = None, *, dry_run: bool = False,
-                sample: list[dict[str, Any]] | None = None) -> tuple[Answer | ErrorInfo, tuple[dict[str, str], ...]]:
-    """One compute of `name` in a worker spawned for it alone: (its answer, or why there is none; what it printed).
+def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limits, stderr: Any, request: Compute,
+                spec: str | None = None, *, dry_run: bool = False) -> tuple[Answer | ErrorInfo, tuple[dict[str, str], ...]]:
+    """One compute of `name` (`request`, its id given here) in a worker spawned for it alone: (its answer, or
+    why there is none; what it printed).
 
-    `dry_run`: the worker only rehearses (answer: DryRun), with `sample` as its events when given."""
+    `dry_run`: the worker only rehearses (answer: DryRun; `request.sample` as its events when given)."""
     # By default the sense's own output passes through to our stderr, but not the worker's
     # log lines: what they say (e.g. a load failure) is in the result we render.
     forward = _user_output if stderr is None else None
-    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward, spec=spec, dry_run=dry_run)
+    client = SenseWorkerClient(home, group, [name], stderr=stderr, on_stderr=forward, spec=spec, dry_run=dry_run,
+                               on_peer_read=lambda m: _peer_read(home, m, stderr))
     ready = client.start(policy.ready_timeout)
     soft, grace = limits.timeout, limits.grace
     compute_id = 0
@@ -144,7 +155,7 @@ def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limit
         if name in ready.failed:
             return ready.failed[name], ()
         compute_id = client.next_id()
-        client.send(Compute(compute_id, name, DEMAND, sources, dry_run, sample))
+        client.send(dataclasses.replace(request, id=compute_id))
         try:
             answer = client.answer(compute_id, timeout=soft)
         except TimeoutError:
@@ -162,6 +173,43 @@ def one_compute(home: Path, name: str, group: str, policy: Policy, limits: Limit
     return answer, tuple({"stream": o.stream, "text": o.text} for o in client.outputs.get(compute_id, []))
 
 
+@dataclass(frozen=True)
+class CatchUp:
+    computes: int = 0
+    events: int = 0
+    error: ErrorInfo | None = None
+    more: bool = False  # still behind after the most computes one read takes
+
+
+MAX_CATCH_UP = 100  # computes one read may take, as through the engine (each reads at most a batch)
+
+
+def catch_up(home: Path, name: str, bind: dict[str, Any] | None = None, *, stderr: Any = None) -> CatchUp:
+    """With no engine: compute a lazy sense in one-off workers while its sources hold events it has not
+    consumed (for `bind`'s values); none when nothing waits."""
+    config = load_config(home)
+    filters = reading(config, name).filters(bind)
+    sources, binding = sources_of(config).get(name) or {}, binding_key(bind)
+    done = CatchUp()
+    for _ in range(MAX_CATCH_UP):
+        if not has_backlog(Layout(home).data, name, sources, filters, binding):
+            return done
+        result = compute_standalone(home, name, bind=bind, reason=READ, stderr=stderr)
+        done = CatchUp(done.computes + 1, done.events + result.events, result.error)
+        if result.error is not None:
+            return done
+    return CatchUp(done.computes, done.events, None, True)
+
+
+def _peer_read(home: Path, message: ReadPeer, stderr: Any) -> str | None:
+    """A one-off compute reads a lazy peer: bring it up to date in one-off workers too."""
+    try:
+        done = catch_up(home, message.peer, message.bind, stderr=stderr)
+    except NerveError as exc:
+        return str(exc)
+    return None if done.error is None else done.error.summary()
+
+
 def _not_started() -> dict[str, Any]:
     return {"run_id": None, "status": "not_started",
             "reason": "no engine is running: a directive starts a thread only through the engine (`nerve run`)"}
@@ -176,12 +224,13 @@ def _user_output(line: str) -> None:
 class _Recorder:
     """Writes the run to logs.db as the engine would (only used when no engine runs)."""
 
-    def __init__(self, home: Path, name: str) -> None:
+    def __init__(self, home: Path, name: str, reason: Reason = DEMAND) -> None:
         self.path = Layout(home).logs_db
         self.name = name
+        self.reason = reason
 
     def start(self) -> None:
-        self._write([logrows.run_start(self.name, 0, DEMAND, standalone=True)])
+        self._write([logrows.run_start(self.name, 0, self.reason, standalone=True)])
 
     def finish(self, result: ComputeResult) -> None:
         rows: list[LogRow] = []
@@ -191,8 +240,9 @@ class _Recorder:
             e = result.error
             rows.append(logrows.error(self.name, e.message, sense=self.name, error_type=e.type,
                                       traceback=e.traceback, file=e.file, line=e.line))
-        rows.append(logrows.run_complete(self.name, 0, result.outcome, DEMAND, duration_ms=result.duration_ms or 0.0,
-                                         signal_id=result.signal_id, standalone=True))
+        rows.append(logrows.run_complete(self.name, 0, result.outcome, self.reason,
+                                         duration_ms=result.duration_ms or 0.0, signal_id=result.signal_id,
+                                         events=result.events, standalone=True))
         self._write(rows, result.signal_id)
 
     def _write(self, rows: list[LogRow], signal_id: int | None = None) -> None:

@@ -20,7 +20,21 @@ from typing import IO, Any, Callable, Iterable
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.vocab.reasons import DEMAND, Reason
 from nerve_cli.wire.process_group import kill_group
-from nerve_cli.wire.protocol import Compute, DryRun, Error, Malformed, Message, Output, Ready, Shutdown, Signal, Silent, decode
+from nerve_cli.wire.protocol import (
+    Compute,
+    DryRun,
+    Error,
+    Malformed,
+    Message,
+    Output,
+    PeerRead,
+    ReadPeer,
+    Ready,
+    Shutdown,
+    Signal,
+    Silent,
+    decode,
+)
 
 Answer = Signal | Silent | Error | DryRun
 
@@ -52,10 +66,12 @@ class SenseWorkerClient:
     def __init__(self, home: Path, group: str, senses: Iterable[str] | None = None, *,
                  stderr: int | IO[Any] | None = None, env: dict[str, str] | None = None,
                  on_stderr: Callable[[str], None] | None = None, spec: str | None = None,
-                 dry_run: bool = False) -> None:
+                 dry_run: bool = False, on_peer_read: Callable[[ReadPeer], str | None] | None = None) -> None:
         """`stderr` goes to Popen as is; or pass `on_stderr` to receive each stderr line (from a thread).
         `spec`: the group's settings as the kernel hands them over (GroupSpec JSON), when the caller has
-        loaded nerve.yaml already. `dry_run`: a worker that only rehearses (its databases are never written)."""
+        loaded nerve.yaml already. `dry_run`: a worker that only rehearses (its databases are never written).
+        `on_peer_read` brings a lazy peer up to date for a compute (None, or why it could not)."""
+        self.on_peer_read = on_peer_read
         self.argv = worker_argv(Path(home), group, senses, spec, dry_run)
         self.stderr = subprocess.PIPE if on_stderr is not None else stderr
         self.on_stderr = on_stderr
@@ -145,6 +161,9 @@ class SenseWorkerClient:
             msg = self.read(left)
             if isinstance(msg, Output):
                 self.outputs.setdefault(msg.id, []).append(msg)
+            elif isinstance(msg, ReadPeer):  # the compute waits for its lazy peer: answered here, whatever happens
+                why = self.on_peer_read(msg) if self.on_peer_read else "nothing here brings a lazy peer up to date"
+                self.send(PeerRead(msg.request, why))
             elif isinstance(msg, (Signal, Silent, Error, DryRun)) and msg.id == compute_id:
                 return msg
 

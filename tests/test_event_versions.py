@@ -1,0 +1,69 @@
+"""Events carry the schema version their emitter names, and a content hash when it asks for one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+from enginekit import RunningEngine, last_signal, nerve, read_logs, wait_for, write_instance
+
+CONFIG = """
+    senses:
+      listener: {}
+    reflexes:
+      - {sense: listener, on: [task.created]}
+"""
+LISTENER = """
+def compute(db, peers, trigger):
+    return [[e.id, e.schema_version, e.hash] for e in trigger.events]
+"""
+PAYLOAD = {"title": "Straße", "id": 7, "tags": ["a", "b"]}
+
+
+def canonical_hash(payload) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_offline_and_through_the_engine_an_event_keeps_its_version_and_hash(home: Path) -> None:
+    write_instance(home, CONFIG, {"listener": LISTENER})
+    old = home / "data" / "events.db"  # an events.db from before events had versions, with one event in it
+    old.parent.mkdir(parents=True)
+    conn = sqlite3.connect(old)
+    conn.executescript("CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, "
+                       "payload TEXT, ts INTEGER NOT NULL, key TEXT);"
+                       "INSERT INTO events (channel, payload, ts) VALUES ('task.created', '1', 0);")
+    conn.close()
+    computed = json.loads(nerve("sense", "compute", "listener", "--json", home=home).stdout)
+    assert computed["payload"] == [[1, None, None]]  # read before any writer of this version touched the file
+
+    sent = json.loads(nerve("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "v1.0", "--hash",
+                            "--json", home=home).stdout)
+    assert sent["schema_version"] == "v1.0" and sent["hash"] == canonical_hash(PAYLOAD)
+    plain = json.loads(nerve("emit", "task.created", "2", "--json", home=home).stdout)
+    assert plain["schema_version"] is None and plain["hash"] is None
+    with RunningEngine(home) as engine:
+        engine.wait_ready()  # the backlog of two is delivered at the start
+        wait_for(lambda: last_signal(home, "listener") == [[2, "v1.0", sent["hash"]], [3, None, None]], 15,
+                 what="the listener to receive both offline events")
+        live = nerve("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "2", "--hash", home=home)
+        assert live.returncode == 0 and f"({canonical_hash(PAYLOAD)})" in live.stdout, live.stdout
+        wait_for(lambda: last_signal(home, "listener") == [[4, "2", canonical_hash(PAYLOAD)]], 15,
+                 what="the listener to receive the live event")
+        engine.stop()
+    emits = {r["payload"]["event_id"]: r["payload"] for r in read_logs(home, "signal", "emit")}
+    assert emits[4]["schema_version"] == "2" and emits[4]["hash"] == canonical_hash(PAYLOAD)
+    assert "schema_version" not in emits[3] and emits[2]["schema_version"] == "v1.0"
+    conn = sqlite3.connect(old)
+    assert conn.execute("SELECT schema_version, hash FROM events_view WHERE id = 4").fetchone() == (
+        "2", canonical_hash(PAYLOAD))
+    conn.close()
+
+
+def test_a_schema_version_with_spaces_is_a_usage_error_and_nothing_is_stored(home: Path) -> None:
+    write_instance(home, CONFIG, {"listener": LISTENER})
+    bad = nerve("emit", "task.created", "1", "--schema-version", "one two", home=home)
+    assert bad.returncode == 2 and "schema version" in bad.stderr
+    assert not (home / "data" / "events.db").exists()
