@@ -18,7 +18,8 @@ def doctor(
     would fail to load (schema.py out of step with its migrations, with the
     `nerve sense migrate` to run; syntax and import errors). Then compares
     workflow_runs with what the logs say, archived days included (--fix
-    rewrites it; refused while an engine runs). Exits 1 when a problem remains.
+    rewrites it; refused while an engine runs), and warns about log rows of a
+    kind outside the log's vocabulary. Exits 1 when a problem remains.
 
     Example: nerve doctor --fix
     """
@@ -72,6 +73,11 @@ def _render_code(problems: list, skipped: str | None) -> None:
 def _render_runs(report) -> None:
     from nerve_cli.cli import output
     from nerve_cli.words import plural
+
+    for u in report.unknown:
+        output.warn(f"logs.db holds {plural(u.rows, 'row')} of source {u.source}, type {u.type}: no kind of the log's "
+                    "vocabulary (README: The log's vocabulary); another version of Nerve or a hand wrote them "
+                    f"(`nerve logs --source {u.source} --type {u.type}` shows them)")
 
     if not report.differences:
         output.info(f"workflow_runs matches the logs ({plural(report.runs, 'thread')})", style="green")

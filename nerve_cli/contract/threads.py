@@ -88,4 +88,5 @@ def doctor(report: Any, code_problems: list[Any] | None = None, models: tuple[An
                     "engine": engine.to_json() if engine is not None else None,
                     "same": None if here is None or engine is None else engine.same_models(here)},
             "differences": [{"run_id": d.run_id, "field": d.field, "workflow_runs": d.table, "logs": d.logs}
-                            for d in report.differences]}
+                            for d in report.differences],
+            "unknown_kinds": [{"source": u.source, "type": u.type, "rows": u.rows} for u in report.unknown]}

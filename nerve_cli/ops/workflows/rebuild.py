@@ -3,12 +3,14 @@
 - `rebuild_runs`: what workflow_runs should hold: the last status-type log row
   of each run (archived days first, then logs.db).
 - `compare_runs` / `rewrite_runs`: what `nerve doctor [--fix]` shows and does.
+- `unknown_kinds`: rows of logs.db whose (source, type) is no kind of the log's vocabulary
+  (`vocab.logrows.LogKind`): written by another version of Nerve, or by hand.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,6 +21,7 @@ from nerve_cli.home import Layout
 from nerve_cli.ops.client import engine_running
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
+from nerve_cli.vocab.logrows import LogKind
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,32 @@ def _run_key(run_id: str) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
+class UnknownKind:
+    source: str
+    type: str
+    rows: int
+
+
+def unknown_kinds(logs_path: Path) -> list[UnknownKind]:
+    """(source, type) pairs of logs.db that no LogKind names, with how many rows each (one GROUP BY on the
+    (source, type) index)."""
+    if not logs_path.exists():
+        return []
+    known = {(k.source.value, k.type) for k in LogKind}
+    conn = open_readonly(logs_path)
+    try:
+        counts = conn.execute("SELECT source, type, count(*) FROM logs GROUP BY source, type").fetchall()
+    finally:
+        conn.close()
+    return [UnknownKind(str(s), str(t), n) for s, t, n in counts if (s, t) not in known]
+
+
+@dataclass(frozen=True)
 class DoctorReport:
     runs: int  # runs the logs know
     differences: list[Difference]
     fixed: bool
+    unknown: list[UnknownKind] = field(default_factory=list)  # log rows of kinds outside the vocabulary
 
 
 def doctor(home: Path, fix: bool = False) -> DoctorReport:
@@ -141,12 +166,13 @@ def doctor(home: Path, fix: bool = False) -> DoctorReport:
     layout = Layout(Path(home))
     rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")
     differences = compare_runs(current_runs(layout.logs_db), rebuilt)
+    unknown = unknown_kinds(layout.logs_db)
     if not fix or not differences:
-        return DoctorReport(len(rebuilt), differences, False)
+        return DoctorReport(len(rebuilt), differences, False, unknown)
     if engine_running(layout.home):
         raise NerveError("an engine is running for this instance; stop it before `nerve doctor --fix` "
                          "(the engine is the only writer of data/logs.db)")
     with InstanceLock(layout.home, "nerve doctor --fix"):
         rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")  # again, under the lock
         rewrite_runs(layout.logs_db, rebuilt)
-    return DoctorReport(len(rebuilt), differences, True)
+    return DoctorReport(len(rebuilt), differences, True, unknown)
