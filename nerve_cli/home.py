@@ -66,4 +66,9 @@ class Layout:
         return self.senses / name / "migrations"
 
     def workflow_file(self, name: str) -> Path:
+        """The file defining workflow `name`: a pipeline (NAME.pipeline.yaml, .yml or .json) when there is one,
+        else NAME.py (whether or not it exists)."""
+        for suffix in (".pipeline.yaml", ".pipeline.yml", ".pipeline.json"):
+            if (self.workflows / f"{name}{suffix}").is_file():
+                return self.workflows / f"{name}{suffix}"
         return self.workflows / f"{name}.py"

@@ -22,18 +22,22 @@ def mesh(
 
     Timers and channels trigger senses; a sense's signals trigger the senses
     listening to it; peers are read; workflow launches are the ones seen in
-    data/logs.db (a sense launches a workflow from its code). Disabled parts
-    are marked. Pipe mermaid into a Markdown file, dot into `dot -Tsvg`.
+    data/logs.db (a sense launches a workflow from its code); a pipeline
+    workflow's steps follow what they need, a step that waits for a person
+    marked as a gate. Disabled parts are marked. Pipe mermaid into a Markdown
+    file, dot into `dot -Tsvg`.
 
     Example: nerve mesh --format mermaid
     """
     from nerve_cli.cli import output
     from nerve_cli.config.load import load_config
     from nerve_cli.config.mesh import build, observed_launches, to_dot, to_mermaid
+    from nerve_cli.config.pipeline import pipelines_of
     from nerve_cli.home import Layout, require_instance
 
     root = require_instance(home)
-    graph = build(load_config(root), observed_launches(Layout(root).logs_db))
+    config = load_config(root)
+    graph = build(config, observed_launches(Layout(root).logs_db), pipelines_of(root, list(config.workflows)))
     if json_ or format_ is MeshFormat.json:
         from nerve_cli.contract.instance import mesh as mesh_document
 
@@ -43,7 +47,8 @@ def mesh(
         typer.echo(text, nl=False)
     else:
         output.show(render_tree(graph))
-        output.info("→ triggers on signal   ⇠ reads as a peer   ⇒ launched (seen in data/logs.db)", style="dim")
+        output.info("→ triggers on signal   ⇠ reads as a peer   ⇒ launched (seen in data/logs.db)   "
+                    "⛩ a step that waits for a person first", style="dim")
 
 
 def render_tree(graph: "Mesh") -> "Tree":
@@ -103,6 +108,33 @@ def _grow(graph: "Mesh", parent: "Tree", edge: "Edge", path: tuple[str, ...], sh
     branch = parent.add(text)
     for child in graph.out(node.id, "on", "launch"):
         _grow(graph, branch, child, (*path, node.id), shown)
+    _pipeline(graph, branch, node.id)
+
+
+def _pipeline(graph: "Mesh", parent: "Tree", node_id: str) -> None:
+    """A pipeline workflow's steps: each under what it needs (a step several need meet is shown once)."""
+    from rich.text import Text
+
+    from nerve_cli.config.mesh import label
+
+    placed: set[str] = set()
+
+    def add(branch: "Tree", step: str) -> None:
+        node = graph.nodes[step]
+        needs = [graph.nodes[e.source].name for e in graph.into(step, "needs")]
+        text = Text(label(node), style="" if node.enabled else "dim")
+        if len(needs) > 1:
+            text.append(f"  needs {', '.join(needs)}", style="italic")
+        if step in placed:
+            branch.add(text + Text(" (see above)", style="dim"))
+            return
+        placed.add(step)
+        child = branch.add(text)
+        for edge in graph.out(step, "needs"):
+            add(child, edge.target)
+
+    for edge in graph.out(node_id, "step"):
+        add(parent, edge.target)
 
 
 def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
@@ -122,7 +154,7 @@ def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
         note = "no launch seen in data/logs.db" if graph.observed else "no data/logs.db yet"
         branch = top.add(Text(f"workflows ({note}; a sense launches one from its code)", style="bold"))
         for node in idle:
-            branch.add(Text(label(node), style="" if node.enabled else "dim"))
+            _pipeline(graph, branch.add(Text(label(node), style="" if node.enabled else "dim")), node.id)
 
 
 def _summary(graph: "Mesh") -> str:

@@ -80,6 +80,7 @@ def show(
         thread_view.transcript(doc)
         return
     thread_view.thread_header(doc)
+    thread_view.thread_steps(doc)
     thread_view.thread_rounds(doc)
 
 

@@ -156,6 +156,16 @@ def thread_rounds(d: dict) -> None:
     output.show(output.table(None, columns, rows, show_lines=True))
 
 
+def thread_steps(d: dict) -> None:
+    """A pipeline thread's steps and the state its chain gives each (nothing for other threads)."""
+    steps = d.get("steps")
+    if not steps:
+        return
+    rows = [(s["id"], s["who"], s["state"] + (f" (round {s['round']})" if s["round"] is not None else ""),
+             ", ".join(s["needs"]), s["gate"] or "", s["risk"], s["why"] or s["title"]) for s in steps]
+    output.show(output.table("Steps", ["step", "who", "state", "needs", "gate", "risk", "note"], rows))
+
+
 def transcript(d: dict) -> None:
     """The thread as a conversation, the way `llm logs` reads: one heading per message, content as written.
 

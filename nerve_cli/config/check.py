@@ -15,6 +15,7 @@ from typing import Any
 from nerve_cli.config.code import CodeCheck, check_code
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.paths import resolve
+from nerve_cli.config.pipeline import check_pipelines, pipeline_file, roles_modules
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
@@ -87,11 +88,14 @@ def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> li
     layout = Layout(home)
     senses = [n for n, s in config.senses.items() if s.enabled and (layout.sense_dir(n) / "sense.py").is_file()]
     workflows = [n for n, w in config.workflows.items() if w.enabled and layout.workflow_file(n).is_file()]
+    pipelines = [n for n in workflows if pipeline_file(home, n) is not None]  # checked here, not imported
+    workflows = [n for n in workflows if n not in pipelines]
+    declared = check_pipelines(home, pipelines, list(config.senses))
     if early is not None:
         found = early.problems(expect=(senses, workflows))
         if found is not None:
-            return found
-    return check_code(home, senses, workflows, cache=early.cache if early is not None else None)
+            return found + declared
+    return check_code(home, senses, workflows, cache=early.cache if early is not None else None) + declared
 
 
 def _counts(result: Validation) -> dict[str, int]:
@@ -176,8 +180,9 @@ def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, Severity, str]]
                 out.append((("senses",), "warning", f"senses/{folder.name}/ is not in nerve.yaml, so it never runs; "
                             f"add it under `senses:` (and a reflex) to use it"))
     if layout.workflows.is_dir():
+        helpers = roles_modules(layout.home, list(config.workflows))
         for file in sorted(layout.workflows.glob("*.py")):
-            if file.stem not in config.workflows and not file.name.startswith("_"):
+            if file.stem not in config.workflows and file.stem not in helpers and not file.name.startswith("_"):
                 out.append((("workflows",), "warning", f"workflows/{file.name} is not in nerve.yaml, so it can never start; "
                             f"add `{file.stem}:` under `workflows:` to use it"))
     return out

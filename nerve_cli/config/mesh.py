@@ -1,10 +1,12 @@
 """The reflex mesh as a graph: what triggers what, who reads whom, what launches which workflow.
 
 Nodes: the clock, senses (with their group), the built-in `nerve-health` sense,
-external channels (`on:` names that are not senses), file patterns (`paths:`)
-and workflows.
+external channels (`on:` names that are not senses), file patterns (`paths:`),
+workflows, and a pipeline workflow's steps (`step`, or `gate` for a step that
+waits for a person first).
 Edges: timer (clock → sense, "every 10s" / "cron 0 9 * * 1-5"), on (source →
-sense), peer (peer ⇢ reader) and launch (sense ⇒ workflow). Launches are not
+sense), peer (peer ⇢ reader), launch (sense ⇒ workflow), step (a pipeline →
+its first steps) and needs (a step → the steps that need it). Launches are not
 in nerve.yaml (a sense returns a directive from its code), so they come from
 what the engine logged: `workflow/queued` rows whose origin names a sense.
 
@@ -21,9 +23,10 @@ from pathlib import Path
 from typing import Literal
 
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
+from nerve_cli.config.pipeline import Pipeline
 
-NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow"]
-EdgeKind = Literal["timer", "on", "peer", "launch"]
+NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate"]
+EdgeKind = Literal["timer", "on", "peer", "launch", "step", "needs"]
 CLOCK = "clock"
 Launches = dict[tuple[str, str], int]  # (sense, workflow) → launches seen
 
@@ -69,8 +72,10 @@ def sense_id(name: str) -> str:
     return f"sense:{name}"
 
 
-def build(config: NerveConfig, launches: Launches | None = None) -> Mesh:
-    """The mesh of `config`, plus launch edges seen in the logs (None: logs not read)."""
+def build(config: NerveConfig, launches: Launches | None = None,
+          pipelines: dict[str, Pipeline] | None = None) -> Mesh:
+    """The mesh of `config`, plus launch edges seen in the logs (None: logs not read) and the steps of the
+    workflows defined by a pipeline (`pipelines`, by workflow name)."""
     mesh = Mesh(observed=launches is not None)
     add = mesh.nodes.setdefault
     add(CLOCK, Node(CLOCK, "clock", "clock"))
@@ -106,7 +111,26 @@ def build(config: NerveConfig, launches: Launches | None = None) -> Mesh:
         for peer in sense.peers:
             mesh.edges.append(Edge(sense_id(peer), sense_id(reader), "peer", "peer", reader in on and peer in on))
     _launches(mesh, config, launches or {})
+    for name, pipeline in (pipelines or {}).items():
+        _steps(mesh, name, pipeline, config.workflows[name].enabled if name in config.workflows else False)
     return mesh
+
+
+def step_id(workflow: str, step: str) -> str:
+    return f"step:{workflow}/{step}"
+
+
+def _steps(mesh: Mesh, workflow: str, pipeline: Pipeline, enabled: bool) -> None:
+    """A pipeline's steps under its workflow: what each needs, and which wait for a person first."""
+    for step in pipeline.steps:
+        gated = pipeline.gated(step)
+        note = f"{step.who}; gate: {pipeline.why_gated(step)}" if gated else step.who
+        node = step_id(workflow, step.id)
+        mesh.nodes[node] = Node(node, "gate" if gated else "step", step.id, enabled=enabled, note=note)
+        if not step.needs:
+            mesh.edges.append(Edge(f"workflow:{workflow}", node, "step", "starts", enabled))
+        for need in step.needs:
+            mesh.edges.append(Edge(step_id(workflow, need), node, "needs", "then", enabled))
 
 
 def _source(mesh: Mesh, config: NerveConfig, name: str) -> str:
@@ -155,7 +179,10 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
     text = {"clock": "clock", "sense": f"{node.name} [{node.group}]" if node.group else node.name,
             "builtin": f"{node.name} (built-in)", "channel": f"{node.name} (channel)",
             "files": f"{node.name} (files)",
-            "workflow": f"{node.name} (workflow)"}[node.kind]
+            "workflow": f"{node.name} (workflow)", "step": f"{node.name} ({node.note})",
+            "gate": f"⛩ {node.name} ({node.note})"}[node.kind]
+    if node.kind in ("step", "gate"):
+        return text + ("" if node.enabled or not disabled_text else " (disabled)")
     if node.note and node.kind != "builtin":
         text += f" ({node.note})"
     elif disabled_text and not node.enabled:
@@ -167,8 +194,8 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
 
 _MERMAID_SHAPE = {"clock": '(("{}"))', "sense": '["{}"]', "builtin": '[["{}"]]', "channel": '>"{}"]',
                   "files": '[/"{}"/]',
-                  "workflow": '{{{{"{}"}}}}'}
-_MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>"}
+                  "workflow": '{{{{"{}"}}}}', "step": '(["{}"])', "gate": '{{"{}"}}'}
+_MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>", "step": "-->", "needs": "-->"}
 
 
 def _mermaid_ids(mesh: Mesh) -> dict[str, str]:
@@ -211,7 +238,7 @@ def to_mermaid(mesh: Mesh) -> str:
 
 
 _DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "files": "folder",
-              "workflow": "hexagon"}
+              "workflow": "hexagon", "step": "ellipse", "gate": "diamond"}
 
 
 def _dot_text(text: str) -> str:

@@ -55,6 +55,8 @@ def thread_show(d: dict[str, Any]) -> dict[str, Any]:
         "question": d.get("question"), **stamp("waiting_since", d.get("waiting_since_ts")),
         "events": [{"type": e["type"], **stamp("time", e["ts"]), "detail": e["payload"]} for e in d["events"]],
         "messages": [message(m) for m in d["messages"]],
+        # a pipeline thread: its steps with the state the chain gives each (null for other threads)
+        "steps": d.get("steps"),
     }
 
 

@@ -24,8 +24,9 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
+from nerve_cli.automaton.load import WorkflowLoadError
 from nerve_cli.home import Layout
+from nerve_cli.worker.definitions import load_definition
 from nerve_cli.worker.load import check_sense
 from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
 
@@ -57,8 +58,9 @@ def enabled_in_config(home: Path) -> tuple[list[str], list[str]] | None:
         senses, workflows = _enabled(doc.get("senses")), _enabled(doc.get("workflows"))
     except Exception:  # whatever trips the quick read, the parent's validation reports properly
         return None
+    files = {n: layout.workflow_file(n) for n in workflows}  # a pipeline file is read by the parent, not imported
     return ([n for n in senses if (layout.sense_dir(n) / "sense.py").is_file()],
-            [n for n in workflows if layout.workflow_file(n).is_file()])
+            [n for n, f in files.items() if f.suffix == ".py" and f.is_file()])
 
 
 def _enabled(section: Any) -> list[str]:
@@ -70,7 +72,7 @@ def _enabled(section: Any) -> list[str]:
 
 def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
     try:
-        load_workflow(home, name)
+        load_definition(home, name)
     except WorkflowLoadError as exc:
         f = exc.failure
         return {"type": f.type, "message": f.message, "traceback": f.traceback, "file": f.file, "line": f.line}

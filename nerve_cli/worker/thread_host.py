@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.context import ThreadInfo, enter_thread
-from nerve_cli.automaton.load import WorkflowLoadError, load_workflow
+from nerve_cli.automaton.load import WorkflowLoadError
 from nerve_cli.automaton.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import FAILED, ThreadContext, run_thread
 from nerve_cli.wire import protocol
+from nerve_cli.worker.definitions import load_definition
 from nerve_cli.worker.stdio import ProtocolReader, protocol_reader, take_protocol_fds
 
 LOAD_FAILED_EXIT = 3
@@ -144,7 +145,7 @@ class Runtime:
 
 async def _main(name: str, home: Path, out: Output, input_fd: int) -> int:
     try:
-        definition = load_workflow(home, name)
+        definition = load_definition(home, name)
     except WorkflowLoadError as exc:
         f = exc.failure
         info = protocol.ErrorInfo(f.type, f.message, f.traceback, f.file, f.line)

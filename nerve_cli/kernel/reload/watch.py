@@ -57,9 +57,17 @@ def classify(home: Path, paths: set[str]) -> Changes:
             changes.config = True
         elif parts[0] == "senses" and len(parts) >= 3 and _is_sense_file(parts[2:]):
             changes.senses.add(parts[1])
-        elif parts[0] == "workflows" and len(parts) == 2 and parts[1].endswith(".py"):
-            changes.workflows.add(parts[1][:-3])
+        elif parts[0] == "workflows" and len(parts) == 2 and _definition(parts[1]):
+            changes.workflows.add(_definition(parts[1]))
     return changes
+
+
+def _definition(file: str) -> str:
+    """The workflow a file of workflows/ defines (NAME.py, or a pipeline NAME.pipeline.yaml|yml|json), else ''."""
+    for suffix in (".pipeline.yaml", ".pipeline.yml", ".pipeline.json", ".py"):
+        if file.endswith(suffix):
+            return file[: -len(suffix)]
+    return ""
 
 
 def _is_sense_file(rest: tuple[str, ...]) -> bool:

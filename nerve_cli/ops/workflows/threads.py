@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.model import PERSON, START, is_round
+from nerve_cli.automaton.pipeline import step_states
 from nerve_cli.config.load import load_config
+from nerve_cli.config.pipeline import PipelineError, pipeline_file, read_pipeline
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
@@ -151,7 +153,26 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "waiting_since_ts": waiting["ts"] if waiting else None,
         "events": [{"type": r["type"], "ts": r["ts"], "payload": r["payload"] or {}} for r in events],
         "messages": chain,
+        "steps": pipeline_steps(logs_path.parent.parent, (status_row["payload"] or {}).get("workflow")
+                                if status_row else None, chain),
     }
+
+
+def pipeline_steps(home: Path, workflow: str | None, chain: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """A pipeline thread's steps, each with its state read from the chain (None for any other thread, or when
+    its pipeline file no longer reads: the steps are what the file says now)."""
+    path = pipeline_file(home, workflow) if workflow else None
+    if path is None:
+        return None
+    try:
+        pipeline = read_pipeline(path)
+    except PipelineError:
+        return None
+    states = {s.id: s for s in step_states(pipeline, chain)}
+    return [{"id": s.id, "title": s.title, "who": s.who, "needs": list(s.needs), "risk": s.risk,
+             "irreversible": s.irreversible, "gate": pipeline.why_gated(s) if pipeline.gated(s) else None,
+             "state": states[s.id].state, "round": states[s.id].round, "why": states[s.id].why}
+            for s in pipeline.steps]
 
 
 def _with_archive(logs_path: Path, run_id: str) -> list[dict]:

@@ -1,0 +1,115 @@
+"""Declarative pipelines: a reviewed file of steps, checked whole, run as a thread, drawn by mesh."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from conftest import nerve
+from enginekit import RunningEngine, thread_statuses, wait_for, write_instance
+
+CONFIG = """
+    senses: {}
+    workflows:
+      release: {}
+"""
+PIPELINE = """
+    title: Release a version
+    roles: release_roles
+    steps:
+      - id: notes
+        who: model
+        model: echo
+        do: Write the release notes
+      - id: build
+        who: builder
+        needs: [notes]
+        risk: R1
+      - id: tests
+        who: builder
+        needs: [notes]
+      - id: publish
+        who: builder
+        needs: [build, tests]
+        irreversible: true
+        risk: R1
+"""
+ROLES = """
+    from nerve_cli.sdk import RoleResult
+
+    async def builder(messages):
+        return RoleResult(f"done after {len(messages) - 1} messages", {"ok": True})
+"""
+# five problems: an unknown key, a duplicate id, a need that is no step, a loop, a risk that is no tier
+BROKEN = """
+    steps:
+      - id: build
+        who: person
+        colour: red
+      - id: build
+        who: person
+      - id: test
+        who: person
+        needs: [build, deploy]
+      - id: a
+        who: person
+        needs: [b]
+        risk: R9
+      - id: b
+        who: person
+        needs: [a]
+"""
+
+
+def instance(home: Path, pipeline: str) -> Path:
+    write_instance(home, CONFIG, {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows/release.pipeline.yaml").write_text(textwrap.dedent(pipeline))
+    (home / "workflows/release_roles.py").write_text(textwrap.dedent(ROLES))
+    return home
+
+
+def test_a_pipeline_file_with_five_problems_gets_five_errors_at_once(home: Path) -> None:
+    instance(home, BROKEN)
+    result = nerve("config", "check", "--json", home=home)
+    doc = json.loads(result.stdout)
+    assert result.returncode == 1
+    found = [(p["file"], p["line"], p["message"]) for p in doc["problems"] if p["severity"] == "error"]
+    assert len(found) == 5, found
+    assert all(f == "workflows/release.pipeline.yaml" for f, _, _ in found)
+    messages = " | ".join(m for _, _, m in found)
+    for needle in ("unknown step key `colour`", "duplicate step id `build`", "needs `deploy`, which is not a step",
+                   "loop: a → b → a", "`risk` is one of R0, R1, R2, R3"):
+        assert needle in messages, messages
+    assert [line for _, line, _ in found] == [5, 6, 10, 13, 14]
+
+
+def test_a_gated_irreversible_step_waits_for_a_person_and_the_pipeline_completes_after_approval(home: Path) -> None:
+    instance(home, PIPELINE)
+    assert nerve("config", "check", home=home).returncode == 0
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run = nerve("workflow", "run", "release", "--prompt", "v1.2", home=home)
+        assert run.returncode == 5, run.stdout + run.stderr  # waits for a person
+        assert "Approve step `publish` (irreversible, risk R1)" in run.stdout
+        shown = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
+        states = {s["id"]: (s["state"], s["gate"]) for s in shown["steps"]}
+        assert states == {"notes": ("done", None), "build": ("done", None), "tests": ("done", None),
+                          "publish": ("waiting", "irreversible")}
+        assert [m["role"] for m in shown["messages"]] == ["__start__", "notes", "build", "tests", "gate:publish"]
+        assert nerve("thread", "approve", "run-1", home=home).returncode == 0
+        wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="the pipeline to complete")
+        engine.stop()
+    done = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
+    assert [(s["id"], s["state"]) for s in done["steps"]] == [("notes", "done"), ("build", "done"),
+                                                              ("tests", "done"), ("publish", "done")]
+    assert done["messages"][1]["meta"]["model"] == "echo"  # a model-backed step
+    tree = nerve("mesh", home=home).stdout
+    assert "⛩ publish (builder; gate: irreversible)" in tree and "notes (model)" in tree
+    drawn = json.loads(nerve("mesh", "--json", home=home).stdout)
+    kinds = {n["id"]: n["kind"] for n in drawn["nodes"]}
+    assert kinds["step:release/publish"] == "gate" and kinds["step:release/build"] == "step"
+    needs = {(e["source"], e["target"]) for e in drawn["edges"] if e["kind"] == "needs"}
+    assert needs == {("step:release/notes", "step:release/build"), ("step:release/notes", "step:release/tests"),
+                     ("step:release/build", "step:release/publish"), ("step:release/tests", "step:release/publish")}
