@@ -8,7 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from enginekit import nerve, write_instance
+from conftest import cli
+from enginekit import write_instance
 
 from nerve_cli.store.logs import LogStore
 
@@ -54,13 +55,13 @@ def blob_files(home: Path) -> set[str]:
 def test_gc_collects_only_blobs_nothing_refers_to(home: Path) -> None:
     write_instance(home, CONFIG, {"docs": SENSE}, {"docs": SCHEMA})
     (home / "senses/docs/migrations/0001_init.sql").write_text(DOC_SQL)
-    computed = nerve("sense", "compute", "docs", home=home)
-    assert computed.returncode == 0, computed.stdout + computed.stderr
-    archived = nerve("archive", "--older-than", "1d", "--json", home=home)
-    assert archived.returncode == 0 and json.loads(archived.stdout)["rows"] >= 1, archived.stdout
+    computed = cli("sense", "compute", "docs")
+    assert computed.exit_code == 0, computed.stdout + computed.output
+    archived = cli("archive", "--older-than", "1d", "--json")
+    assert archived.exit_code == 0 and json.loads(archived.stdout)["rows"] >= 1, archived.stdout
     assert list((home / "data/archive/senses/docs").glob("*.jsonl"))  # the old row now lives in an archived day
-    emitted = nerve("emit", "files", json.dumps({"blob": sha(b"event").upper()}), home=home)  # case does not matter
-    assert emitted.returncode == 0, emitted.stderr
+    emitted = cli("emit", "files", json.dumps({"blob": sha(b"event").upper()}))  # case does not matter
+    assert emitted.exit_code == 0, emitted.output
     with LogStore(home / "data/logs.db") as logs:
         logs.workflow_event("run-1", "triage", "message", {"role": "writer", "content": f"see {sha(b'workflow message')}"})
 
@@ -71,19 +72,19 @@ def test_gc_collects_only_blobs_nothing_refers_to(home: Path) -> None:
     (home / "data/blobs/ab").mkdir(mode=0o700)
     (home / "data/blobs/ab/.tmp-crashed").write_bytes(b"half a blob")  # a write interrupted by a crash
 
-    young = nerve("gc", "--older-than", "1d", home=home)
-    assert young.returncode == 0 and "(3 blobs)" in young.stdout, young.stdout  # nothing is a day old yet
-    dry = json.loads(nerve("gc", "--older-than", "0s", "--dry-run", "--json", home=home).stdout)
+    young = cli("gc", "--older-than", "1d")
+    assert young.exit_code == 0 and "(3 blobs)" in young.stdout, young.stdout  # nothing is a day old yet
+    dry = json.loads(cli("gc", "--older-than", "0s", "--dry-run", "--json").stdout)
     listed = {i["what"] for i in dry["items"]}
     assert listed == {f"data/blobs/{s[:2]}/{s[2:]}" for s in orphans} | {"data/blobs/ab/.tmp-crashed"}
     assert all(i["kind"] == "blob" for i in dry["items"]) and blob_files(home) == every
 
-    gc = nerve("gc", "--older-than", "0s", home=home)
-    assert gc.returncode == 0, gc.stderr
+    gc = cli("gc", "--older-than", "0s")
+    assert gc.exit_code == 0, gc.output
     assert "nothing refers to it" in gc.stdout and "an unfinished write" in gc.stdout
     assert blob_files(home) == every - orphans
     assert not (home / "data/blobs/ab").exists()  # an emptied shard folder goes too
-    again = json.loads(nerve("gc", "--older-than", "0s", "--dry-run", "--json", home=home).stdout)
+    again = json.loads(cli("gc", "--older-than", "0s", "--dry-run", "--json").stdout)
     assert again["items"] == []
 
 
@@ -94,15 +95,15 @@ def test_a_blob_put_again_is_young_again_and_an_unreadable_database_keeps_every_
     store = BlobStore(home / "data/blobs")
     old = store.put(b"stored long ago")
     os.utime(store.path(old), (time.time() - 90 * 86400,) * 2)
-    assert [i["what"] for i in json.loads(nerve("gc", "--older-than", "30d", "--dry-run", "--json",
-                                                home=home).stdout)["items"]] == [f"data/blobs/{old[:2]}/{old[2:]}"]
+    assert [i["what"] for i in json.loads(cli("gc", "--older-than", "30d", "--dry-run", "--json").stdout)["items"]] == [
+        f"data/blobs/{old[:2]}/{old[2:]}"]
     store.put(b"stored long ago")  # a compute put the same bytes again: its row may be about to commit
-    kept = json.loads(nerve("gc", "--older-than", "30d", "--dry-run", "--json", home=home).stdout)
+    kept = json.loads(cli("gc", "--older-than", "30d", "--dry-run", "--json").stdout)
     assert kept["items"] == [] and [y["kind"] for y in kept["young"]] == ["blob"]
 
     (home / "data/senses").mkdir(parents=True, exist_ok=True)
     (home / "data/senses/broken.db").write_bytes(b"this is not a database" * 100)
-    refused = json.loads(nerve("gc", "--older-than", "0s", "--json", home=home).stdout)
+    refused = json.loads(cli("gc", "--older-than", "0s", "--json").stdout)
     assert refused["items"] == [] or all(i["kind"] != "blob" for i in refused["items"])
     assert any("no blob is collected: data/senses/broken.db cannot be read" in k["message"] for k in refused["kept"])
     assert store.exists(old)

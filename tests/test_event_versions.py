@@ -7,7 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from enginekit import RunningEngine, last_signal, nerve, read_logs, wait_for, write_instance
+from conftest import cli
+from enginekit import RunningEngine, last_signal, read_logs, wait_for, write_instance
 
 CONFIG = """
     senses:
@@ -36,20 +37,20 @@ def test_offline_and_through_the_engine_an_event_keeps_its_version_and_hash(home
                        "payload TEXT, ts INTEGER NOT NULL, key TEXT);"
                        "INSERT INTO events (channel, payload, ts) VALUES ('task.created', '1', 0);")
     conn.close()
-    computed = json.loads(nerve("sense", "compute", "listener", "--json", home=home).stdout)
+    computed = json.loads(cli("sense", "compute", "listener", "--json").stdout)
     assert computed["payload"] == [[1, None, None]]  # read before any writer of this version touched the file
 
-    sent = json.loads(nerve("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "v1.0", "--hash",
-                            "--json", home=home).stdout)
+    sent = json.loads(cli("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "v1.0", "--hash",
+                            "--json").stdout)
     assert sent["schema_version"] == "v1.0" and sent["hash"] == canonical_hash(PAYLOAD)
-    plain = json.loads(nerve("emit", "task.created", "2", "--json", home=home).stdout)
+    plain = json.loads(cli("emit", "task.created", "2", "--json").stdout)
     assert plain["schema_version"] is None and plain["hash"] is None
     with RunningEngine(home) as engine:
         engine.wait_ready()  # the backlog of two is delivered at the start
         wait_for(lambda: last_signal(home, "listener") == [[2, "v1.0", sent["hash"]], [3, None, None]], 15,
                  what="the listener to receive both offline events")
-        live = nerve("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "2", "--hash", home=home)
-        assert live.returncode == 0 and f"({canonical_hash(PAYLOAD)})" in live.stdout, live.stdout
+        live = cli("emit", "task.created", json.dumps(PAYLOAD), "--schema-version", "2", "--hash")
+        assert live.exit_code == 0 and f"({canonical_hash(PAYLOAD)})" in live.stdout, live.stdout
         wait_for(lambda: last_signal(home, "listener") == [[4, "2", canonical_hash(PAYLOAD)]], 15,
                  what="the listener to receive the live event")
         engine.stop()
@@ -64,6 +65,6 @@ def test_offline_and_through_the_engine_an_event_keeps_its_version_and_hash(home
 
 def test_a_schema_version_with_spaces_is_a_usage_error_and_nothing_is_stored(home: Path) -> None:
     write_instance(home, CONFIG, {"listener": LISTENER})
-    bad = nerve("emit", "task.created", "1", "--schema-version", "one two", home=home)
-    assert bad.returncode == 2 and "schema version" in bad.stderr
+    bad = cli("emit", "task.created", "1", "--schema-version", "one two")
+    assert bad.exit_code == 2 and "schema version" in bad.output
     assert not (home / "data" / "events.db").exists()

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from enginekit import RunningEngine, nerve, read_logs, starts, wait_for, write_instance
+from conftest import cli
+from enginekit import RunningEngine, read_logs, starts, wait_for, write_instance
 from eventkit import Emitter, worker_pid
 
 from nerve_cli.ops.senses.read import read_sense
@@ -86,8 +87,8 @@ def instance(home: Path) -> Path:
 
 
 def show(home: Path, *args: str) -> tuple[int, dict]:
-    result = nerve("sense", "show", *args, "--json", home=home)
-    return result.returncode, json.loads(result.stdout)
+    result = cli("sense", "show", *args, "--json")
+    return result.exit_code, json.loads(result.stdout)
 
 
 def seen(home: Path) -> list[int]:
@@ -146,7 +147,7 @@ def test_a_lazy_projection_is_brought_up_to_date_when_read_exactly_once(home: Pa
         for i in range(3):
             assert emitter.emit("tick", {"i": 50 + i})["ok"]
         assert emitter.emit("pr.opened", {"repo": "a", "number": 5})["ok"]
-        peer = json.loads(nerve("sense", "compute", "reader", "--json", home=home).stdout)
+        peer = json.loads(cli("sense", "compute", "reader", "--json").stdout)
         assert peer["payload"] == {"counted": 53, "tally": 53, "a": [2, 5]}, peer
         engine.stop()
     runs = [r["payload"] for r in read_logs(home, "reflex", "run_complete", "tally")]
@@ -163,14 +164,14 @@ def test_a_lazy_projection_is_brought_up_to_date_when_read_exactly_once(home: Pa
 
 def test_reads_refuse_wrong_parameters_and_config_check_explains_lazy_rules(home: Path) -> None:
     instance(home)
-    missing = nerve("sense", "show", "open-prs", "--bind", "owner=x", home=home)
-    assert missing.returncode == 2 and "read with --bind repo=VALUE" in missing.stderr
-    assert "owner" in missing.stderr
+    missing = cli("sense", "show", "open-prs", "--bind", "owner=x")
+    assert missing.exit_code == 2 and "read with --bind repo=VALUE" in missing.output
+    assert "owner" in missing.output
     bad = home / "nerve.yaml"
     bad.write_text(bad.read_text().replace("tally: {group: reads}", "tally: {group: reads, peers: [reader]}")
                    + "  - {sense: open-prs, interval: 1m}\n  - {sense: tally, on: [tock], bindings: {repo: $repo}}\n"
                    "  - {sense: reader, on: [tick], lazy: true}\n")
-    check = json.loads(nerve("config", "check", "--json", home=home).stdout)
+    check = json.loads(cli("config", "check", "--json").stdout)
     messages = [p["message"] for p in check["problems"]]
     assert any("binds parameters (reflexes[1]), so it runs only when read" in m for m in messages), messages
     assert any("add `lazy: true`" in m for m in messages), messages

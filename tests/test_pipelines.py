@@ -6,7 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from conftest import nerve
+from conftest import cli, nerve
 from enginekit import RunningEngine, thread_statuses, wait_for, write_instance
 
 CONFIG = """
@@ -87,27 +87,26 @@ def test_a_pipeline_file_with_five_problems_gets_five_errors_at_once(home: Path)
 
 def test_a_gated_irreversible_step_waits_for_a_person_and_the_pipeline_completes_after_approval(home: Path) -> None:
     instance(home, PIPELINE)
-    assert nerve("config", "check", home=home).returncode == 0
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
         run = nerve("workflow", "run", "release", "--prompt", "v1.2", home=home)
         assert run.returncode == 5, run.stdout + run.stderr  # waits for a person
         assert "Approve step `publish` (irreversible, risk R1)" in run.stdout
-        shown = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
+        shown = json.loads(cli("thread", "show", "run-1", "--json").stdout)
         states = {s["id"]: (s["state"], s["gate"]) for s in shown["steps"]}
         assert states == {"notes": ("done", None), "build": ("done", None), "tests": ("done", None),
                           "publish": ("waiting", "irreversible")}
         assert [m["role"] for m in shown["messages"]] == ["__start__", "notes", "build", "tests", "gate:publish"]
-        assert nerve("thread", "approve", "run-1", home=home).returncode == 0
+        assert cli("thread", "approve", "run-1").exit_code == 0
         wait_for(lambda: thread_statuses(home).get("run-1") == "completed", 20, what="the pipeline to complete")
         engine.stop()
-    done = json.loads(nerve("thread", "show", "run-1", "--json", home=home).stdout)
+    done = json.loads(cli("thread", "show", "run-1", "--json").stdout)
     assert [(s["id"], s["state"]) for s in done["steps"]] == [("notes", "done"), ("build", "done"),
                                                               ("tests", "done"), ("publish", "done")]
     assert done["messages"][1]["meta"]["model"] == "echo"  # a model-backed step
-    tree = nerve("mesh", home=home).stdout
+    tree = cli("mesh").stdout
     assert "⛩ publish (builder; gate: irreversible)" in tree and "notes (model)" in tree
-    drawn = json.loads(nerve("mesh", "--json", home=home).stdout)
+    drawn = json.loads(cli("mesh", "--json").stdout)
     kinds = {n["id"]: n["kind"] for n in drawn["nodes"]}
     assert kinds["step:release/publish"] == "gate" and kinds["step:release/build"] == "step"
     needs = {(e["source"], e["target"]) for e in drawn["edges"] if e["kind"] == "needs"}

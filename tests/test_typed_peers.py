@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import nerve
+from conftest import cli
 from sensekit import worker, write_instance
 
 from nerve_cli.wire.protocol import Error, Signal
@@ -54,7 +54,7 @@ def test_a_sense_reads_a_peer_of_another_group_through_its_typed_table(home) -> 
     assert isinstance(answer, Signal), answer
     assert answer.payload["type"] == "Sample" and answer.payload["value"] == 0.75 and answer.payload["same_class"]
     assert "readonly" in answer.payload["refused"]  # the typed handle is still read-only at the SQLite level
-    check = json.loads(nerve("config", "check", "--json", home=home).stdout)
+    check = json.loads(cli("config", "check", "--json").stdout)
     assert check["valid"], check["problems"]
 
 
