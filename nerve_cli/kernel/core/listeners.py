@@ -10,7 +10,9 @@ Which senses count: an enabled one whose worker says it takes `trigger`
 (`Delivery.takers`), or that no worker has loaded yet and whose sense.py
 names a third parameter (read, not imported); a disabled one when its
 sense.py does, with the sources of every reflex naming it (a disable turns
-them off with it, and an enable brings them back).
+them off with it, and an enable brings them back). Not a sense whose bindings
+take parameters: each set of values has its own cursors, brought up to date
+when it is read, and no one backlog.
 
 The counts come from the files (`store.events.backlog`), read in a thread and
 kept for `TTL` seconds, so `nerve top` asking twice a second costs one read.
@@ -37,8 +39,11 @@ Snapshot = dict[str, list[SourceBacklog]]  # listener → its sources' backlogs,
 def listeners_of(config: NerveConfig, home: Path, takers: set[str], loaded: set[str]) -> dict[str, dict[str, str]]:
     """listener → {source: kind}: the senses whose backlog is worth showing (see the module docstring)."""
     active = sources_of(config)
+    bound = {r.sense for r in config.reflexes if r.params}  # its events wait per set of values, read by read
     out: dict[str, dict[str, str]] = {}
     for name, settings in config.senses.items():
+        if name in bound:
+            continue
         if settings.enabled:
             sources = active.get(name)
             takes = name in takers if name in loaded else _reads_trigger(home, name)
