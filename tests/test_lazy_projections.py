@@ -13,6 +13,7 @@ from conftest import cli
 from enginekit import RunningEngine, read_logs, starts, wait_for, write_instance
 from eventkit import Emitter, worker_pid
 
+from nerve_cli.mcp.tools import Tools
 from nerve_cli.ops.senses.read import read_sense
 from nerve_cli.ops.senses.standalone import compute_standalone
 from nerve_cli.store.events import store_event
@@ -160,6 +161,9 @@ def test_a_lazy_projection_is_brought_up_to_date_when_read_exactly_once(home: Pa
     store_event(home / "data/events.db", "tick", 2)
     offline = read_sense(home, "tally")
     assert (offline.via, offline.computes, offline.events, offline.value) == ("worker", 1, 1, 56)
+    store_event(home / "data/events.db", "tick", 3)
+    asked = Tools(home).query_sense("tally", "SELECT count(*) FROM seen")  # an agent's read brings it up to date
+    assert asked["rows"] == [[57]] and asked["read"]["computes"] == 1
 
 
 def test_reads_refuse_wrong_parameters_and_config_check_explains_lazy_rules(home: Path) -> None:
