@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import orjson
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.names import binding_param
 
 # source → {payload key: wanted value or values}, every `$name` replaced by its bound value
@@ -26,7 +26,10 @@ Filters = dict[str, dict[str, Any]]
 
 
 class BindError(NerveError):
-    """A read that binds the wrong parameters, or a value that is not one."""
+    """A read that binds the wrong parameters, or a value that is not one: a usage error."""
+
+    exit_code = 2
+    type = ErrorType.USAGE
 
 
 @dataclass(frozen=True)
