@@ -34,8 +34,8 @@ from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.emit import emit_event
 from nerve_cli.ops.senses.dryrun import dry_run
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
-from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.read import read_sense
+from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import list_threads, thread_detail

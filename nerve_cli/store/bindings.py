@@ -16,12 +16,11 @@ narrowing happens in SQLite, not in the compute.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import orjson
 
-if TYPE_CHECKING:  # store.events imports this module: Cursor is imported where it is used
-    from nerve_cli.store.events import Cursor
+from nerve_cli.store.cursor import Cursor
 
 BINDINGS = "_nerve_bindings"
 BINDINGS_SQL = (f"CREATE TABLE IF NOT EXISTS {BINDINGS} (binding TEXT PRIMARY KEY, params TEXT NOT NULL, "
@@ -53,8 +52,6 @@ def _sql_value(value: Any) -> Any:
 
 def read_binding(conn: sqlite3.Connection, binding: str) -> tuple[dict[str, Cursor], Any, int | None]:
     """(cursors, value, value_ts) of one set of values; nothing consumed yet: ({}, None, None)."""
-    from nerve_cli.store.events import Cursor
-
     try:
         row = conn.execute(f"SELECT cursors, value, value_ts FROM {BINDINGS} WHERE binding = ?", (binding,)).fetchone()
     except sqlite3.OperationalError:  # no bound compute has committed yet

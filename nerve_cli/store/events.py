@@ -41,6 +41,7 @@ from nerve_cli.names import channel_problem
 from nerve_cli.schema import views
 from nerve_cli.schema.apply import IDENTITY_SQL
 from nerve_cli.store.bindings import read_binding, where
+from nerve_cli.store.cursor import Cursor
 from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, open_reader, open_writer
@@ -414,15 +415,6 @@ def store_event(path: Path, channel: str, payload: Any, key: str | None = None, 
 
 
 # -- cursors (in the listener's own database) ----------------------------------
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where a listener is in one source: the last id it consumed, counted in the source database `identity`
-    (None: a cursor written before identities, or a source that has none)."""
-
-    last_id: int
-    identity: str | None = None
-
 
 def read_cursors(conn: sqlite3.Connection) -> dict[str, Cursor]:
     try:
