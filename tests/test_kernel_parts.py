@@ -135,7 +135,7 @@ class FakeRunning:
         raise AssertionError("not reached in these tests")
 
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
+             traceparent: str | None = None, schema_version: Any = None, hashed: bool = False) -> asyncio.Future:
         from nerve_cli.kernel.core.emits import EmitDesk
 
         desk = EmitDesk(self.layout.events_db, lambda stored: [self.scheduler.on_signal(e.channel, 1.0) for e, *_ in stored])

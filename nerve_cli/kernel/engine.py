@@ -823,7 +823,7 @@ class Engine:
         return self.delivery.sources_for(sense)
 
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
+             traceparent: str | None = None, schema_version: Any = None, hashed: bool = False) -> asyncio.Future:
         """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed.
         `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook"); `schema_version` and
         `hashed`: what its emitter asked for (store.events.new_event); `traceparent`: the W3C trace context it

@@ -67,7 +67,7 @@ class Target(Protocol):
     def sources_for(self, sense: str) -> dict[str, str] | None: ...
 
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
-             schema_version: Any = None, hashed: bool = False, traceparent: str | None = None) -> asyncio.Future:
+             traceparent: str | None = None, schema_version: Any = None, hashed: bool = False) -> asyncio.Future:
         """Resolves to (StoredEvent, woken senses) once the event is committed."""
 
     def events_stored(self, channel: str | None) -> int: ...
