@@ -112,3 +112,33 @@ def test_a_gated_irreversible_step_waits_for_a_person_and_the_pipeline_completes
     needs = {(e["source"], e["target"]) for e in drawn["edges"] if e["kind"] == "needs"}
     assert needs == {("step:release/notes", "step:release/build"), ("step:release/notes", "step:release/tests"),
                      ("step:release/build", "step:release/publish"), ("step:release/tests", "step:release/publish")}
+
+
+def test_a_step_whose_do_runs_an_irreversible_command_waits_for_a_person_whatever_its_risk_says(home: Path) -> None:
+    instance(home, """
+        roles: release_roles
+        steps:
+          - id: build
+            who: builder
+            do: make dist
+          - id: ship
+            who: builder
+            needs: [build]
+            risk: R0
+            do: git push origin main --tags
+          - id: clean
+            who: builder
+            needs: [ship]
+            do: rm -rf build/
+            irreversible: true
+    """)
+    checked = cli("config", "check", "--json")
+    doc = json.loads(checked.stdout)
+    assert checked.exit_code == 0, checked.stdout  # a warning, not an error: the step still runs, behind a gate
+    warned = [(p["file"], p["line"], p["message"]) for p in doc["problems"] if p["severity"] == "warning"
+              and "cannot be taken back" in p["message"]]
+    assert warned == [("workflows/release.pipeline.yaml", 11, "step `ship` runs git push, which cannot be taken back: "
+                       "it waits for a person whatever its risk says; say so in the file with `irreversible: true`")]
+    tree = cli("mesh").stdout
+    assert "⛩ ship (builder; gate: irreversible: its `do` runs git push)" in tree, tree
+    assert "⛩ clean (builder; gate: irreversible)" in tree and "⛩ build" not in tree

@@ -7,7 +7,11 @@ the file's `roles:`), what it `needs` (ids of steps done before it), and
 whether a person must approve it before it runs (`gate`). A step's `risk`
 (R0..R3) and `irreversible` say what an error would cost: an irreversible
 step, or one at or above the file's `gate_risk` (R2 unless set), always waits
-for a person, whatever `gate` says.
+for a person, whatever `gate` says. So does a step whose `do` runs a command
+that cannot be taken back (`IRREVERSIBLE_COMMANDS`: git push, rm -r, DROP
+TABLE, a package publish, terraform apply...), matched in the text whatever
+the step says of itself: a step's own `risk` is not the only word on whether a
+person is needed.
 
 It compiles to the same automaton as a Python workflow (`automaton.pipeline`:
 the moderator and each step's state read from a chain; `roles.pipeline`: the
@@ -38,6 +42,22 @@ DEFAULT_GATE_RISK = "R2"
 GATE_PREFIX = "gate:"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Commands whose effect cannot be taken back: a step whose `do` runs one waits for a person, whatever its own
+# `risk` and `irreversible` say (its author may have misjudged it; the list is mechanical and reviewable).
+IRREVERSIBLE_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(rx)) for label, rx in (
+    ("git push", r"\bgit\s+push\b"),
+    ("rm -r", r"\brm\s+(?:-\w*[rR]\w*|--recursive)\b"),
+    ("DROP", r"(?i)\bdrop\s+(?:table|database|schema)\b"),
+    ("TRUNCATE", r"(?i)\btruncate\s+table\b"),
+    ("DELETE FROM", r"\bDELETE\s+FROM\b"),
+    ("a package publish", r"\b(?:npm|yarn|pnpm|cargo|poetry|uv|gem)\s+(?:publish|push)\b|\btwine\s+upload\b"),
+    ("docker push", r"\bdocker\s+push\b"),
+    ("gh release create", r"\bgh\s+release\s+create\b"),
+    ("terraform apply/destroy", r"\bterraform\s+(?:apply|destroy)\b"),
+    ("kubectl delete", r"\bkubectl\s+delete\b"),
+    ("mkfs", r"\bmkfs(?:\.\w+)?\b"),
+    ("dd to a device", r"\bdd\b[^\n]*\bof=/dev/"),
+))
 TOP_KEYS = ("title", "done", "roles", "model", "gate_risk", "steps")
 STEP_KEYS = ("id", "title", "who", "do", "needs", "gate", "risk", "irreversible", "model", "done", "why")
 
@@ -59,6 +79,15 @@ class Step:
     def by_person(self) -> bool:
         return self.who == PERSON_WHO
 
+    @property
+    def runs_irreversible(self) -> str | None:
+        """The irreversible command its `do` runs (IRREVERSIBLE_COMMANDS' label), or None."""
+        return irreversible_command(self.do)
+
+
+def irreversible_command(text: str) -> str | None:
+    return next((label for label, pattern in IRREVERSIBLE_COMMANDS if pattern.search(text)), None)
+
 
 @dataclass(frozen=True)
 class Pipeline:
@@ -75,15 +104,18 @@ class Pipeline:
         return next(s for s in self.steps if s.id == step_id)
 
     def gated(self, step: Step) -> bool:
-        """Waits for a person before it runs: its gate, or what it would cost (irreversible, high risk).
-        A person's own step is their approval: it has no gate of its own."""
+        """Waits for a person before it runs: its gate, or what it would cost (irreversible, high risk, an
+        irreversible command in its `do`). A person's own step is their approval: it has no gate of its own."""
         if step.by_person:
             return False
-        return step.gate or step.irreversible or RISKS.index(step.risk) >= RISKS.index(self.gate_risk)
+        return (step.gate or step.irreversible or step.runs_irreversible is not None
+                or RISKS.index(step.risk) >= RISKS.index(self.gate_risk))
 
     def why_gated(self, step: Step) -> str:
         if step.irreversible:
             return "irreversible"
+        if step.runs_irreversible is not None:
+            return f"irreversible: its `do` runs {step.runs_irreversible}"
         if step.gate:
             return "gate"
         return f"risk {step.risk} (≥ {self.gate_risk})"
@@ -109,11 +141,8 @@ def check_pipelines(home: Path, names: list[str], senses: list[str] | None = Non
         path = pipeline_file(home, name)
         if path is None:
             continue
-        rel = f"workflows/{path.name}"
-        try:
-            problems += _roles_defined(home, read_pipeline(path, rel))
-        except PipelineError as exc:
-            problems += exc.problems
+        pipeline, found = _checked(path, f"workflows/{path.name}")
+        problems += found + (_roles_defined(home, pipeline) if pipeline is not None else [])
     return problems
 
 
@@ -173,21 +202,23 @@ def pipeline_name(path: Path) -> str | None:
 
 
 def read_pipeline(path: Path, rel: str | None = None) -> Pipeline:
-    """The checked pipeline in `path`; PipelineError with every problem of the file."""
-    rel = rel or path.name
-    name = pipeline_name(path) or path.stem
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PipelineError([Problem("", f"cannot be read: {exc}", file=rel)]) from None
-    pipeline, problems = check_text(text, name, rel)
-    if problems or pipeline is None:
-        raise PipelineError(problems)
+    """The checked pipeline in `path`; PipelineError with every error of the file."""
+    pipeline, problems = _checked(path, rel or path.name)
+    if pipeline is None:
+        raise PipelineError([p for p in problems if p.is_error])
     return pipeline
 
 
+def _checked(path: Path, rel: str) -> tuple[Pipeline | None, list[Problem]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem("", f"cannot be read: {exc}", file=rel)]
+    return check_text(text, pipeline_name(path) or path.stem, rel)
+
+
 def check_text(text: str, name: str, rel: str) -> tuple[Pipeline | None, list[Problem]]:
-    """(pipeline, problems): every problem at once; the pipeline only when there are none."""
+    """(pipeline, problems): every problem at once; the pipeline only when none is an error."""
     doc, problems = parse(text, rel)
     if problems:
         return None, problems
@@ -208,10 +239,10 @@ def check_text(text: str, name: str, rel: str) -> tuple[Pipeline | None, list[Pr
     if gate_risk not in RISKS:
         found.add(("gate_risk",), f"expected one of {', '.join(RISKS)}, got {gate_risk!r}")
     steps = _steps(found, data.get("steps"), top)
-    if found.problems:
+    if found.errors:
         return None, found.problems
     return Pipeline(name, rel, tuple(steps), top["title"] or "", top["done"] or "", top["roles"], top["model"],
-                    gate_risk), []
+                    gate_risk), found.problems
 
 
 @dataclass
@@ -222,6 +253,13 @@ class _Found:
 
     def add(self, loc: tuple[Any, ...], message: str) -> None:
         self.problems.append(Problem(_path(loc), message, line=line_of(self.doc, loc), file=self.file))
+
+    def warn(self, loc: tuple[Any, ...], message: str) -> None:
+        self.problems.append(Problem(_path(loc), message, "warning", line=line_of(self.doc, loc), file=self.file))
+
+    @property
+    def errors(self) -> bool:
+        return any(p.is_error for p in self.problems)
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -258,6 +296,10 @@ def _steps(found: _Found, raw: Any, top: dict[str, Any]) -> list[Step]:
             continue
         seen[step.id] = i
         steps.append(step)
+        command = step.runs_irreversible
+        if command is not None and not step.irreversible and not step.by_person:
+            found.warn((*loc, "do"), f"step `{step.id}` runs {command}, which cannot be taken back: it waits for a "
+                                     "person whatever its risk says; say so in the file with `irreversible: true`")
     for step in steps:
         loc = ("steps", seen[step.id])
         for j, need in enumerate(step.needs):
