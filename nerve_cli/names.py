@@ -12,6 +12,12 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 64
 
 
+# The senses the engine computes itself: listed by status and mesh, shown by `sense show`, listened to like
+# any sense, never defined in nerve.yaml (config.model re-exports them).
+HEALTH_SENSE = "nerve-health"
+THREADS_SENSE = "nerve-threads"  # every workflow thread's transitions, as signals
+BUILTIN_SENSES = (HEALTH_SENSE, THREADS_SENSE)
+
 CHANNEL_MAX = 200  # an external channel's name (an `on:` entry, `nerve emit NAME`)
 
 

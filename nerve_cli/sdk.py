@@ -15,6 +15,9 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
         END as END,
     )
     from nerve_cli.automaton.model import (
+        EVENT as EVENT,
+    )
+    from nerve_cli.automaton.model import (
         PERSON as PERSON,
     )
     from nerve_cli.automaton.model import (
@@ -44,8 +47,12 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.automaton.model import (
         ask_person as ask_person,
     )
+    from nerve_cli.automaton.waits import WaitForEvent as WaitForEvent
+    from nerve_cli.automaton.waits import wait_for_event as wait_for_event
+    from nerve_cli.roles import nerve_tools as nerve_tools
     from nerve_cli.roles.llm import llm_role as llm_role
     from nerve_cli.roles.llm import transcript as transcript
+    from nerve_cli.roles.tools import tool as tool
     from nerve_cli.schema.declare import index as index
     from nerve_cli.schema.declare import table as table
     from nerve_cli.store.blobs import BlobStore as BlobStore
@@ -70,9 +77,14 @@ _EXPORTS = {
     "AskPerson": "nerve_cli.automaton.model",
     "ask_person": "nerve_cli.automaton.model",
     "RoleSetupError": "nerve_cli.automaton.model",
+    "EVENT": "nerve_cli.automaton.model",
+    "wait_for_event": "nerve_cli.automaton.waits",
+    "WaitForEvent": "nerve_cli.automaton.waits",
     "BlobStore": "nerve_cli.store.blobs",
     "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
     "transcript": "nerve_cli.roles.llm",
+    "tool": "nerve_cli.roles.tools",
+    "nerve_tools": "nerve_cli.roles.nerve_tools",  # a module: nerve_tools.query_sense, nerve_tools.READ_ONLY
     "KEEP": "nerve_cli.store.events",
     "Event": "nerve_cli.store.events",
     "Trigger": "nerve_cli.store.events",
@@ -86,4 +98,5 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"nerve_cli.sdk has no {name!r}; available: {', '.join(__all__)}")
-    return getattr(importlib.import_module(module), name)
+    loaded = importlib.import_module(module)
+    return loaded if module.endswith(f".{name}") else getattr(loaded, name)

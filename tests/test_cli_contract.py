@@ -138,6 +138,7 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     assert all(r["id"] is None and r["signal_id"] for r in signals)
     check.cli("log", "logs", "--prints", "--json")
     assert check.cli("config-check", "config", "check", "--json")["valid"] is True
+    assert check.cli("workflow-check", "workflow", "check", "--json")["valid"] is True
     check.cli("doctor", "doctor", "--json")
     check.cli("mesh", "mesh", "--json")
     check.cli("mesh", "mesh", "--format", "json")
@@ -174,6 +175,9 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         assert asked["question"] == "ok?" and asked["waiting_since_ms"] is not None
         answer = check.cli("thread-answer", "thread", "approve", waits[-1]["run_id"], "--json")
         assert (answer["decision"], answer["via"]) == ("approve", "engine")
+        rerun = check.cli("thread-rerun", "thread", "rerun", waits[-1]["run_id"], "--from-round", "0", "--json")
+        assert rerun["rerun_of"] == waits[-1]["run_id"]
+        check.cli("thread-cancel", "thread", "cancel", rerun["run_id"], "--json")
         code, _ = engine.stop()
         assert code == 0
     check.cli("service", "service", "status", "--platform", "linux", "--json")

@@ -128,7 +128,8 @@ def test_datasette_shows_views_hides_engine_tables_and_runs_canned_queries(insta
     assert backup.returncode == 0, backup.stderr
     report = json.loads(backup.stdout)
     assert {d["path"] for d in report["databases"]} == {"data/logs.db", "data/senses/counter.db",
-                                                       "data/senses/boom.db", "data/senses/nerve-health.db"}
+                                                       "data/senses/boom.db", "data/senses/nerve-health.db",
+                                                       "data/senses/nerve-threads.db"}
     copy = tmp_path / "copy"
     assert not list(copy.rglob("*-wal")) and not (copy / "data" / "nerve.sock").exists()
     assert (copy / "nerve.yaml").read_text() == (instance / "nerve.yaml").read_text()

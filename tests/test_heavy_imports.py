@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "nerve_cli"
 HEAVY = ("llm", "mcp")
 # the only modules allowed to import them
-ALLOWED = {"nerve_cli.roles.llm"}
+ALLOWED = {"nerve_cli.roles.llm", "nerve_cli.roles.tools"}
 ALLOWED_PREFIX = "nerve_cli.mcp."
 
 

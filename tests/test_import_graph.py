@@ -25,7 +25,8 @@ LAYERS = [
     ["top", "mcp"],           # nerve top | nerve mcp (the MCP server and its tools)
     ["ops"],                  # what the commands do: sense/workflow/thread operations, emit, gc, the socket client
     ["kernel", "worker", "sdk"],  # the engine process | the child processes | what user code imports
-    ["store", "roles"],       # logs.db, sense databases, archive, a thread's rows | ready-made roles (llm_role)
+    ["roles"],                # ready-made roles and tools (llm_role, nerve_tools: they read the store)
+    ["store"],                # logs.db, sense databases, archive, a thread's rows
     ["schema", "automaton"],  # tables and migrations | the pure workflow automaton
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh

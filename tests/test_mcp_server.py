@@ -74,7 +74,8 @@ GATED = textwrap.dedent('''
 TOOLS = {"list_senses": "sense-list", "show_sense": "sense-show", "query_sense": "sense-query",
          "query_logs": "log-list", "list_threads": "thread-list", "show_thread": "thread-show",
          "engine_status": "status", "emit": "emit", "compute_sense": "sense-compute", "start_thread": "thread-start",
-         "approve_thread": "thread-answer", "reject_thread": "thread-answer"}
+         "approve_thread": "thread-answer", "reject_thread": "thread-answer", "cancel_thread": "thread-cancel",
+         "rerun_thread": "thread-rerun"}
 # the tools an agent authors senses with, and their documents (the CLI's --json of the same command)
 AUTHORING = {"new_sense": "sense-new", "write_sense_file": "sense-file", "migrate_sense": "migrate",
              "check_config": "config-check", "dry_run_sense": "sense-dry-run", "enable_sense": "lifecycle",
@@ -216,6 +217,15 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             assert (answer["decision"], answer["status"]) == ("reject", "started")
             shown = await thread("completed")  # the moderator ends it on a rejection
             assert shown["messages"][-1]["meta"]["approved"] is False
+
+            run_id = (await _call(session, "rerun_thread", run_id=gated, from_round=1, message="edited draft"))["run_id"]
+            await thread("waiting")  # the rerun from round 1 asks again
+            assert [m["content"] for m in (await _call(session, "show_thread", run_id=run_id))["messages"]][1:3] == [
+                "edited draft", "Ship it?"]
+            cancelled = await _call(session, "cancel_thread", run_id=run_id, reason="not needed")
+            assert (cancelled["status"], cancelled["was"]) == ("cancelled", "waiting")
+            again = await _error(session, "cancel_thread", run_id=run_id)
+            assert f"{run_id} is cancelled: only a queued, running or waiting thread" in again["message"]
 
             status = await _call(session, "engine_status")
             assert [w["name"] for w in status["workflows"]] == ["gated"]

@@ -70,7 +70,7 @@ def test_dashboard_shows_the_engine_and_a_new_signal_within_a_second(home: Path)
             senses = app.screen.query_one("#senses")
             await until(pilot, lambda: {r[0] for r in table_rows(senses)} >= {"pulse", "boom"}, 10, "the senses")
             assert "engine pid" in text_of(app.screen.query_one("#headline"))
-            assert text_of(app.screen.query_one("#headline")).rstrip().endswith(" · 3 senses · 1 worker")
+            assert text_of(app.screen.query_one("#headline")).rstrip().endswith(" · 4 senses · 1 worker")  # pulse, boom and the built-ins nerve-health, nerve-threads
             workers = app.screen.query_one("#workers")
             await until(pilot, lambda: any(r[2] == "ready" for r in table_rows(workers)), 10, "a ready worker")
             events = app.screen.query_one("#events")

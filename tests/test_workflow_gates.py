@@ -228,7 +228,7 @@ def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_ca
         await async_wait_for(lambda: status_of(logs, third) in ("completed", "failed"), 20, "the third to end")
         second = mgr.launch("w", "0", None, {})["run_id"]
         await async_wait_for(lambda: status_of(logs, second) == "waiting", 20, "the second thread to wait")
-        assert mgr.cancel(second, "no longer needed") is True
+        assert mgr.cancel(second, "no longer needed", "test")["status"] == "cancelled"
         await mgr.stop(1)
         return logs, first, second, third
 
@@ -237,7 +237,7 @@ def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_ca
 
     assert (status_of(logs, first), end_payload(logs, first)["reason"]) == ("completed", "end")
     assert (status_of(logs, third), end_payload(logs, third)["reason"]) == ("completed", "end")
-    assert (status_of(logs, second), end_payload(logs, second)["reason"]) == ("failed", "cancelled: no longer needed")
+    assert (status_of(logs, second), end_payload(logs, second)["reason"]) == ("cancelled", "no longer needed")
 
 
 def test_a_thread_asking_at_its_first_round_says_after_1_round(home: Path) -> None:

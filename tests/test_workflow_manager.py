@@ -262,16 +262,17 @@ def test_cancel_a_running_and_a_queued_thread(home: Path) -> None:
         mgr.launch("x", "gate=2", None, {})
         mgr.launch("x", "rounds=1", None, {})
         await wait_for(lambda: (home / "waiting-2").exists(), what="role to block")
-        assert mgr.cancel("run-2", "not needed") is True
-        assert mgr.cancel("run-1", "user asked") is True
-        assert mgr.cancel("run-99", "nothing") is False
+        assert mgr.cancel("run-2", "not needed", "test") == {"run_id": "run-2", "status": "cancelled", "was": "queued"}
+        assert mgr.cancel("run-1", "user asked", "test")["status"] == "cancelling"
+        with pytest.raises(WorkflowError, match="no thread run-99"):
+            mgr.cancel("run-99", "nothing", "test")
         await wait_for(lambda: ended(logs, "run-1", "run-2"))
         await mgr.stop(1)
         return logs
 
     logs = asyncio.run(main())
-    assert (status_of(logs, "run-1"), end_payload(logs, "run-1")["reason"]) == ("failed", "cancelled: user asked")
-    assert (status_of(logs, "run-2"), end_payload(logs, "run-2")["reason"]) == ("dropped", "cancelled: not needed")
+    assert (status_of(logs, "run-1"), end_payload(logs, "run-1")["reason"]) == ("cancelled", "user asked")
+    assert (status_of(logs, "run-2"), end_payload(logs, "run-2")["reason"]) == ("cancelled", "not needed")
     assert seqs(logs, "run-1") == [0, 1]
 
 

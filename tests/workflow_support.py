@@ -88,7 +88,7 @@ def status_of(logs: LogStore, run_id: str) -> str | None:
 
 
 def ended(logs: LogStore, *run_ids: str) -> bool:
-    return all(status_of(logs, r) in ("completed", "failed", "crashed", "dropped") for r in run_ids)
+    return all(status_of(logs, r) in ("completed", "failed", "crashed", "dropped", "cancelled") for r in run_ids)
 
 
 def events(logs: LogStore, run_id: str) -> list[str]:
@@ -101,5 +101,5 @@ def seqs(logs: LogStore, run_id: str) -> list[int]:
 
 def end_payload(logs: LogStore, run_id: str) -> dict:
     rows = [r for r in query_logs(logs.path, source="workflow", ref=run_id)
-            if r["type"] in ("completed", "failed", "crashed", "dropped")]
+            if r["type"] in ("completed", "failed", "crashed", "dropped", "cancelled")]
     return rows[-1]["payload"] if rows else {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from nerve_cli.automaton.model import RESERVED_ROLES, WorkflowDefinition
@@ -56,33 +56,43 @@ def _object_line(module: types.ModuleType, path: Path) -> int | None:
 
 def validate(definition: object, rel: str, line: int | None = None) -> WorkflowDefinition:
     """Check the shape of a definition; raises WorkflowLoadError naming the first problem."""
+    for problem in shape_problems(definition, rel, line):
+        raise problem
+    return definition  # type: ignore[return-value]
+
+
+def shape_problems(definition: object, rel: str, line: int | None = None) -> Iterator[WorkflowLoadError]:
+    """Every problem of a definition's shape (`workflow check` lists them all; a worker stops at the first)."""
     if not isinstance(definition, WorkflowDefinition):
-        raise _problem(
+        yield _problem(
             f"`workflow` must be a WorkflowDefinition(roles=..., moderator=...), got {type(definition).__name__}",
             rel, line)
+        return
     roles = definition.roles
     if not isinstance(roles, Mapping) or not roles:
-        raise _problem("workflow.roles must be a non-empty mapping of role name -> async function", rel, line)
+        yield _problem("workflow.roles must be a non-empty mapping of role name -> async function", rel, line)
+        roles = {}
     for role, fn in roles.items():
         if not isinstance(role, str) or not role:
-            raise _problem(f"role names must be non-empty strings, got {role!r}", rel, line)
-        if role in RESERVED_ROLES:
-            raise _problem(f"role name {role!r} is reserved (START/END); rename the role", rel, line)
+            yield _problem(f"role names must be non-empty strings, got {role!r}", rel, line)
+        elif role in RESERVED_ROLES:
+            yield _problem(f"role name {role!r} is reserved (it names the start, the end, a person's answer, an "
+                           "event or a tool note); rename the role", rel, line)
         if not callable(fn):
-            raise _problem(f"role {role!r} must be an async function, got {type(fn).__name__}", rel, line)
+            yield _problem(f"role {role!r} must be an async function, got {type(fn).__name__}", rel, line)
     if not callable(definition.moderator):
-        raise _problem(f"workflow.moderator must be a function, got {type(definition.moderator).__name__}",
+        yield _problem(f"workflow.moderator must be a function, got {type(definition.moderator).__name__}",
                        rel, line)
+        return
     if inspect.iscoroutinefunction(definition.moderator) or inspect.isasyncgenfunction(definition.moderator):
-        raise _problem("workflow.moderator is async; it must be a plain (non-async) pure function "
+        yield _problem("workflow.moderator is async; it must be a plain (non-async) pure function "
                        "messages -> role name or END", *_def_at(definition.moderator, rel, line))
     checks: list[tuple[str, object]] = [("moderator", definition.moderator),
                                          *((f"role {r!r}", f) for r, f in roles.items())]
     for what, check in checks:
-        why = _arity_problem(check)
+        why = _arity_problem(check) if callable(check) else None
         if why:
-            raise _problem(f"{what} {why}", *_def_at(check, rel, line))
-    return definition
+            yield _problem(f"{what} {why}", *_def_at(check, rel, line))
 
 
 def _arity_problem(fn: object) -> str | None:

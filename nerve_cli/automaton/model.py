@@ -18,13 +18,24 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import orjson
+
+from nerve_cli.automaton.answers import check_schema
+
 START = "__start__"
 END = "__end__"
 # The role of a person's answer to a waiting thread (`nerve thread approve|reject`).
 PERSON = "__person__"
-RESERVED_ROLES = frozenset({START, END, PERSON})
+# The role of the event (or the timeout) that resumed a thread waiting for one (`wait_for_event`).
+EVENT = "__event__"
+# The role of the runtime's note that a tool call a person answered is about to run (see roles.tools).
+TOOL = "__tool__"
+RESERVED_ROLES = frozenset({START, END, PERSON, EVENT, TOOL})
+# Messages that are not rounds: only a role's own message is a round.
+NOT_ROUNDS = (START, PERSON, EVENT, TOOL)
 # meta key marking a message that asks a person and stops the thread until answered
 ASKS_PERSON = "ask_person"
+ANSWER_SCHEMA = "answer_schema"  # meta key: the JSON Schema a question's structured answer must match
 
 M = TypeVar("M", bound=Mapping[str, Any])
 
@@ -67,24 +78,35 @@ class RoleResult(Generic[M]):
     meta: M
 
 
+@dataclass(frozen=True)
 class AskPerson(RoleResult[M]):
     """What a role returns to stop the thread and wait for a person: `content` is the question.
 
-    The question is persisted as the role's message (meta gets `ask_person: true`),
-    the thread becomes `waiting` and holds no worker slot; `nerve thread approve|reject
-    run-N [--note TEXT]` appends the person's answer (role PERSON, meta
-    `{"decision", "approved", "note"}`) and the thread resumes: the moderator sees
-    the answer as the last message.
+    The question is persisted as the role's message (meta gets `ask_person: true`,
+    and `answer_schema` when it declares one), the thread becomes `waiting` and holds
+    no worker slot; `nerve thread approve|reject run-N [--note TEXT] [--answer JSON]`
+    appends the person's answer (role PERSON, meta `{"decision", "approved", "note",
+    "by"[, "answer"]}`) and the thread resumes: the moderator sees the answer as the
+    last message.
     """
 
+    schema: Mapping[str, Any] | None = None  # the JSON Schema a structured answer must match
 
-def ask_person(question: str, meta: Mapping[str, Any] | None = None) -> AskPerson[Any]:
-    """Stop the thread until a person answers `question` (see AskPerson)."""
-    return AskPerson(question, dict(meta or {}))
+
+def ask_person(question: str, meta: Mapping[str, Any] | None = None, *,
+               schema: Mapping[str, Any] | None = None) -> AskPerson[Any]:
+    """Stop the thread until a person answers `question` (see AskPerson).
+
+    With `schema` (a JSON Schema), approving takes an answer matching it (`--answer JSON`), handed to
+    the moderator as data in the answer's `meta["answer"]`.
+    """
+    return AskPerson(question, dict(meta or {}), check_schema(schema) if schema is not None else None)
 
 
 class RoleSetupError(Exception):
     """A role cannot work as set up (unknown model, missing API key): the thread fails at once, no retries."""
+
+    lead = "cannot run"  # how the thread's reason introduces it: "role 'x' cannot run: ..."
 
 
 # A role is an async function of the chain so far; it may have side effects.
@@ -107,8 +129,9 @@ def start_message(prompt: str, max_rounds: int, timestamp: int) -> WorkflowMessa
 
 
 def is_round(role: Any) -> bool:
-    """A round is a role's message: not the start message, not a person's answer."""
-    return role not in (START, PERSON)
+    """A round is a role's message: not the start message, not a person's answer, not the event that resumed
+    a wait, not the runtime's note about a tool call."""
+    return role not in NOT_ROUNDS
 
 
 def _role(m: WorkflowMessage | Mapping[str, Any]) -> Any:
@@ -116,7 +139,7 @@ def _role(m: WorkflowMessage | Mapping[str, Any]) -> Any:
 
 
 def rounds_used(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any]]) -> int:
-    """Rounds in a chain: the roles' messages (the start message and a person's answers are not rounds)."""
+    """Rounds in a chain: the roles' messages (the start message, a person's answers, events are not rounds)."""
     return sum(1 for m in messages if is_round(_role(m)))
 
 
@@ -137,16 +160,24 @@ def pending_question(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str,
 APPROVE, REJECT = "approve", "reject"
 
 
-def person_answer(decision: str, note: str | None, by: str, timestamp: int, via: str | None = None) -> WorkflowMessage:
+NO_ANSWER: Any = object()  # a person's answer carrying no structured data (meta has no "answer")
+
+
+def person_answer(decision: str, note: str | None, by: str, timestamp: int, via: str | None = None,
+                  answer: Any = NO_ANSWER) -> WorkflowMessage:
     """The message a person's answer becomes: what the moderator sees next.
 
     `by` is who answered (git's user.name, else the login name); `via` the way the
-    answer came (`nerve thread approve`, `nerve top`, `nerve mcp (client ...)`).
+    answer came (`nerve thread approve`, `nerve top`, `nerve mcp (client ...)`);
+    `answer` a structured answer (in meta, and as JSON text when there is no note).
     """
     if decision not in (APPROVE, REJECT):
         raise ValueError(f"decision must be {APPROVE!r} or {REJECT!r}, got {decision!r}")
-    content = note if note else ("approved" if decision == APPROVE else "rejected")
-    meta = {"decision": decision, "approved": decision == APPROVE, "note": note, "by": by}
+    meta: dict[str, Any] = {"decision": decision, "approved": decision == APPROVE, "note": note, "by": by}
     if via is not None:
         meta["via"] = via
+    if answer is not NO_ANSWER:
+        meta["answer"] = answer
+    text = orjson.dumps(answer).decode() if answer is not NO_ANSWER else None
+    content = note or text or ("approved" if decision == APPROVE else "rejected")
     return WorkflowMessage(PERSON, content, meta, timestamp)

@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.automaton.context import current_thread
 from nerve_cli.automaton.model import (
-    ASKS_PERSON,
     END,
     START,
     AskPerson,
@@ -32,9 +32,9 @@ from nerve_cli.automaton.model import (
     WorkflowDefinition,
     WorkflowMessage,
     is_round,
-    pending_question,
     rounds_used,
 )
+from nerve_cli.automaton.waits import WaitForEvent, pending_wait, tool_continuation, wait_meta
 from nerve_cli.clock import now_ms
 from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.wire.protocol import MAX_PAYLOAD
@@ -132,8 +132,12 @@ def check_choice(choice: Any, roles: Mapping[str, Any]) -> str | None:
     return None
 
 
-def to_message(role: str, result: Any, timestamp: int) -> WorkflowMessage | str:
-    """The role's result as the next link of the chain, or why it cannot be one."""
+def to_message(role: str, result: Any, timestamp: int, round_started: int | None = None) -> WorkflowMessage | str:
+    """The role's result as the next link of the chain, or why it cannot be one.
+
+    A result that waits (a person, an event) gets the wait in its meta; an event wait counts the events
+    committed from `round_started` (default: `timestamp`) on.
+    """
     if not isinstance(result, RoleResult):
         return f"role {role!r} returned {_name(result)}, expected RoleResult(content, meta)"
     if not isinstance(result.content, str):
@@ -150,9 +154,42 @@ def to_message(role: str, result: Any, timestamp: int) -> WorkflowMessage | str:
         return (f"role {role!r} returned {size / 2**20:.1f} MiB of content and meta ({size:,} bytes); a round "
                 f"carries at most {MAX_PAYLOAD:,} bytes ({MAX_PAYLOAD / 2**20:.1f} MiB). Keep large data in a file "
                 "or a sense's table and put its path or a summary in the message")
-    if isinstance(result, AskPerson):
-        meta[ASKS_PERSON] = True
+    if waits(result):
+        wait_meta(result, meta, timestamp if round_started is None else round_started)
     return WorkflowMessage(role, result.content, meta, timestamp)
+
+
+def waits(result: Any) -> bool:
+    """True for a role's result that stops the thread until something answers it."""
+    return isinstance(result, (AskPerson, WaitForEvent))
+
+
+def last_round_refusal(role: str, result: Any, rounds: int, limit: int) -> str | None:
+    """Why a wait is refused when asked, else None.
+
+    A wait asked at the last round allowed gets the round it needs: once it is
+    answered, the moderator's choice runs as one extra round (`rounds_allowed`).
+    That extra round cannot wait again (nothing would be left to act on a
+    second answer): a wait asked there is refused.
+    """
+    if rounds + 1 <= limit:
+        return None
+    what = "asked a person" if isinstance(result, AskPerson) else "waited for an event"
+    return (f"role {role!r} {what} in round {rounds + 1}, the extra round that acts on the answer to a wait "
+            f"asked at the last round (maxRounds {limit}); it cannot wait again. Give the thread more rounds, "
+            "or ask earlier")
+
+
+def rounds_allowed(messages: Sequence[WorkflowMessage], limit: int) -> int:
+    """`limit`, or one more when the last round was a wait asked at the last round and it has been answered."""
+    rounds = 0
+    last_wait_round = None
+    for index, message in enumerate(messages):
+        if is_round(message.role):
+            rounds += 1
+            answered = index < len(messages) - 1
+            last_wait_round = rounds if answered and pending_wait(messages[index:index + 1]) is not None else None
+    return limit + 1 if last_wait_round == limit else limit
 
 
 def max_rounds_of(messages: Sequence[WorkflowMessage], default: int | None = None) -> int:
@@ -173,10 +210,12 @@ async def run_thread(
     The moderator is consulted first at every step, so a thread whose last
     round satisfied it ends with reason `end` even when that round was the last
     one allowed. Rounds are numbered from 1; the start message is not a round.
-    A role returning `ask_person(question)` ends this call as WAITING (reason:
-    the question) once its message is persisted; the thread is run again from
-    its chain with the person's answer appended. A chain that still waits for
-    its answer returns WAITING at once.
+    A role returning `ask_person(question)` or `wait_for_event(...)` ends this
+    call as WAITING (reason: what it waits for) once its message is persisted;
+    the thread is run again from its chain with the answer (a person's, an
+    event) appended. A chain that still waits returns WAITING at once. A wait
+    asked at the last round allowed gets one extra round to act on its answer;
+    a wait asked in that extra round is refused: the thread fails saying so.
     Cancellation (asyncio.CancelledError) propagates to the caller.
     """
     ctx = ctx or ThreadContext()
@@ -185,33 +224,51 @@ async def run_thread(
         return Outcome(FAILED, "the chain does not begin with a start message", tuple(chain))
     limit = max_rounds_of(chain)
     rounds = rounds_used(chain)  # counted once, then kept: a step costs the same at round 2,000 as at round 2
-    question = pending_question(chain)
-    if question is not None:
-        return Outcome(WAITING, question, tuple(chain))
+    allowed = rounds_allowed(chain, limit)  # one more when the chain's last wait, asked at the last round, was answered
+    wait = pending_wait(chain)
+    if wait is not None:
+        return Outcome(WAITING, wait.describe(), tuple(chain))
     while True:
-        try:
-            choice = definition.moderator(tuple(chain))
-        except (Exception, SystemExit) as exc:
-            described = describe(exc, ctx)
-            return Outcome(FAILED, _summary("moderator", described), tuple(chain), described)
-        problem = check_choice(choice, definition.roles)
-        if problem:
-            return Outcome(FAILED, problem, tuple(chain))
-        if choice == END:
-            return Outcome(COMPLETED, REASON_END, tuple(chain))
-        if rounds >= limit:
-            return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
+        resumed = tool_continuation(chain, ctx.clock)
+        if resumed is not None:  # a person answered a role's tool call: that role goes on, the moderator waits
+            choice, note = resumed
+            if choice not in definition.roles:
+                return Outcome(FAILED, f"role {choice!r} asked about a tool call and is no longer a role "
+                                       f"(roles: {', '.join(sorted(definition.roles))})", tuple(chain))
+            await persist(len(chain), note)
+            chain.append(note)
+        else:
+            try:
+                choice = definition.moderator(tuple(chain))
+            except (Exception, SystemExit) as exc:
+                described = describe(exc, ctx)
+                return Outcome(FAILED, _summary("moderator", described), tuple(chain), described)
+            problem = check_choice(choice, definition.roles)
+            if problem:
+                return Outcome(FAILED, problem, tuple(chain))
+            if choice == END:
+                return Outcome(COMPLETED, REASON_END, tuple(chain))
+            if rounds >= allowed:
+                return Outcome(COMPLETED, REASON_MAX_ROUNDS, tuple(chain))
+        info = current_thread()
+        if info is not None:  # a role helper that would wait (a tool call's approval) asks this
+            info.can_wait = rounds + 1 <= limit
+        began = ctx.clock()
         result, reason, failure = await call_role(definition.roles[choice], choice, tuple(chain), ctx)
         if reason is not None:
             return Outcome(FAILED, reason, tuple(chain), failure)
-        message = to_message(choice, result, ctx.clock())
+        refused = last_round_refusal(choice, result, rounds, limit) if waits(result) else None
+        if refused is not None:
+            return Outcome(FAILED, refused, tuple(chain))
+        message = to_message(choice, result, ctx.clock(), began)
         if isinstance(message, str):
             return Outcome(FAILED, message, tuple(chain))
         await persist(len(chain), message)
         chain.append(message)
         rounds += is_round(message.role)
-        if isinstance(result, AskPerson):
-            return Outcome(WAITING, message.content, tuple(chain))
+        wait = pending_wait(chain)
+        if wait is not None:
+            return Outcome(WAITING, wait.describe(), tuple(chain))
 
 
 async def call_role(
@@ -240,7 +297,7 @@ async def call_role(
                 reason = f"role {name!r} timed out after {ctx.role_timeout:g}s (role_timeout)"
         except RoleSetupError as exc:
             failure = describe(exc, ctx)
-            return None, f"role {name!r} cannot run: {exc}", failure
+            return None, f"role {name!r} {exc.lead}: {exc}", failure
         except (Exception, SystemExit) as exc:
             failure = describe(exc, ctx)
             reason = _summary(f"role {name!r}", failure)

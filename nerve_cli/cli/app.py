@@ -43,7 +43,7 @@ COMMANDS = {
     "config": Lazy("config_cmd", "app", "Check nerve.yaml."),
     "sense": Lazy("sense_cmd", "app", "Create, run and inspect senses."),
     "workflow": Lazy("workflow_cmd", "app", "Create, run and manage workflows."),
-    "thread": Lazy("thread_cmd", "app", "Inspect workflow threads, and answer the ones waiting for a person."),
+    "thread": Lazy("thread_cmd", "app", "Inspect workflow threads, answer the ones waiting for a person, cancel or run them again."),
     "service": Lazy("service_cmd", "app", "Keep the engine running under systemd (Linux) or launchd (macOS)."),
     "deps": Lazy("deps_cmd", "app", "Check that requirements.txt is satisfied where the workers run; list what is missing."),
 }

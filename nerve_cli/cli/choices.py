@@ -35,6 +35,7 @@ class ThreadStatus(str, Enum):
     failed = "failed"
     crashed = "crashed"
     dropped = "dropped"
+    cancelled = "cancelled"
 
 
 class LogSource(str, Enum):

@@ -12,7 +12,6 @@ from typing import Any
 
 from nerve_cli.home import Layout
 
-HEALTH_SENSE = "nerve-health"
 MAX_THREADS = 200
 
 
@@ -56,8 +55,10 @@ def workflows(ctx: Any, incomplete: str) -> list[str]:
 
 def channels(ctx: Any, incomplete: str) -> list[str]:
     """`on:` names that are not senses: what `nerve emit` feeds."""
+    from nerve_cli.names import BUILTIN_SENSES  # dependency-free: completion stays quick
+
     config = _config(ctx)
-    known = set(config.get("senses") or {}) | {HEALTH_SENSE}
+    known = set(config.get("senses") or {}) | set(BUILTIN_SENSES)
     # PyYAML reads YAML 1.1, where the key `on` is the boolean true
     names = [str(n) for r in config.get("reflexes") or [] if isinstance(r, dict)
              for n in r.get("on", r.get(True)) or [] if n not in known]

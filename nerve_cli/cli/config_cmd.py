@@ -26,7 +26,8 @@ def check(
     enabled sense and workflow in a child process (never in this one) and
     reports, as `senses/x/sense.py:LINE: ...`, what would fail to load: syntax
     and import errors, a missing or unusable compute, a missing `workflow`, an
-    async moderator, a schema.py its migrations disagree with. --fast skips the
+    async moderator, a schema.py its migrations disagree with, and every problem
+    of each workflow definition (as `nerve workflow check`). --fast skips the
     import. The import's answer is kept (in ~/.cache/nerve) and used again while
     no file of the instance (nerve.yaml aside), of Nerve or of the installed
     packages, nor the Python or the environment, changed; --no-cache imports

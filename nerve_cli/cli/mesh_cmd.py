@@ -11,7 +11,7 @@ from nerve_cli.cli.common import HomeOption
 if TYPE_CHECKING:
     from rich.tree import Tree
 
-    from nerve_cli.config.mesh import Edge, Mesh
+    from nerve_cli.config.mesh import Edge, Mesh, Node
 
 def mesh(
     home: HomeOption = None,
@@ -31,13 +31,14 @@ def mesh(
     """
     from nerve_cli.cli import output
     from nerve_cli.config.load import load_config
-    from nerve_cli.config.mesh import build, observed_launches, to_dot, to_mermaid
+    from nerve_cli.config.mesh import build, declared, observed_launches, to_dot, to_mermaid
     from nerve_cli.config.pipeline import pipelines_of
     from nerve_cli.home import Layout, require_instance
 
     root = require_instance(home)
     config = load_config(root)
-    graph = build(config, observed_launches(Layout(root).logs_db), pipelines_of(root, list(config.workflows)))
+    graph = build(config, observed_launches(Layout(root).logs_db), pipelines_of(root, list(config.workflows)),
+                  declared(root, config))
     if json_ or format_ is MeshFormat.json:
         from nerve_cli.contract.instance import mesh as mesh_document
 
@@ -48,7 +49,7 @@ def mesh(
     else:
         output.show(render_tree(graph))
         output.info("→ triggers on signal   ⇠ reads as a peer   ⇒ launched (seen in data/logs.db)   "
-                    "⛩ a step that waits for a person first", style="dim")
+                    "⛩ a step that waits for a person first   ⏸ a workflow waits for it   ✋ asks a person", style="dim")
 
 
 def render_tree(graph: "Mesh") -> "Tree":
@@ -56,7 +57,7 @@ def render_tree(graph: "Mesh") -> "Tree":
     from rich.text import Text
     from rich.tree import Tree
 
-    from nerve_cli.config.mesh import CLOCK
+    from nerve_cli.config.mesh import CLOCK, Edge
 
     top = Tree(Text(_summary(graph)))
     shown: set[str] = set()
@@ -67,12 +68,16 @@ def render_tree(graph: "Mesh") -> "Tree":
         branch = top.add(Text(f"⏱ {when}", style="bold"))
         for edge in edges:
             _grow(graph, branch, edge, (), shown)
+    threads = graph.nodes.get("sense:nerve-threads")
+    if threads is not None:  # the engine computes it on every thread transition
+        branch = top.add(Text("⚙ every workflow thread transition", style="bold"))
+        _grow(graph, branch, Edge("", threads.id, "timer", "", True), (), shown)
     for node in graph.nodes.values():
         if node.kind in ("channel", "files"):
             title = (f"⚡ channel {node.name}  (nerve emit {node.name})" if node.kind == "channel"
                      else f"📁 files {node.name}  (when they change)")
             branch = top.add(Text(title, style="bold"))
-            for edge in graph.out(node.id, "on"):
+            for edge in graph.out(node.id, "on", "wait"):
                 _grow(graph, branch, edge, (), shown)
     _untriggered(graph, top, shown)
     return top
@@ -85,12 +90,15 @@ def _grow(graph: "Mesh", parent: "Tree", edge: "Edge", path: tuple[str, ...], sh
     from nerve_cli.config.mesh import label
 
     node = graph.nodes[edge.target]
-    arrow = {"timer": "", "on": "→ ", "launch": "⇒ "}.get(edge.kind, "")
+    arrow = {"timer": "", "on": "→ ", "launch": "⇒ ", "wait": "⏸ "}.get(edge.kind, "")
     text = Text(arrow + label(node))
     if edge.kind == "on" and edge.label != "on":
         text.append(f" ({edge.label[3:].strip('()')})")
     if edge.kind == "launch":
         text.append(f" ({edge.label}, observed)")
+    if edge.kind == "wait":
+        text.append(f" ({edge.label})")
+    text.append(_gates(graph, node))
     if not edge.enabled and node.enabled and edge.reflex is not None:
         text.append(f" (reflexes[{edge.reflex}] disabled)")
     reads = [graph.nodes[e.source].name for e in graph.into(node.id, "peer")]
@@ -101,12 +109,12 @@ def _grow(graph: "Mesh", parent: "Tree", edge: "Edge", path: tuple[str, ...], sh
     if node.id in path:
         parent.add(text + Text(" ↺ (cycle)"))
         return
-    if node.id in shown and graph.out(node.id, "on", "launch"):
+    if node.id in shown and graph.out(node.id, "on", "launch", "wait"):
         parent.add(text + Text(" (see above)", style="dim"))
         return
     shown.add(node.id)
     branch = parent.add(text)
-    for child in graph.out(node.id, "on", "launch"):
+    for child in graph.out(node.id, "on", "launch", "wait"):
         _grow(graph, branch, child, (*path, node.id), shown)
     _pipeline(graph, branch, node.id)
 
@@ -137,6 +145,12 @@ def _pipeline(graph: "Mesh", parent: "Tree", node_id: str) -> None:
         add(parent, edge.target)
 
 
+def _gates(graph: "Mesh", node: "Node") -> str:
+    """`  ✋ asks a person; deploy call needs approval` for a workflow whose roles ask a person."""
+    gates = [e.label for e in graph.out(node.id, "gate")]
+    return f"  ✋ {'; '.join(gates)}" if gates else ""
+
+
 def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
     """Senses no timer or channel leads to (on demand only, or only inside a loop) and unlaunched workflows."""
     from rich.text import Text
@@ -154,7 +168,8 @@ def _untriggered(graph: "Mesh", top: "Tree", shown: set[str]) -> None:
         note = "no launch seen in data/logs.db" if graph.observed else "no data/logs.db yet"
         branch = top.add(Text(f"workflows ({note}; a sense launches one from its code)", style="bold"))
         for node in idle:
-            _pipeline(graph, branch.add(Text(label(node), style="" if node.enabled else "dim")), node.id)
+            _pipeline(graph, branch.add(Text(label(node) + _gates(graph, node), style="" if node.enabled else "dim")),
+                      node.id)
 
 
 def _summary(graph: "Mesh") -> str:

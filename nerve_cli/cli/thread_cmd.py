@@ -11,13 +11,13 @@ from nerve_cli.cli.group import HelpGroup
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
-    help="Inspect workflow threads, and answer the ones waiting for a person.\n\nExample: nerve thread list --status waiting && nerve thread approve run-7 --note \"ship it\"",
+    help="Inspect workflow threads, answer the ones waiting for a person, cancel or run them again.\n\nExample: nerve thread list --status waiting && nerve thread approve run-7 --note \"ship it\"",
 )
 
 
 @app.command("list")
 def list_(
-    status: Annotated[Optional[ThreadStatus], typer.Option("--status", help="Only threads in this status; `waiting` is the inbox of threads waiting for a person (their question shows as the reason).", case_sensitive=False)] = None,
+    status: Annotated[Optional[ThreadStatus], typer.Option("--status", help="Only threads in this status; `waiting` is the inbox of waiting threads (the reason shows a person's question, or the event it waits for).", case_sensitive=False)] = None,
     workflow: Annotated[Optional[str], typer.Option("--workflow", help="Only this workflow's threads.", autocompletion=complete.workflows)] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="At most this many threads (newest).")] = 50,
     since: SinceOption = None,
@@ -30,7 +30,7 @@ def list_(
     """List threads, newest first (threads whose rows were archived included).
 
     --since/--until bound the time of each thread's last status change. A
-    waiting thread shows its question as the reason.
+    waiting thread shows its question, or the event it waits for, as the reason.
 
     Example: nerve thread list --status waiting
     """
@@ -88,40 +88,53 @@ Note = Annotated[Optional[str], typer.Option("--note", help="Your answer's text:
                                              "next message (default: approved / rejected).")]
 WaitingRun = Annotated[str, typer.Argument(help="A waiting thread, e.g. run-7 (or just 7).",
                                            autocompletion=complete.threads)]
+Answer = Annotated[Optional[str], typer.Option("--answer", help="A structured answer, as JSON: checked against "
+                                               "the JSON Schema the question declared (needed to approve such a "
+                                               "question); the moderator reads it in the answer's meta[\"answer\"].")]
 
 
 @app.command("approve")
-def approve(run_id: WaitingRun, note: Note = None, home: HomeOption = None, json_: JsonOption = False) -> None:
+def approve(run_id: WaitingRun, note: Note = None, answer: Answer = None, home: HomeOption = None,
+            json_: JsonOption = False) -> None:
     """Approve a thread that waits for a person; it resumes with your answer as its next message.
 
     The answer is a message from role `__person__` with meta {"decision": "approve",
-    "approved": true, "note": ...}. Through the running engine the thread resumes
-    at once (or queues behind running threads); with no engine it resumes at the
-    next `nerve run`. See the waiting ones with `nerve thread list --status waiting`.
+    "approved": true, "note": ..., "answer": ...}. A question that declares a JSON
+    Schema takes --answer JSON matching it (every mismatch is listed; nothing is
+    written). Through the running engine the thread resumes at once (or queues behind
+    running threads); with no engine it resumes at the next `nerve run`. See the
+    waiting ones with `nerve thread list --status waiting`.
 
     Example: nerve thread approve run-7 --note "ship it, but fix the typo"
+
+    Example: nerve thread approve run-8 --answer '{"env": "staging", "replicas": 2}'
     """
-    _answer(run_id, "approve", note, home, json_)
+    _answer(run_id, "approve", note, answer, home, json_)
 
 
 @app.command("reject")
-def reject(run_id: WaitingRun, note: Note = None, home: HomeOption = None, json_: JsonOption = False) -> None:
+def reject(run_id: WaitingRun, note: Note = None, answer: Answer = None, home: HomeOption = None,
+           json_: JsonOption = False) -> None:
     """Reject a thread that waits for a person; it resumes and its moderator decides what follows.
 
     Like approve, with meta {"decision": "reject", "approved": false, "note": ...}.
 
     Example: nerve thread reject run-7 --note "too long; cut it to 3 bullets"
     """
-    _answer(run_id, "reject", note, home, json_)
+    _answer(run_id, "reject", note, answer, home, json_)
 
 
-def _answer(run_id: str, decision: str, note: Optional[str], home: Optional[Path], json_: bool) -> None:
+def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str], home: Optional[Path],
+            json_: bool) -> None:
+    from nerve_cli.automaton.model import NO_ANSWER
     from nerve_cli.cli import output
     from nerve_cli.contract.threads import answer
     from nerve_cli.home import require_instance
     from nerve_cli.ops.workflows.gates import answer_thread
+    from nerve_cli.store.events import parse_payload_text
 
-    result = answer_thread(require_instance(home), run_id, decision, note, via=f"nerve thread {decision}")
+    data = NO_ANSWER if text is None else parse_payload_text(text, "the answer")
+    result = answer_thread(require_instance(home), run_id, decision, note, via=f"nerve thread {decision}", data=data)
     if json_:
         output.print_json(answer(result))
         return
@@ -134,3 +147,76 @@ def _answer(run_id: str, decision: str, note: Optional[str], home: Optional[Path
                     f"`nerve thread show {result['run_id']}`)", style="green")
     else:
         output.info(f"{result['run_id']} {done}; it resumes when a slot of its workflow is free", style="green")
+
+
+@app.command("cancel")
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="A queued, running or waiting thread, e.g. run-7 (or just 7).",
+                                          autocompletion=complete.threads)],
+    reason: Annotated[Optional[str], typer.Option("--reason", help="Why: kept as the thread's reason "
+                                                  "(default: cancelled by nerve thread cancel).")] = None,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Cancel a thread: a queued or waiting one ends `cancelled` at once; a running one's role is cancelled.
+
+    A running thread ends `cancelled` when its role stops, within the workflow's
+    cancel_grace (default 5s; a role that does not stop has its worker stopped).
+    With no engine running the thread is marked cancelled in logs.db. Cancelling
+    an ended thread is an error naming its status (`nerve thread rerun` starts it again).
+
+    Example: nerve thread cancel run-7 --reason "wrong repository"
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.contract.threads import cancelled
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.workflows.control import cancel_thread
+
+    result = cancel_thread(require_instance(home), run_id, reason, via="nerve thread cancel")
+    if json_:
+        output.print_json(cancelled(result))
+    elif result["status"] == "cancelling":
+        output.info(f"{result['run_id']} is being cancelled: its role was told to stop (follow it with "
+                    f"`nerve thread show {result['run_id']}`)", style="yellow")
+    else:
+        where = "" if result["via"] == "engine" else " (no engine is running: written to the log)"
+        output.info(f"{result['run_id']} cancelled (it was {result['was']}){where}", style="green")
+
+
+@app.command("rerun")
+def rerun(
+    run_id: Annotated[str, typer.Argument(help="Any thread, e.g. run-7 (or just 7).", autocompletion=complete.threads)],
+    from_round: Annotated[Optional[int], typer.Option("--from-round", min=0, help="Start from this thread's chain "
+                                                      "up to round K (0: the prompt alone) instead of from its "
+                                                      "prompt.")] = None,
+    message: Annotated[Optional[str], typer.Option("--message", help="With --from-round: the content of the last "
+                                                   "message kept (round K's, or the prompt for 0), edited.")] = None,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Run a thread again: a new thread with the same workflow, prompt and limits (its origin names the old one).
+
+    With --from-round K the new thread starts from the old one's messages up to
+    round K and goes on from there (its moderator decides what follows), the last
+    message optionally edited with --message: try again from a point, with a
+    different answer. Through the running engine it starts at once; with none it
+    is queued for the next `nerve run`.
+
+    Example: nerve thread rerun run-7
+
+    Example: nerve thread rerun run-7 --from-round 3 --message "use the staging cluster"
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.contract.threads import rerun as rerun_doc
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.workflows.control import rerun_thread
+
+    result = rerun_thread(require_instance(home), run_id, from_round, message, via="nerve thread rerun")
+    if json_:
+        output.print_json(rerun_doc(result))
+        return
+    when = {"started": "it runs now", "queued": "it starts when a slot of its workflow is free"}.get(result["status"], "")
+    if result["via"] == "offline":
+        when = "no engine is running: it starts at the next `nerve run`"
+    output.info(f"{result['run_id']} runs {result['rerun_of']} again; {when} "
+                f"(follow it with `nerve thread show {result['run_id']}`)", style="green")

@@ -6,20 +6,18 @@ import json
 from typing import Any
 
 from nerve_cli.cli import output
+from nerve_cli.contract.threads import EVENT, PERSON, TOOL, speaker
 from nerve_cli.contract.times import elapsed
 from nerve_cli.words import plural
 
 START = "__start__"
-PERSON = "__person__"
-STATUS_STYLE = {"completed": "green", "failed": "red", "crashed": "red", "dropped": "yellow",
+STATUS_STYLE = {"completed": "green", "failed": "red", "crashed": "red", "dropped": "yellow", "cancelled": "yellow",
                 "started": "cyan", "queued": "blue", "waiting": "magenta"}
 
 
 def who(message: dict) -> str:
-    """How a message's author is shown: a role's name, `person (approve)` for a person's answer."""
-    if message.get("role") == PERSON:
-        return f"person ({(message.get('meta') or {}).get('decision', 'answer')})"
-    return str(message.get("role"))
+    """How a message's author is shown (contract.threads.speaker)."""
+    return speaker(message)
 
 
 def compact(meta: Any) -> str:
@@ -78,7 +76,7 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
 
     if type_ == "message" and payload.get("role") == START:
         output.info(f"{run_id} started: max {plural(payload.get('meta', {}).get('maxRounds'), 'round')}", style="bold")
-    elif type_ == "message" and payload.get("role") == PERSON:
+    elif type_ == "message" and payload.get("role") in (PERSON, EVENT, TOOL):
         output.info(f"{who(payload)}: {payload.get('content')}", style="magenta")
     elif type_ == "message":
         head = Text(f"#{payload.get('round')} ", style="bold") + Text(str(payload.get("role")), style="cyan")
@@ -90,8 +88,17 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
         output.console().print(Text(str(payload.get("content")), style=""), soft_wrap=True)
     elif type_ == "queued" and payload.get("answer"):
         output.info(f"{run_id} {payload['answer']}d by {payload.get('by')}: resumes", style="dim")
+    elif type_ == "queued" and (payload.get("event") or payload.get("timed_out")):
+        what = "its wait timed out" if payload.get("timed_out") else \
+            f"{payload['event'].get('source')} #{payload['event'].get('id')} arrived"
+        output.info(f"{run_id} {what}: resumes", style="dim")
     elif type_ == "queued":
         output.info(f"{run_id} queued (workflow {payload.get('workflow')})", style="dim")
+    elif type_ == "waiting" and (payload.get("waiting_for") or {}).get("kind") == "event":
+        wait = payload["waiting_for"]
+        output.info(f"{run_id} {payload.get('reason')} after {plural(int(payload.get('rounds') or 0), 'round')}; it resumes "
+                    f"in the engine when a matching event is committed (e.g. `nerve emit {wait.get('source')} ...`)",
+                    style="bold magenta")
     elif type_ == "waiting":
         asked_after = plural(payload.get("rounds") or 0, "round")
         output.info(f"{run_id} waits for a person after {asked_after}: {payload.get('question')}\n"
@@ -122,6 +129,9 @@ def thread_header(d: dict) -> None:
         ("started", output.when(d["started_ms"])), ("ended", output.when(d["ended_ms"])),
         ("duration", duration + ("" if d["ended_ms"] else " (so far)")), ("reason", d["reason"]),
         ("waiting since", output.when(d["waiting_since_ms"])), ("question", d["question"]),
+        ("waiting for", (d.get("waiting_for") or {}).get("description")),
+        ("answer schema", compact((d.get("waiting_for") or {}).get("schema"))),
+        ("times out", output.when((d.get("waiting_for") or {}).get("until_ms"))),
         ("models", totals(d["messages"])),
     ]
     shown = [(key, value) for key, value in rows if value not in (None, "", " (so far)")]
@@ -134,7 +144,8 @@ def thread_header(d: dict) -> None:
                         f"{output.when(event['time_ms'], millis=True)}: {e.get('reason')}; retried after "
                         f"{e.get('retry_in_s')}s", style="yellow")
     if d.get("question"):
-        output.info(f"answer with `nerve thread approve {d['run_id']} [--note TEXT]` or "
+        data = " --answer JSON" if (d.get("waiting_for") or {}).get("schema") else ""
+        output.info(f"answer with `nerve thread approve {d['run_id']}{data} [--note TEXT]` or "
                     f"`nerve thread reject {d['run_id']} [--note TEXT]`", style="magenta")
     error = d.get("error") or {}
     if error.get("traceback"):
@@ -192,7 +203,10 @@ def transcript(d: dict) -> None:
             lines += [f"> meta: {compact(meta)}", ""]
     if not any(m["role"] != START for m in d["messages"]):
         lines += ["(no rounds yet)", ""]
-    if d.get("question"):
+    wait = d.get("waiting_for") or {}
+    if wait.get("kind") == "event":
+        lines += [f"(waiting since {output.when(d['waiting_since_ms'])} for {wait.get('description')})", ""]
+    elif d.get("question"):
         lines += [f"(waiting for a person since {output.when(d['waiting_since_ms'])}: "
                   f"`nerve thread approve|reject {d['run_id']}`)", ""]
     error = d.get("error") or {}

@@ -3,7 +3,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_remove, workflow_lifecycle
+from nerve_cli.cli import complete, sense_remove, workflow_lifecycle
 from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, WorkflowName
 from nerve_cli.cli.group import HelpGroup
 
@@ -85,6 +85,45 @@ def list_(home: HomeOption = None, json_: JsonOption = False, format_: FormatOpt
                              table_rows))
 
 
+@app.command("check")
+def check(
+    name: Annotated[Optional[str], typer.Argument(help="One workflow (default: every one in nerve.yaml).",
+                                                  autocompletion=complete.workflows)] = None,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Check workflow definitions as a whole: every problem at once, each as FILE:LINE: message.
+
+    What nerve.yaml says of each workflow, whether its definition file exists,
+    then the definition itself, by the checker of its kind (a Python file is
+    imported in a child process, never in this one): syntax and import errors,
+    its shape (roles, reserved names, a plain moderator taking the messages),
+    moderator choices that name no role (with the nearest one), tools the model
+    is told nothing about, literal ask_person schemas that are not JSON Schemas
+    and wait_for_event sources that look like a misspelt sense. `nerve config
+    check` runs the same checks. Exits 0 when there is no error (warnings
+    allowed), 1 when there is one. --json: {"version", "valid", "workflows":
+    [{name, kind, file, errors, warnings}], "problems": [{path, message,
+    severity, line, file}]}.
+
+    Example: nerve workflow check triage
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.contract.threads import workflow_check
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.workflows.check import check_workflows
+
+    report = check_workflows(require_instance(home), name)
+    if json_:
+        output.print_json(workflow_check(report))
+    else:
+        for problem in report.problems:
+            output.problem(problem)
+        output.info(report.verdict(), style="bold green" if report.valid else "bold red")
+    if not report.valid:
+        raise typer.Exit(1)
+
+
 @app.command("run")
 def run(
     name: Name,
@@ -97,9 +136,10 @@ def run(
 
     Goes through the running engine if there is one, otherwise runs the thread
     in this process (holding the instance lock). Stops when a role asks a
-    person (the thread waits; answer with `nerve thread approve|reject`).
-    Exit code: 0 completed, 1 failed or crashed, 4 dropped (overflow),
-    5 waiting for a person, 130 interrupted (Ctrl-C: a standalone thread ends
+    person (the thread waits; answer with `nerve thread approve|reject`) or
+    waits for an event (it resumes in the engine when one comes).
+    Exit code: 0 completed, 1 failed, crashed or cancelled, 4 dropped (overflow),
+    5 waiting (for a person or an event), 130 interrupted (Ctrl-C: a standalone thread ends
     crashed, or resumes at the next `nerve run` if its workflow is idempotent;
     one in the engine goes on, only the printing stops).
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.code import CodeCheck, check_code
+from nerve_cli.config.definitions import PYTHON, by_kind, check_definitions, kind_of, wait_warnings
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.paths import resolve
-from nerve_cli.config.pipeline import check_pipelines, pipeline_file, roles_modules
+from nerve_cli.config.pipeline import roles_modules
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
@@ -84,18 +85,19 @@ def check_instance(home: Path, *, code: bool = True, early: CodeCheck | None = N
 
 
 def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> list[Problem]:
-    """Import every enabled sense and workflow whose files exist, in a child process."""
+    """Import every enabled sense, and check every enabled workflow's definition as a whole (a Python one imported
+    in the same child process as the senses; `early`: that child, started before nerve.yaml was validated)."""
     layout = Layout(home)
     senses = [n for n, s in config.senses.items() if s.enabled and (layout.sense_dir(n) / "sense.py").is_file()]
-    workflows = [n for n, w in config.workflows.items() if w.enabled and layout.workflow_file(n).is_file()]
-    pipelines = [n for n in workflows if pipeline_file(home, n) is not None]  # checked here, not imported
-    workflows = [n for n in workflows if n not in pipelines]
-    declared = check_pipelines(home, pipelines, list(config.senses))
-    if early is not None:
-        found = early.problems(expect=(senses, workflows))
-        if found is not None:
-            return found + declared
-    return check_code(home, senses, workflows, cache=early.cache if early is not None else None) + declared
+    workflows = [n for n, w in config.workflows.items() if w.enabled]
+    grouped = by_kind(home, workflows)
+    python = grouped.pop(PYTHON.name, [])
+    found = early.problems(expect=(senses, python)) if early is not None else None
+    if found is None:
+        found = check_code(home, senses, python, cache=early.cache if early is not None else None)
+    found += wait_warnings(home, python, list(config.senses))
+    others = [n for names in grouped.values() for n in names]
+    return found + (check_definitions(home, others, list(config.senses)) if others else [])
 
 
 def _counts(result: Validation) -> dict[str, int]:
@@ -129,7 +131,7 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
             found.append((("senses", name), "warning", f"senses/{name}/migrations/ does not exist; "
                           f"run `nerve sense migrate {name}` to generate it from schema.py"))
     for name, workflow in config.workflows.items():
-        if workflow.enabled and not layout.workflow_file(name).is_file():
+        if workflow.enabled and kind_of(home, name) is None:
             found.append((("workflows", name), "error", f"workflows/{name}.py does not exist; "
                           f"create it (`nerve workflow new {name}` scaffolds one) or set `enabled: false`"))
     found += _unregistered(layout, config)

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from nerve_cli.config.code_cache import CodeCache
-from nerve_cli.config.problems import Problem
+from nerve_cli.config.problems import Problem, Severity
 
 TIMEOUT = 60.0  # a sense whose top level blocks (network, input) must not hang the check
 
@@ -149,4 +149,5 @@ def _problem(item: dict[str, Any]) -> Problem:
     kind_word = item.get("type") or "Error"
     # Nerve's own error types are the message's category, not news; the user's exception type is.
     shown = item["message"] if kind_word in ("SenseError", "WorkflowError", "SchemaDrift") else f"{kind_word}: {item['message']}"
-    return Problem(f"{kind}s.{name}", shown, "error", item.get("line"), file=item.get("file") or default)
+    severity: Severity = "warning" if item.get("severity") == "warning" else "error"
+    return Problem(f"{kind}s.{name}", shown, severity, item.get("line"), file=item.get("file") or default)

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Literal
 from nerve_cli.config.edit import edit_config
 from nerve_cli.config.lifecycle_marks import disable, enable, locate, marks
 from nerve_cli.config.load import config_path, read_config, validate
-from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, ReflexConfig, format_duration
+from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, ReflexConfig, format_duration
 from nerve_cli.config.problems import count_words, errors_of
 from nerve_cli.errors import ConfigError, NerveError
 from nerve_cli.home import Layout
@@ -280,8 +280,8 @@ def check_workflow(config: NerveConfig, name: str) -> None:
 
 
 def check_sense(config: NerveConfig, name: str) -> None:
-    if name == HEALTH_SENSE:
-        raise NerveError(f"`{HEALTH_SENSE}` is the engine's built-in sense and cannot be turned off or on; "
+    if name in BUILTIN_SENSES:
+        raise NerveError(f"`{name}` is the engine's built-in sense and cannot be turned off or on; "
                          "`engine.health_interval` sets how often it runs")
     if name not in config.senses:
         also = f"; `{name}` is a workflow: use `nerve workflow ...`" if name in config.workflows else ""

@@ -1,14 +1,19 @@
 """The reflex mesh as a graph: what triggers what, who reads whom, what launches which workflow.
 
-Nodes: the clock, senses (with their group), the built-in `nerve-health` sense,
-external channels (`on:` names that are not senses), file patterns (`paths:`),
-workflows, and a pipeline workflow's steps (`step`, or `gate` for a step that
-waits for a person first).
+Nodes: the clock, senses (with their group), the built-in senses, external
+channels (`on:` names that are not senses), file patterns (`paths:`),
+workflows, a pipeline workflow's steps (`step`, or `gate` for a step that
+waits for a person first) and a person (who answers a workflow's questions).
 Edges: timer (clock → sense, "every 10s" / "cron 0 9 * * 1-5"), on (source →
 sense), peer (peer ⇢ reader), launch (sense ⇒ workflow), step (a pipeline →
-its first steps) and needs (a step → the steps that need it). Launches are not
-in nerve.yaml (a sense returns a directive from its code), so they come from
-what the engine logged: `workflow/queued` rows whose origin names a sense.
+its first steps), needs (a step → the steps that need it), wait (source ⏸
+workflow: a role waits for its events) and gate (workflow → person: a role
+asks a person, or a tool call needs approval). Launches are not in nerve.yaml
+(a sense returns a directive from its code), so they come from what the
+engine logged: `workflow/queued` rows whose origin names a sense. Waits and
+gates are read from the workflow files' text (`declared`, never imported):
+the literal `wait_for_event("source", ...)`, `ask_person(...)` and
+`tool(..., approval=...)` calls.
 
 `build` is pure (config + observed launches → Mesh); `to_mermaid` and `to_dot`
 render it as text. The terminal tree lives in `nerve_cli/cli/mesh_cmd.py`.
@@ -16,18 +21,21 @@ render it as text. The terminal tree lives in `nerve_cli/cli/mesh_cmd.py`.
 
 from __future__ import annotations
 
+import ast
 import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
+from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, NerveConfig, format_duration
 from nerve_cli.config.pipeline import Pipeline
+from nerve_cli.home import Layout
 
-NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate"]
-EdgeKind = Literal["timer", "on", "peer", "launch", "step", "needs"]
+NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate", "person"]
+EdgeKind = Literal["timer", "on", "peer", "launch", "step", "needs", "wait", "gate"]
 CLOCK = "clock"
+PERSON = "person"
 Launches = dict[tuple[str, str], int]  # (sense, workflow) → launches seen
 
 
@@ -72,10 +80,53 @@ def sense_id(name: str) -> str:
     return f"sense:{name}"
 
 
-def build(config: NerveConfig, launches: Launches | None = None,
-          pipelines: dict[str, Pipeline] | None = None) -> Mesh:
-    """The mesh of `config`, plus launch edges seen in the logs (None: logs not read) and the steps of the
-    workflows defined by a pipeline (`pipelines`, by workflow name)."""
+@dataclass(frozen=True)
+class Declared:
+    """What a workflow file's text says its roles wait for."""
+
+    waits: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (source, match keys) of literal wait_for_event calls
+    asks: bool = False  # a literal ask_person call
+    approvals: tuple[str, ...] = ()  # tools whose calls need a person's approval
+
+
+def declared(home: Path, config: NerveConfig) -> dict[str, Declared]:
+    """Each workflow's waits and gates, read from workflows/NAME.py's text (never imported)."""
+    out = {}
+    for name in config.workflows:
+        path = Layout(Path(home)).workflow_file(name)
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        waits, asks, approvals = [], False, []
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if called == "wait_for_event" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                match = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "match"), None)
+                keys = tuple(str(k.value) for k in match.keys if isinstance(k, ast.Constant)) \
+                    if isinstance(match, ast.Dict) else ()
+                waits.append((node.args[0].value, keys))
+            elif called == "ask_person":
+                asks = True
+            elif called == "tool" and any(k.arg == "approval" for k in node.keywords):
+                named = next((k.value.value for k in node.keywords if k.arg == "name"
+                              and isinstance(k.value, ast.Constant)), None)
+                first = node.args[0] if node.args else None
+                approvals.append(str(named or getattr(first, "id", None) or getattr(first, "attr", "a tool")))
+        if waits or asks or approvals:
+            out[name] = Declared(tuple(dict.fromkeys(waits)), asks, tuple(dict.fromkeys(approvals)))
+    return out
+
+
+def build(config: NerveConfig, launches: Launches | None = None, pipelines: dict[str, Pipeline] | None = None,
+          waits: dict[str, Declared] | None = None) -> Mesh:
+    """The mesh of `config`, plus launch edges seen in the logs (None: logs not read), the steps of the
+    workflows defined by a pipeline (`pipelines`, by workflow name) and the waits and gates the Python workflow
+    files declare."""
     mesh = Mesh(observed=launches is not None)
     add = mesh.nodes.setdefault
     add(CLOCK, Node(CLOCK, "clock", "clock"))
@@ -113,7 +164,21 @@ def build(config: NerveConfig, launches: Launches | None = None,
     _launches(mesh, config, launches or {})
     for name, pipeline in (pipelines or {}).items():
         _steps(mesh, name, pipeline, config.workflows[name].enabled if name in config.workflows else False)
+    _waits(mesh, config, waits or {})
     return mesh
+
+
+def _waits(mesh: Mesh, config: NerveConfig, waits: dict[str, Declared]) -> None:
+    for name, found in sorted(waits.items()):
+        target = f"workflow:{name}"
+        enabled = mesh.nodes[target].enabled if target in mesh.nodes else False
+        for source, keys in found.waits:
+            text = f"waited for (match {', '.join(keys)})" if keys else "waited for"
+            mesh.edges.append(Edge(_source(mesh, config, source), target, "wait", text, enabled))
+        gates = (["asks a person"] if found.asks else []) + [f"{t} call needs approval" for t in found.approvals]
+        if gates:
+            mesh.nodes.setdefault(PERSON, Node(PERSON, "person", "a person"))
+            mesh.edges.append(Edge(target, PERSON, "gate", "; ".join(gates), enabled))
 
 
 def step_id(workflow: str, step: str) -> str:
@@ -134,7 +199,10 @@ def _steps(mesh: Mesh, workflow: str, pipeline: Pipeline, enabled: bool) -> None
 
 
 def _source(mesh: Mesh, config: NerveConfig, name: str) -> str:
-    if name in config.senses or name == HEALTH_SENSE:
+    if name in BUILTIN_SENSES:  # nerve-threads is drawn when something listens to it
+        mesh.nodes.setdefault(sense_id(name), Node(sense_id(name), "builtin", name, note="built-in"))
+        return sense_id(name)
+    if name in config.senses:
         return sense_id(name)
     node_id = f"channel:{name}"
     mesh.nodes.setdefault(node_id, Node(node_id, "channel", name))
@@ -180,7 +248,7 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
             "builtin": f"{node.name} (built-in)", "channel": f"{node.name} (channel)",
             "files": f"{node.name} (files)",
             "workflow": f"{node.name} (workflow)", "step": f"{node.name} ({node.note})",
-            "gate": f"⛩ {node.name} ({node.note})"}[node.kind]
+            "gate": f"⛩ {node.name} ({node.note})", "person": "a person"}[node.kind]
     if node.kind in ("step", "gate"):
         return text + ("" if node.enabled or not disabled_text else " (disabled)")
     if node.note and node.kind != "builtin":
@@ -194,8 +262,9 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
 
 _MERMAID_SHAPE = {"clock": '(("{}"))', "sense": '["{}"]', "builtin": '[["{}"]]', "channel": '>"{}"]',
                   "files": '[/"{}"/]',
-                  "workflow": '{{{{"{}"}}}}', "step": '(["{}"])', "gate": '{{"{}"}}'}
-_MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>", "step": "-->", "needs": "-->"}
+                  "workflow": '{{{{"{}"}}}}', "step": '(["{}"])', "gate": '{{"{}"}}', "person": '(["{}"])'}
+_MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>", "step": "-->", "needs": "-->",
+                  "wait": "-.->", "gate": "-.->"}
 
 
 def _mermaid_ids(mesh: Mesh) -> dict[str, str]:
@@ -238,7 +307,7 @@ def to_mermaid(mesh: Mesh) -> str:
 
 
 _DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "files": "folder",
-              "workflow": "hexagon", "step": "ellipse", "gate": "diamond"}
+              "workflow": "hexagon", "step": "ellipse", "gate": "diamond", "person": "ellipse"}
 
 
 def _dot_text(text: str) -> str:
@@ -255,7 +324,7 @@ def to_dot(mesh: Mesh) -> str:
         lines.append(f"    {_dot_text(node.id)} [{', '.join(attrs)}];")
     for edge in mesh.edges:
         attrs = [f"label={_dot_text(edge.label)}"]
-        style = {"peer": "dashed", "launch": "bold"}.get(edge.kind)
+        style = {"peer": "dashed", "launch": "bold", "wait": "dashed", "gate": "dashed"}.get(edge.kind)
         if not edge.enabled:
             attrs += ["style=dotted", "color=grey", "fontcolor=grey"]
         elif style:
@@ -273,7 +342,7 @@ def sources_of(config: NerveConfig, *, eager_only: bool = False) -> dict[str, di
         if eager_only and reflex.lazy:
             continue
         for source in reflex.on:
-            kind = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
+            kind = "sense" if source in config.senses or source in BUILTIN_SENSES else "channel"
             out.setdefault(reflex.sense, {})[source] = kind
         for pattern in reflex.paths:
             out.setdefault(reflex.sense, {})[pattern] = "file"

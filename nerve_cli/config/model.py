@@ -29,6 +29,8 @@ from pydantic import (
 
 from nerve_cli.address import ListenAddress, parse_address
 from nerve_cli.durations import format_duration, parse_duration  # noqa: F401  (re-exported: one duration grammar)
+from nerve_cli.names import BUILTIN_SENSES as BUILTIN_SENSES  # re-exported: the built-in senses' names
+from nerve_cli.names import HEALTH_SENSE as HEALTH_SENSE
 from nerve_cli.names import (  # re-exported: one naming rule
     NAME_MAX,
     NAME_RE,
@@ -38,8 +40,7 @@ from nerve_cli.names import (  # re-exported: one naming rule
     host_problem,
     subject_name_problem,
 )
-
-HEALTH_SENSE = "nerve-health"
+from nerve_cli.names import THREADS_SENSE as THREADS_SENSE
 
 
 def check_name(value: object) -> str:
@@ -308,6 +309,7 @@ class WorkflowConfig(_Model):
     role_backoff: Duration = 1.0  # first pause before a retry; doubles each time, with jitter
     thread_timeout: Duration | None = None
     approval_timeout: Duration | None = None  # a thread waiting for a person this long ends `failed`
+    cancel_grace: Duration = 5.0  # a cancelled thread's role still running after this: its worker is stopped
     model: ModelId | None = None  # llm model id or alias for model-backed roles (overridden by the role)
     system: str | None = None  # system prompt for model-backed roles (overridden by the role)
     enabled: StrictBool = True
@@ -430,7 +432,7 @@ class NerveConfig(_Model):
 
     def external_channels(self) -> set[str]:
         """External channel names: `on:` entries that are not senses, and the `channels:` section's."""
-        listened = {n for r in self.reflexes for n in r.on if n not in self.senses and n != HEALTH_SENSE}
+        listened = {n for r in self.reflexes for n in r.on if n not in self.senses and n not in BUILTIN_SENSES}
         return listened | set(self.channels)
 
     def webhook_channels(self) -> dict[str, ChannelConfig]:

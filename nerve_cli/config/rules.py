@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
-from nerve_cli.config.model import HEALTH_SENSE, parse_duration
+from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, parse_duration
 from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
 from nerve_cli.home import Layout
@@ -84,7 +84,7 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
     declared = _mapping(data.get("channels"))
     findings.extend(_check_channels(declared, senses, channels))
     for name in declared:
-        if isinstance(name, str) and name not in senses and name != HEALTH_SENSE:
+        if isinstance(name, str) and name not in senses and name not in BUILTIN_SENSES:
             channels.setdefault(name, Channel(name))
     findings.extend(_check_readings(data, senses))
     findings.extend(_lazy_peer_loops(data, senses))
@@ -122,7 +122,7 @@ def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) 
     for name in declared:
         if not isinstance(name, str):
             continue
-        if name in senses or name == HEALTH_SENSE:
+        if name in senses or name in BUILTIN_SENSES:
             yield ("channels", name), "error", (
                 f"`{name}` is a sense: senses emit their own signals; a channel here is an external one, "
                 "fed by `nerve emit` or a webhook")
@@ -134,10 +134,10 @@ def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) 
 
 def _check_senses(senses: dict) -> Iterator[Finding]:
     for name, settings in senses.items():
-        if name == HEALTH_SENSE:
+        if name in BUILTIN_SENSES:
             yield ("senses", name), "error", (
-                f"`{HEALTH_SENSE}` is the engine's built-in sense and cannot be defined here; "
-                "pick another name (you can still listen to it with `on: [nerve-health]`)"
+                f"`{name}` is the engine's built-in sense and cannot be defined here; "
+                f"pick another name (you can still listen to it with `on: [{name}]`)"
             )
         yield from _check_peers(name, _mapping(settings), senses)
 
@@ -160,8 +160,9 @@ def _check_peers(name: str, settings: dict, senses: dict) -> Iterator[Finding]:
         loc = ("senses", name, "peers", j)
         if peer == name:
             yield loc, "error", f"sense `{name}` lists itself as a peer; its own database is the `db` argument"
-        elif peer == HEALTH_SENSE:
-            yield loc, "error", f"`{HEALTH_SENSE}` is built in and has no database a sense can read as a peer"
+        elif peer in BUILTIN_SENSES:
+            yield loc, "error", (f"`{peer}` is built in and has no database a sense can read as a peer; "
+                                 f"listen to its signals with `on: [{peer}]`")
         elif peer not in senses:
             yield loc, "error", f"peer `{peer}` is not a sense in `senses:`{hint(peer, senses)}"
         elif enabled and _mapping(senses[peer]).get("enabled", True) is False:
@@ -184,9 +185,9 @@ def _check_reflex(i: int, reflex: dict, senses: dict, channels: dict[str, Channe
                 f"sense `{target}` listens to its own signals: each signal schedules another compute "
                 "(only `throttle` spaces them)"
             )
-        if source in senses or source == HEALTH_SENSE:
+        if source in senses or source in BUILTIN_SENSES:
             continue
-        close = None if is_remote_source(source) else nearest(source, [*senses, HEALTH_SENSE])
+        close = None if is_remote_source(source) else nearest(source, [*senses, *BUILTIN_SENSES])
         channel = channels.setdefault(source, Channel(source, did_you_mean=close))
         channel.reflexes.append(i)
         if channel.did_you_mean:
@@ -204,6 +205,8 @@ def _check_target(i: int, target: Any, reflex: dict, senses: dict) -> Iterator[F
         yield loc, "error", (
             f"`{HEALTH_SENSE}` is built in and runs every `engine.health_interval`; a reflex cannot schedule it"
         )
+    elif target in BUILTIN_SENSES:
+        yield loc, "error", f"`{target}` is built in and runs when a thread changes status; a reflex cannot schedule it"
     elif target not in senses:
         yield loc, "error", f"`{target}` is not a sense in `senses:`{hint(target, senses)}"
     elif reflex.get("enabled", True) is not False and _mapping(senses[target]).get("enabled", True) is False:

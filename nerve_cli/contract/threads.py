@@ -10,6 +10,22 @@ from nerve_cli.contract.settings import settings
 from nerve_cli.contract.times import stamp
 
 START = "__start__"
+PERSON = "__person__"  # the roles of messages that are not rounds (workflow.model, which this layer cannot import)
+EVENT = "__event__"
+TOOL = "__tool__"
+
+
+def speaker(message: dict[str, Any]) -> str:
+    """How a message's author is shown: a role's name, `person (approve)` for a person's answer,
+    `event ci.done` for the event that resumed a wait (`event ci.done (timed out)`), `tool call`."""
+    meta = message.get("meta") or {}
+    if message.get("role") == PERSON:
+        return f"person ({meta.get('decision', 'answer')})"
+    if message.get("role") == EVENT:
+        return f"event {meta.get('source', '?')}" + (" (timed out)" if meta.get("timed_out") else "")
+    if message.get("role") == TOOL:
+        return "tool call"
+    return str(message.get("role"))
 
 
 def workflow_list(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -51,8 +67,9 @@ def thread_show(d: dict[str, Any]) -> dict[str, Any]:
         **stamp("queued", d["queued_ts"]), **stamp("started", d["started_ts"]), **stamp("ended", d["ended_ts"]),
         "duration_s": None if d["duration_ms"] is None else d["duration_ms"] / 1000,
         "reason": d["reason"], "error": d["error"],
-        # a thread waiting for a person: its question and since when (null otherwise)
-        "question": d.get("question"), **stamp("waiting_since", d.get("waiting_since_ts")),
+        # a waiting thread: a person's question, what it waits for and since when (null otherwise)
+        "question": d.get("question"), "waiting_for": waiting_for(d),
+        **stamp("waiting_since", d.get("waiting_since_ts")),
         "events": [{"type": e["type"], **stamp("time", e["ts"]), "detail": e["payload"]} for e in d["events"]],
         "messages": [message(m) for m in d["messages"]],
         # a pipeline thread: its steps with the state the chain gives each (null for other threads)
@@ -60,10 +77,45 @@ def thread_show(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def waiting_for(d: dict[str, Any]) -> dict[str, Any] | None:
+    """What a waiting thread waits for: {kind: person, question, schema} or {kind: event, source, match, times}."""
+    wait = d.get("waiting_for")
+    if not isinstance(wait, dict):
+        # a `waiting` row written before waits were described: it asked a person
+        return {"kind": "person", "question": d["question"], "schema": None} if d.get("question") is not None else None
+    if wait.get("kind") != "event":
+        schema = wait.get("schema") if isinstance(wait.get("schema"), dict) else None
+        return {"kind": "person", "question": wait.get("question") or d.get("question") or "", "schema": schema}
+    timeout, since = wait.get("timeout_s"), d.get("waiting_since_ts")
+    until = since + round(timeout * 1000) if timeout is not None and since is not None else None
+    match = wait.get("match") if isinstance(wait.get("match"), dict) else {}
+    return {"kind": "event", "source": wait.get("source"), "match": match, "timeout_s": timeout,
+            **stamp("since", wait.get("since_ms")), **stamp("until", until),
+            "description": str(wait.get("description") or wait.get("source"))}
+
+
 def answer(result: dict[str, Any]) -> dict[str, Any]:
     """`thread approve|reject`: the answer given, and whether the thread resumed now (engine) or later (offline)."""
     return {"version": VERSION, "run_id": result["run_id"], "decision": result["decision"],
             "status": result["status"], "via": result["via"]}
+
+
+def cancelled(result: dict[str, Any]) -> dict[str, Any]:
+    """`thread cancel`: cancelled now, or (a running thread) being cancelled on its worker."""
+    return {"version": VERSION, "run_id": result["run_id"], "status": result["status"], "was": result["was"],
+            "via": result["via"]}
+
+
+def rerun(result: dict[str, Any]) -> dict[str, Any]:
+    """`thread rerun`: the new thread, started or queued."""
+    return {"version": VERSION, "run_id": result["run_id"], "status": result["status"],
+            "rerun_of": result["rerun_of"], "via": result["via"]}
+
+
+def workflow_check(report: Any) -> dict[str, Any]:
+    """`ops.workflows.check.WorkflowCheck`: each workflow checked, and every problem (config-check's shape)."""
+    return {"version": VERSION, "valid": report.valid, "workflows": [dict(w) for w in report.workflows],
+            "problems": [p.to_dict() for p in report.problems]}
 
 
 def round_line(run_id: str, payload: dict[str, Any]) -> dict[str, Any]:

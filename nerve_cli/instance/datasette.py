@@ -33,8 +33,8 @@ LOGS_TABLES: dict[str, Any] = {
                          "ref_id": "the sense, worker group, channel or thread (run-N) it is about",
                          "payload": "details as JSON", "ts": TS}},
     "workflow_runs": {"description": "Each workflow thread's current status (rebuilt from logs by `nerve doctor`).",
-                      "columns": {"run_id": "thread id", "status": "queued, started, completed, failed, crashed, "
-                                  "dropped", "ts": "last status change, unix ms"}},
+                      "columns": {"run_id": "thread id", "status": "queued, started, waiting, completed, failed, "
+                                  "crashed, dropped, cancelled", "ts": "last status change, unix ms"}},
     "logs_view": {"description": "logs with a readable time column", "sort_desc": "id",
                   "columns": {"time": TIME}},
     "workflow_runs_view": {"description": "workflow_runs with a readable time column", "columns": {"time": TIME}},

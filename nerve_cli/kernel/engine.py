@@ -34,12 +34,13 @@ from nerve_cli import eventloop
 from nerve_cli.address import ListenAddress
 from nerve_cli.clock import now_ms
 from nerve_cli.config.load import load_config_and_warnings
-from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.model import BUILTIN_SENSES, THREADS_SENSE, NerveConfig
 from nerve_cli.config.projection import BindError, Reading, readings
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
 from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
 from nerve_cli.kernel.control.server import ControlServer
+from nerve_cli.kernel.control.threads_sense import ThreadsStore
 from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
@@ -99,6 +100,7 @@ class Engine:
         self._archiver: asyncio.Task | None = None
         self.control: ControlServer | None = None
         self._health_write: asyncio.Future | None = None  # the health row being written, if any
+        self._threads_write: asyncio.Future | None = None  # the nerve-threads rows being written, if any
         config, warnings = load_config_and_warnings(home)
         self.config: NerveConfig = config
         self.warnings: list[str] = [str(p) for p in warnings]  # nerve.yaml's, shown and counted apart from errors
@@ -165,6 +167,7 @@ class Engine:
         self.logs.flush()
         try:
             self.health = HealthStore(self.layout.sense_db(HEALTH_SENSE))
+            self.threads_feed = ThreadsStore(self.layout.sense_db(THREADS_SENSE), self.layout.logs_db)
         except BaseException:
             self.logs.close()
             raise
@@ -173,16 +176,17 @@ class Engine:
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
         self.stats.restore(self.logs.meta_with_prefix(SUCCESS_MARK), self.logs.meta_with_prefix(SIGNAL_MARK))
         # every sense is held until its group's worker says it is ready (the health sense is the kernel's own)
-        self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval},
-                                   now=time.time(), hold_new=True)
+        self.scheduler = Scheduler(self.config, completions, {HEALTH_SENSE: self.config.engine.health_interval,
+                                                              THREADS_SENSE: None}, now=time.time(), hold_new=True)
         await self._start_freshness(loop)
         self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
         # workers fork from a warm template where the platform allows (plain starts otherwise)
         self.launch: Launch = WarmLaunch(self.home, self.report) if warm_wanted() else PLAIN
-        self.workflows: WorkflowManager | None = WorkflowManager(self.home, self.config, self.logs, self.report,
-                                                                 launch=self.launch)
+        self.workflows: WorkflowManager | None = WorkflowManager(
+            self.home, self.config, self.logs, self.report, launch=self.launch, emit=self._thread_emit,
+            on_statuses=lambda: self._trigger(THREADS_SENSE, BACKLOG))
         self.workflows.add_listener(self.stats.workflow_event)
         self.delivery = Delivery(self.layout.data, self.config, self._trigger)
         self.listener_health = ListenerHealth(self.home)
@@ -213,6 +217,7 @@ class Engine:
         await self._start_webhooks()
         if self.workflows is not None:
             await self.workflows.start()
+        self._trigger(THREADS_SENSE, BACKLOG)  # transitions logged while no engine signalled them
         for group, senses in self.config.sense_groups().items():
             self.start_group(group, senses)
         self._apply_file_reflexes()
@@ -403,16 +408,18 @@ class Engine:
             await self.workflows.stop(timeout)
         if isinstance(self.launch, WarmLaunch):
             await self.launch.close()
-        self.ledger.catch_up_all([*self.config.senses, HEALTH_SENSE])
+        self.ledger.catch_up_all([*self.config.senses, *BUILTIN_SENSES])
         self.log(logrows.engine_stopped(os.getpid(), round(time.time() - self.started_at, 3)))
-        if self._health_write is not None:
-            await asyncio.wait([self._health_write])  # its row and run_complete, before the files close
+        for write in (self._health_write, self._threads_write):
+            if write is not None:
+                await asyncio.wait([write])  # its rows and run_complete, before the files close
         if self._flushing is not None:
             await asyncio.wait([self._flushing])
         if self.tracing is not None:  # what is still queued goes, within the exporter's timeout
             await asyncio.get_running_loop().run_in_executor(None, self.tracing.close)
         self.logs.close()
         self.health.close()
+        self.threads_feed.close()
         self.report("info", "engine stopped")
 
     # logging ---------------------------------------------------------------
@@ -515,6 +522,9 @@ class Engine:
         if start.sense == HEALTH_SENSE:
             self._compute_health(compute_id, reason)
             return
+        if start.sense == THREADS_SENSE:
+            self._compute_threads(compute_id, reason)
+            return
         group = self.config.senses[start.sense].group
         supervisor = self.groups.get(group)
         sources = self.delivery.sources_for(start.sense)
@@ -559,6 +569,7 @@ class Engine:
             self._log_skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump inside _finish starts them
             self._route_signal(sense, message.payload, message.workflow, message.signal_id, message.ts, inflight.id)
+            self._committed(sense)
             self.delivery.answered(sense, message.more)
             self._finish(sense, inflight.id, inflight.reason, Outcome.SIGNAL, duration,
                          signal_id=message.signal_id, events=message.events)
@@ -609,6 +620,7 @@ class Engine:
             self.scheduler.on_signal(sense, time.time())
             if self.fleet is not None:
                 self.fleet.committed("sense", sense)
+            self._committed(sense)
 
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None:
         grace = Policy.limits(self.config.senses.get(inflight.sense)).grace
@@ -707,7 +719,7 @@ class Engine:
         if self.report_computes:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
         self.scheduler.completed(sense, now)
-        if sense != HEALTH_SENSE:
+        if sense not in BUILTIN_SENSES:
             self.guards.after_compute(sense, outcome, now, group=group, blame=blame)
         launched = self.launches.pop(compute_id, {})
         if self.reads.ended(sense, compute_id, self.bound.pop(compute_id, None),
@@ -767,12 +779,41 @@ class Engine:
         error = stored.exception()
         if error is None:  # a signal is a committed row, as for any sense
             self._route_signal(HEALTH_SENSE, payload, None, compute_id=compute_id)
+            self._committed(HEALTH_SENSE)
             self._finish(HEALTH_SENSE, compute_id, reason, Outcome.SIGNAL, duration, signal_id=stored.result())
             return
         self._record_error(HEALTH_SENSE, {"message": f"could not store its signal in "
                                           f"{self.layout.sense_db(HEALTH_SENSE)}: {error}",
                                           "error_type": type(error).__name__, "compute_id": compute_id})
         self._finish(HEALTH_SENSE, compute_id, reason, Outcome.ERROR, duration)
+
+    def _compute_threads(self, compute_id: int, reason: Reason) -> None:
+        """Signal the thread transitions logged since the last compute (written in a thread)."""
+        started = time.perf_counter()
+        done = asyncio.get_running_loop().run_in_executor(None, self.threads_feed.feed)
+        self._threads_write = done
+        done.add_done_callback(lambda f: self._threads_stored(f, compute_id, reason, started))
+
+    def _threads_stored(self, done: asyncio.Future, compute_id: int, reason: Reason, started: float) -> None:
+        duration = (time.perf_counter() - started) * 1000
+        self._threads_write = None
+        error = done.exception()
+        if error is not None:
+            self._record_error(THREADS_SENSE, {"message": f"could not store its signals in "
+                                               f"{self.layout.sense_db(THREADS_SENSE)}: {error}",
+                                               "error_type": type(error).__name__, "compute_id": compute_id})
+            self._finish(THREADS_SENSE, compute_id, reason, Outcome.ERROR, duration)
+            return
+        signals, more = done.result()
+        if not signals:
+            self._finish(THREADS_SENSE, compute_id, reason, Outcome.SILENT, duration)
+            return
+        for signal_id, payload in signals:  # one signal per transition; the listeners read them all by id
+            self._route_signal(THREADS_SENSE, payload, None, signal_id, payload["at_ms"])
+        self._committed(THREADS_SENSE)
+        if more:
+            self._trigger(THREADS_SENSE, BACKLOG)
+        self._finish(THREADS_SENSE, compute_id, reason, Outcome.SIGNAL, duration, signal_id=signals[-1][0])
 
     # control socket ------------------------------------------------------------
     def _metrics_busy(self, connections: int, limit: int) -> None:
@@ -831,6 +872,11 @@ class Engine:
         return self.emits.emit(channel, payload, key, via=via, schema_version=schema_version, hashed=hashed,
                                traceparent=traceparent)
 
+    async def _thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+        """An event a workflow thread's role emits: stored and routed like any emit."""
+        event, woken = await self.emit(channel, payload, key)
+        return event.id, event.duplicate, woken
+
     def _route_events(self, stored: list[tuple[Any, Any]]) -> list[list[str]]:
         """Committed events (EmitDesk): log each, wake its listeners, then start them."""
         woken = []
@@ -851,6 +897,8 @@ class Engine:
             targets = self.scheduler.on_signal(event.channel, now)
             self.stats.signalled(targets)
             woken.append(targets)
+        for channel in {event.channel for event, _ in stored}:
+            self._committed(channel)
         self.pump()
         return woken
 
@@ -861,7 +909,13 @@ class Engine:
             self.fleet.committed_offline(channel)
         self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or channel in src],
                             BACKLOG)
+        self._committed(channel)
         return logged
+
+    def _committed(self, source: str | None) -> None:
+        """Events of `source` are committed (None: of some channel): threads waiting for one read them."""
+        if self.workflows is not None:
+            self.workflows.events_committed(source)
 
     def _trigger(self, sense: str, reason: Reason) -> None:
         if not self.stopping and self.scheduler.trigger(sense, reason):

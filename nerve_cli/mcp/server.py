@@ -43,7 +43,9 @@ list_senses (each with its last signal), then show_sense or query_sense (read-on
 database; see its tables with show_sense or `SELECT name, sql FROM sqlite_master`). query_logs reads the
 engine's log. emit sends an event to a channel (stored for the next start when no engine runs);
 compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
-for a person are listed by list_threads(status="waiting"); approve_thread / reject_thread answer them.
+for a person or an event are listed by list_threads(status="waiting"); approve_thread / reject_thread
+answer a person's question (with a structured answer when it declares a JSON Schema); cancel_thread
+ends a thread, rerun_thread runs one again (from a round, with an edited message).
 To write a sense: new_sense (scaffolded, migrated, registered off), write_sense_file (its sense.py and
 schema.py), migrate_sense after a schema change, check_config, dry_run_sense with sample events (nothing is
 kept), then enable_sense. Resources (subscribe to be told of changes): nerve://senses, nerve://sense/NAME
@@ -79,6 +81,14 @@ Bind = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
 RunId = Annotated[str, Field(description="a thread's id, like run-7 (list_threads lists them)")]
 Note = Annotated[str | None, Field(description="the answer the thread's moderator sees next (default: approved "
                                                "or rejected)")]
+StructuredAnswer = Annotated[JsonValue, Field(description="a structured answer (any JSON value but null), checked "
+                                                          "against the JSON Schema the question declared (show_thread: "
+                                                          "waiting_for.schema)")]
+Reason = Annotated[str | None, Field(description="why it is cancelled: kept as the thread's reason", max_length=2000)]
+FromRound = Annotated[int | None, Field(description="start from the old thread's messages up to this round (0: its "
+                                                    "prompt alone)", ge=0, le=100000)]
+EditedMessage = Annotated[str | None, Field(description="with from_round: the new content of the last message kept "
+                                                        "(that round's, or the prompt for 0)")]
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -194,12 +204,14 @@ def build(home: Path) -> MCPServer:
 
     @app.tool(title="List workflow threads", annotations=READ)
     def list_threads(status: Annotated[Literal["queued", "started", "waiting", "completed", "failed", "crashed",
-                                               "dropped"] | None, Field(
-                         description="only threads in this status; waiting: those asking a person")] = None,
+                                               "dropped", "cancelled"] | None, Field(
+                         description="only threads in this status; waiting: those asking a person or waiting for "
+                                     "an event")] = None,
                      workflow: Annotated[str | None, Field(description="only threads of this workflow")] = None,
                      limit: Annotated[int, Field(ge=1, le=THREADS_LIMIT, description=(
                          f"at most this many, newest first (1 to {THREADS_LIMIT})"))] = 20) -> document("thread-list"):
-        """Workflow threads, newest first. status="waiting": threads waiting for a person (reason: the question)."""
+        """Workflow threads, newest first. status="waiting": threads waiting for a person (reason: the question)
+        or for an event (reason: what event)."""
         return call(tools.list_threads, status, workflow, limit)
 
     @app.tool(title="Show a thread", annotations=READ)
@@ -243,14 +255,31 @@ def build(home: Path) -> MCPServer:
         return call(tools.start_thread, workflow, prompt, max_rounds, client_name(ctx))
 
     @app.tool(title="Approve a waiting thread", annotations=ACT)
-    def approve_thread(run_id: RunId, ctx: Context, note: Note = None) -> document("thread-answer"):
-        """Approve a thread waiting for a person; the note is the next message its moderator sees."""
-        return call(tools.answer_thread, run_id, "approve", note, client_name(ctx))
+    def approve_thread(run_id: RunId, ctx: Context, note: Note = None,
+                       answer: StructuredAnswer = None) -> document("thread-answer"):
+        """Approve a thread waiting for a person; the note (and the structured answer, when its question declares
+        a JSON Schema: see show_thread's waiting_for.schema) is the next message its moderator sees."""
+        return call(tools.answer_thread, run_id, "approve", note, client_name(ctx), answer)
 
     @app.tool(title="Reject a waiting thread", annotations=ACT)
-    def reject_thread(run_id: RunId, ctx: Context, note: Note = None) -> document("thread-answer"):
+    def reject_thread(run_id: RunId, ctx: Context, note: Note = None,
+                      answer: StructuredAnswer = None) -> document("thread-answer"):
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
-        return call(tools.answer_thread, run_id, "reject", note, client_name(ctx))
+        return call(tools.answer_thread, run_id, "reject", note, client_name(ctx), answer)
+
+    @app.tool(title="Cancel a thread",
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
+    def cancel_thread(run_id: RunId, ctx: Context, reason: Reason = None) -> document("thread-cancel"):
+        """Cancel a queued, running or waiting thread: it ends `cancelled` (a running one once its role stops,
+        within its workflow's cancel_grace). An ended thread cannot be cancelled: the error names its status."""
+        return call(tools.cancel_thread, run_id, reason, client_name(ctx))
+
+    @app.tool(title="Run a thread again", annotations=ACT)
+    def rerun_thread(run_id: RunId, ctx: Context, from_round: FromRound = None,
+                     message: EditedMessage = None) -> document("thread-rerun"):
+        """Run a thread again as a new thread (same workflow, prompt and limits); with from_round, starting from
+        its messages up to that round, the last one replaced by message when given. Returns the new run id."""
+        return call(tools.rerun_thread, run_id, from_round, message, client_name(ctx))
 
     # -- authoring --------------------------------------------------------------------------------------
     @app.tool(title="Scaffold a new sense", annotations=ACT)

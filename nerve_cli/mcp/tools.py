@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.model import NO_ANSWER
 from nerve_cli.config.check import check_instance
 from nerve_cli.config.lifecycle import bring_back, disable_sense, enable_sense
 from nerve_cli.config.projection import BindError
@@ -37,6 +38,7 @@ from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, 
 from nerve_cli.ops.senses.read import read_sense
 from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
+from nerve_cli.ops.workflows.control import cancel_thread, rerun_thread
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import list_threads, thread_detail
 from nerve_cli.schema.instance import migrate_senses
@@ -141,10 +143,21 @@ class Tools:
         answer = self._engine("start_thread", workflow=workflow, prompt=prompt, max_rounds=max_rounds, origin=origin)
         return {"version": VERSION, "run_id": answer["run_id"], "status": answer["status"]}
 
-    def answer_thread(self, run_id: str, decision: str, note: str | None = None,
-                      client: str | None = None) -> dict[str, Any]:
-        """`nerve thread approve|reject run-N --json`: through the engine, or written for the next start."""
-        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client)))
+    def answer_thread(self, run_id: str, decision: str, note: str | None = None, client: str | None = None,
+                      answer: Any = None) -> dict[str, Any]:
+        """`nerve thread approve|reject run-N [--answer JSON] --json`: through the engine, or written for the next
+        start. A null `answer` is no structured answer."""
+        data = NO_ANSWER if answer is None else answer
+        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client), data=data))
+
+    def cancel_thread(self, run_id: str, reason: str | None = None, client: str | None = None) -> dict[str, Any]:
+        """`nerve thread cancel run-N --json`: through the engine, or written to the log with none running."""
+        return thread_docs.cancelled(cancel_thread(self.home, run_id, reason, via=_via(client)))
+
+    def rerun_thread(self, run_id: str, from_round: int | None = None, message: str | None = None,
+                     client: str | None = None) -> dict[str, Any]:
+        """`nerve thread rerun run-N [--from-round K] [--message TEXT] --json`: a new thread from an old one."""
+        return thread_docs.rerun(rerun_thread(self.home, run_id, from_round, message, via=_via(client)))
 
     # -- authoring: scaffold, write, migrate, check, try, switch on (confined to the instance) --------------
     def new_sense(self, name: str, recipe: str | None = None, on: list[str] | None = None, group: str = "default",

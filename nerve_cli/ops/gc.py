@@ -32,7 +32,7 @@ from typing import Any
 
 from nerve_cli.config.edit import edit_config
 from nerve_cli.config.load import load_config
-from nerve_cli.config.model import HEALTH_SENSE, NerveConfig, format_duration
+from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, format_duration
 from nerve_cli.config.yamltail import remove_entry
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
@@ -146,7 +146,7 @@ def _data(layout: Layout, config: NerveConfig, now: float) -> list[tuple[Garbage
     """The data of every sense that is deleted, disabled or not in nerve.yaml, and the age gc judges it by."""
     out = []
     for name in sorted(_names_with_data(layout)):
-        if name == HEALTH_SENSE:
+        if name in BUILTIN_SENSES:  # the engine's own: never garbage
             continue
         sense = config.senses.get(name)
         if sense is not None and sense.enabled:

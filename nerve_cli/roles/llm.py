@@ -33,23 +33,22 @@ only workflow workers running such a role pay for it.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import inspect
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from nerve_cli.automaton.context import current_thread
-from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage
+from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage, ask_person
+from nerve_cli.automaton.waits import TOOL_APPROVAL
+from nerve_cli.roles.blocking import in_daemon_thread
 from nerve_cli.roles.llm_env import llm_env
+from nerve_cli.roles.tools import TOOL_CALLS, ToolRound, approval_question, as_spec, resumption
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
 CONVERSATION_KEY = "conversation_id"
-T = TypeVar("T")
 
 
 def transcript(messages: Sequence[WorkflowMessage]) -> str:
@@ -70,13 +69,22 @@ class LlmRole:
     """An async role calling an `llm` model; see the module docstring. Build it with `llm_role()`."""
 
     def __init__(self, model: str | None, system: str | None, prompt: PromptBuilder | None,
-                 options: Mapping[str, Any] | None, conversation: bool, sync: bool | None) -> None:
+                 options: Mapping[str, Any] | None, conversation: bool, sync: bool | None,
+                 tools: Sequence[Any] = (), max_tool_calls: int = 10) -> None:
         self.model = model
         self.system = system
         self.prompt = prompt or transcript
         self.options = dict(options or {})
         self.conversation = conversation
         self.sync = sync
+        self.tools = [as_spec(t) for t in tools]
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"llm_role(tools=...): two tools share a name ({', '.join(sorted(names))}); "
+                             "give one another with tool(fn, name=...)")
+        if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int) or max_tool_calls < 1:
+            raise ValueError(f"llm_role(max_tool_calls=...) must be a whole number >= 1, got {max_tool_calls!r}")
+        self.max_tool_calls = max_tool_calls
 
     async def __call__(self, messages: Sequence[WorkflowMessage]) -> RoleResult[dict[str, Any]]:
         info = current_thread()
@@ -84,12 +92,10 @@ class LlmRole:
         system = self.system if self.system is not None else (info.system if info else None)
         state = info.state if info is not None else {}
         conv = self._conversation(model, state, messages)
+        if self.tools:
+            return await self._with_tools(model, system, conv, messages, info)
         seen = _since(messages, conv) if conv is not None else messages
-        text = self.prompt(seen)
-        if inspect.isawaitable(text):
-            text = await text
-        if not isinstance(text, str):
-            raise TypeError(f"the prompt builder returned {type(text).__name__}, expected str")
+        text = await self._prompt_text(seen)
         started = time.perf_counter()
         target = conv if conv is not None else model
         if _is_async(model):
@@ -104,6 +110,45 @@ class LlmRole:
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
         await in_daemon_thread(partial(log_to_llm, response))
         if conv is not None:
+            meta[CONVERSATION_KEY] = conv.id
+        return RoleResult(content, meta)
+
+    async def _prompt_text(self, seen: Sequence[WorkflowMessage]) -> str:
+        text = self.prompt(seen)
+        if inspect.isawaitable(text):
+            text = await text
+        if not isinstance(text, str):
+            raise TypeError(f"the prompt builder returned {type(text).__name__}, expected str")
+        return text
+
+    async def _with_tools(self, model: Any, system: str | None, conv: Any, messages: Sequence[WorkflowMessage],
+                          info: Any) -> RoleResult[dict[str, Any]]:
+        """A turn whose model may call tools (llm's chain runs the loop), or the rest of one a person answered."""
+        import llm  # loaded already by resolve_model
+
+        is_async = _is_async(model)
+        back = resumption(messages)
+        calls = ToolRound(self.tools, self.max_tool_calls, sync=not is_async,
+                          can_wait=info.can_wait if info is not None else True,
+                          decision=back.decision if back is not None else None)
+        hooks = {"tools": calls.llm_tools(), "before_call": calls.before_call, "options": self.options}
+        if back is not None:  # the history ends with the call the person answered: llm runs it first
+            history = [llm.parts.Message.from_dict(m) for m in back.history]  # type: ignore[arg-type]
+            chain = model.chain(messages=history, **hooks)
+        else:
+            seen = _since(messages, conv) if conv is not None else messages
+            chain = (conv if conv is not None else model).chain(await self._prompt_text(seen), system=system, **hooks)
+        started = time.perf_counter()
+        earlier = back.calls if back is not None else []
+        try:
+            content = await chain.text() if is_async else await in_daemon_thread(chain.text)
+        except llm.PauseChain as pause:  # a call needs a person's approval: ask, with what it takes to go on
+            return await _ask_about(chain, pause, calls.after(earlier), started, is_async)
+        meta: dict[str, Any] = {"model": model.model_id, "usage": await _chain_usage(chain, is_async),
+                                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                                TOOL_CALLS: calls.after(earlier)}
+        await in_daemon_thread(partial(log_to_llm, chain))  # every model call of the turn, in llm's logs.db
+        if conv is not None and back is None:
             meta[CONVERSATION_KEY] = conv.id
         return RoleResult(content, meta)
 
@@ -136,35 +181,37 @@ def _since(messages: Sequence[WorkflowMessage], conv: Any) -> Sequence[WorkflowM
     return messages
 
 
-async def in_daemon_thread(call: Callable[[], T]) -> T:
-    """`await asyncio.to_thread(call)`, but in a daemon thread of its own, not the loop's executor.
+async def _ask_about(chain: Any, pause: Any, calls: list[dict[str, Any]], started: float,
+                     is_async: bool) -> RoleResult[dict[str, Any]]:
+    """The question a paused chain becomes: the call to allow, and llm's history up to it (to go on from)."""
+    import llm
 
-    A model call that never returns (a provider gone silent) cannot be stopped once its thread runs:
-    role_timeout abandons it. In the default executor it would hold up the worker's exit (asyncio.run
-    and the interpreter both wait for executor threads), and stay counted in the executor's few slots.
-    """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()
+    last = chain._responses[-1]  # the response whose tool calls are being run (llm keeps them in order)
+    said = await last.messages() if is_async else last.messages()
+    history = [*last.prompt.messages, *said]
+    if pause.tool_results:  # the calls beside it that ran: their results are part of the history
+        history.append(llm.parts.Message(role="tool", parts=[
+            llm.parts.ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
+            for r in pause.tool_results]))
+    text = "".join(p.text for m in said for p in m.parts if isinstance(p, llm.parts.TextPart))
+    call = pause.tool_call
+    meta = {TOOL_APPROVAL: {"call": {"name": call.name, "arguments": dict(call.arguments or {}),
+                                     "tool_call_id": call.tool_call_id},
+                            "history": [m.to_dict() for m in history]},
+            TOOL_CALLS: calls, "model": chain.model.model_id, "usage": await _chain_usage(chain, is_async),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+    return ask_person(approval_question(call, text), meta)
 
-    def settle(outcome: Callable[[], None]) -> None:
-        if not done.done():  # cancelled by role_timeout meanwhile: nobody waits for it
-            outcome()
 
-    def run() -> None:
-        try:
-            result = context.run(call)
-        except BaseException as exc:  # handed to the awaiting role, as to_thread would
-            answer = partial(settle, partial(done.set_exception, exc))
-        else:
-            answer = partial(settle, partial(done.set_result, result))
-        try:
-            loop.call_soon_threadsafe(answer)
-        except RuntimeError:  # the loop is closed: the worker is ending and nobody waits
-            pass
-
-    threading.Thread(target=run, name="llm-call", daemon=True).start()
-    return await done
+async def _chain_usage(chain: Any, is_async: bool) -> dict[str, Any]:
+    """The tokens of every model call the chain made (a turn with tools is several calls)."""
+    total = {"input": 0, "output": 0}
+    for response in chain._responses:
+        usage = await response.usage() if is_async else response.usage()
+        for key in total:
+            value = getattr(usage, key, None)
+            total[key] += value if isinstance(value, int) else 0
+    return total
 
 
 def log_to_llm(response: Any) -> None:
@@ -252,8 +299,9 @@ def unknown_model(name: str, is_default: bool) -> str:
 
 
 def llm_role(model: str | None = None, system: str | None = None, prompt: PromptBuilder | None = None, *,
-             options: Mapping[str, Any] | None = None, conversation: bool = True,
-             sync: bool | None = None) -> Callable[[Sequence[WorkflowMessage]], Awaitable[RoleResult[dict[str, Any]]]]:
+             options: Mapping[str, Any] | None = None, conversation: bool = True, sync: bool | None = None,
+             tools: Sequence[Any] = (),
+             max_tool_calls: int = 10) -> Callable[[Sequence[WorkflowMessage]], Awaitable[RoleResult[dict[str, Any]]]]:
     """A role that asks a model.
 
     Args:
@@ -265,5 +313,9 @@ def llm_role(model: str | None = None, system: str | None = None, prompt: Prompt
         conversation: keep one model conversation per thread when the model supports it.
         sync: None uses the model's async form when it has one; True forces the sync form
             (run in a thread); False requires an async one.
+        tools: functions the model may call (type hints and a docstring describe them to it), ready-made
+            ones from `nerve_tools`, or `tool(fn, approval=True)` for a call a person must allow first
+            (see roles.tools). Each call is recorded in the message's meta under `tool_calls`.
+        max_tool_calls: at most this many tool calls in one round; one more fails the thread.
     """
-    return LlmRole(model, system, prompt, options, conversation, sync)
+    return LlmRole(model, system, prompt, options, conversation, sync, tools, max_tool_calls)

@@ -531,6 +531,19 @@ def identity_of(data: Path, kind: str, name: str) -> str | None:
         conn.close()
 
 
+def last_id_before(conn: sqlite3.Connection, kind: str, since_ms: int) -> int:
+    """The highest id of the source's table stored before `since_ms` (0 when none): what came after is newer.
+
+    Read backwards from the newest row, so a recent `since_ms` costs a few rows whatever the table's size.
+    """
+    table = "events" if kind == "channel" else "_signals"
+    try:
+        row = conn.execute(f"SELECT id FROM {table} WHERE ts < ? ORDER BY id DESC LIMIT 1", (since_ms,)).fetchone()
+    except sqlite3.OperationalError:  # its table does not exist yet: nothing came before
+        return 0
+    return int(row[0]) if row else 0
+
+
 def source_path(data: Path, kind: str, name: str) -> Path:
     """Where a source's events live: data/events.db (channels, files), or the sense's own database."""
     return data / "events.db" if kind != "sense" else data / "senses" / f"{name}.db"

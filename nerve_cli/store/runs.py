@@ -3,16 +3,20 @@
 - `queued_request`: what the run was queued with (prompt, max_rounds, origin).
 - `persisted_chain`: its chain from its `message` rows, ordered by seq.
 - `run_counts`: threads per workflow and status, from workflow_runs.
+- `thread_record`: its request and chain, archived days included (to run it again).
 
 Every read opens its own read-only connection, so it works while an engine writes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.model import WorkflowMessage
+from nerve_cli.home import Layout
+from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import open_readonly, query_logs
 
 MESSAGE_FIELDS = ("role", "content", "meta", "timestamp")
@@ -44,11 +48,16 @@ def persisted_chain(logs_path: Path, run_id: str) -> list[WorkflowMessage]:
 
     A duplicated seq keeps its first row; the chain stops at the first gap.
     """
+    return chain_of(query_logs(logs_path, source="workflow", type="message", ref=run_id), run_id)
+
+
+def chain_of(rows: list[dict[str, Any]], run_id: str) -> list[WorkflowMessage]:
+    """The chain in a thread's log rows (its `message` rows, by seq); ValueError for a row that is not one."""
     by_seq: dict[int, Any] = {}
-    for row in query_logs(logs_path, source="workflow", type="message", ref=run_id):
+    for row in rows:
         payload = row["payload"] or {}
         seq = payload.get("seq")
-        if isinstance(seq, int) and not isinstance(seq, bool) and seq not in by_seq:
+        if row["type"] == "message" and isinstance(seq, int) and not isinstance(seq, bool) and seq not in by_seq:
             by_seq[seq] = {k: payload.get(k) for k in MESSAGE_FIELDS}
     chain: list[WorkflowMessage] = []
     while len(chain) in by_seq:
@@ -57,3 +66,30 @@ def persisted_chain(logs_path: Path, run_id: str) -> list[WorkflowMessage]:
         except ValueError as exc:
             raise ValueError(f"{run_id} message seq {len(chain)}: {exc}") from None
     return chain
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """What a thread was asked to do and what it said: enough to run it again."""
+
+    run_id: str
+    workflow: str
+    prompt: str
+    max_rounds: int
+    chain: list[WorkflowMessage]
+
+
+def thread_record(home: Path, run_id: str) -> ThreadRecord | None:
+    """A thread's request and chain, from logs.db or, when its rows were archived, from the archive; None
+    when there is no such thread. ValueError when a message row is not a valid message."""
+    rows = query_logs(Layout(home).logs_db, source="workflow", ref=run_id)
+    if not any(r["type"] == "queued" for r in rows):
+        rows = read_logs(home, source="workflow", ref=run_id, since_ms=0).rows
+    queued = [r["payload"] or {} for r in rows if r["type"] == "queued"]
+    if not queued:
+        return None
+    chain = chain_of(rows, run_id)
+    rounds = chain[0].meta.get("maxRounds") if chain else None
+    max_rounds = rounds if isinstance(rounds, int) else int(queued[0].get("max_rounds") or 1)
+    workflow = str(queued[0].get("workflow") or next((r["payload"] or {}).get("workflow") for r in rows))
+    return ThreadRecord(run_id, workflow, str(queued[0].get("prompt") or ""), max_rounds, chain)

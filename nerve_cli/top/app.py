@@ -16,11 +16,13 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
+from nerve_cli.automaton.answers import answer_problems
+from nerve_cli.automaton.model import NO_ANSWER
 from nerve_cli.clock import now_ms
-from nerve_cli.contract.threads import thread_show
+from nerve_cli.contract.threads import speaker, thread_show, waiting_for
 from nerve_cli.contract.times import ago, display, span
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
@@ -273,17 +275,59 @@ class ThreadScreen(Screen):
         text = Text(f"{d['run_id']} · {d['workflow']} · ", style="bold") + styled(d["status"])
         text += Text(f" · {d['rounds']}/{d['max_rounds']} rounds\n")
         for m in d["messages"]:
-            who = ("prompt" if m["role"] == "__start__" else f"person ({(m.get('meta') or {}).get('decision')})"
-                   if m["round"] is None else f"#{m['round']} {m['role']}")
+            who = "prompt" if m["role"] == "__start__" else speaker(m) if m["round"] is None \
+                else f"#{m['round']} {m['role']}"
             text += Text(f"\n{who} · {display(m['time_ms'], date=False, utc=self.app.utc)}\n",  # type: ignore[attr-defined]
                          style="bold cyan")
             text += Text(str(m["content"]).rstrip() + "\n")
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
-        if d["status"] == "waiting":
+        wait = d.get("waiting_for") or {}
+        if d["status"] == "waiting" and wait.get("kind") == "event":
+            text += Text(f"\nwaiting for {wait.get('description')}\n", style="bold yellow")
+        elif d["status"] == "waiting":
             text += Text(f"\nwaiting for a person: {d.get('question') or ''}\n", style="bold yellow")
             text += Text("a approves · x rejects (the moderator sees the answer as the next message)\n", style="dim")
         self.query_one("#transcript", Static).update(text)
+
+
+class AnswerScreen(ModalScreen[Any]):
+    """Asks for a structured answer (JSON matching the question's schema); Enter sends it, Escape leaves."""
+
+    BINDINGS = [Binding("escape", "leave", "Back")]
+    DEFAULT_CSS = """
+    AnswerScreen { align: center middle; }
+    #answer-box { width: 76; height: auto; max-height: 20; border: round $accent; background: $surface; }
+    """
+
+    def __init__(self, run_id: str, question: str, schema: dict[str, Any]) -> None:
+        super().__init__()
+        self.run_id, self.question, self.schema = run_id, question, schema
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="answer-box"):
+            yield Static(Text(f"{self.run_id}: {self.question}", style="bold"))
+            yield Static(Text(f"answer as JSON matching: {json.dumps(self.schema)}", style="dim"))
+            yield Input(placeholder='{"key": "value"}', id="answer")
+            yield Static(id="answer-problem")
+
+    def on_mount(self) -> None:
+        self.query_one("#answer", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        try:
+            data = json.loads(event.value)
+        except ValueError as exc:
+            self.query_one("#answer-problem", Static).update(Text(f"not JSON: {exc}", style="red"))
+            return
+        problems = answer_problems(self.schema, data)
+        if problems:
+            self.query_one("#answer-problem", Static).update(Text("; ".join(problems), style="red"))
+            return
+        self.dismiss(data)
+
+    def action_leave(self) -> None:
+        self.dismiss(None)
 
 
 class NerveTop(App):
@@ -344,9 +388,28 @@ class NerveTop(App):
 
     async def answer(self, run_id: str, decision: str) -> None:
         """A person's answer to a waiting thread: through the running engine it resumes at once; with the engine
-        stopped it is written to the log, as `nerve thread approve` does, and resumes at the next start."""
+        stopped it is written to the log, as `nerve thread approve` does, and resumes at the next start.
+
+        A question that declares a JSON Schema asks for the answer first (approving needs one)."""
         try:
-            result = await asyncio.to_thread(answer_thread, self.home, run_id, decision, None, "nerve top")
+            detail = await asyncio.to_thread(thread_detail, Layout(self.home).logs_db, run_id)
+        except NerveError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        schema = (waiting_for(detail) or {}).get("schema")
+        if schema is not None and decision == "approve":
+            async def answered(data: Any) -> None:  # None: the screen was left without an answer
+                await self._send(run_id, decision, data)
+
+            self.push_screen(AnswerScreen(run_id, detail.get("question") or "", schema), answered)
+            return
+        await self._send(run_id, decision, NO_ANSWER)
+
+    async def _send(self, run_id: str, decision: str, data: Any) -> None:
+        if data is None:  # the answer screen was left without answering
+            return
+        try:
+            result = await asyncio.to_thread(answer_thread, self.home, run_id, decision, None, "nerve top", data)
         except NerveError as exc:
             self.notify(str(exc), severity="error")
             return

@@ -85,6 +85,7 @@ class LogKind(Enum):
     THREAD_FAILED = (LogSource.WORKFLOW, ThreadStatus.FAILED.value)
     THREAD_CRASHED = (LogSource.WORKFLOW, ThreadStatus.CRASHED.value)
     THREAD_DROPPED = (LogSource.WORKFLOW, ThreadStatus.DROPPED.value)
+    THREAD_CANCELLED = (LogSource.WORKFLOW, ThreadStatus.CANCELLED.value)
 
     def __init__(self, source: LogSource, type_: str) -> None:
         self.source = source
@@ -350,8 +351,8 @@ def workflow_reloaded(workflow: str) -> LogRow:
 
 def thread_status(run_id: str, workflow: str, status: ThreadStatus, **detail: Any) -> LogRow:
     """A thread took `status`. `detail` by status: queued (prompt, max_rounds, via, answer...),
-    started (max_rounds, or resumed and rounds), waiting (question, rounds), completed/failed/crashed
-    (reason, rounds, error), dropped (reason)."""
+    started (max_rounds, or resumed and rounds), waiting (question or reason, waiting_for, rounds),
+    completed/failed/crashed (reason, rounds, error), dropped (reason), cancelled (reason, by, rounds, was)."""
     return LogRow(LogKind.of_status(status), run_id, {"workflow": workflow, **detail})
 
 

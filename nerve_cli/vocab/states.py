@@ -42,11 +42,12 @@ class ThreadStatus(StrEnum):
 
     QUEUED = "queued"        # admitted, waiting for a slot
     STARTED = "started"      # its worker runs it (also: resumed)
-    WAITING = "waiting"      # a role asked a person; it resumes on an answer
+    WAITING = "waiting"      # a role asked a person, or waits for an event; it resumes on the answer
     COMPLETED = "completed"  # its moderator ended it
-    FAILED = "failed"        # user code failed, a limit ran out, or it was cancelled or rejected
+    FAILED = "failed"        # user code failed, or a limit ran out (thread_timeout, approval_timeout)
     CRASHED = "crashed"      # its worker died and it could not be resumed
-    DROPPED = "dropped"      # never started: over capacity, queue full, workflow removed, cancelled
+    DROPPED = "dropped"      # never started: over capacity, queue full, workflow removed
+    CANCELLED = "cancelled"  # someone ended it (`nerve thread cancel`): queued, running or waiting
 
     @property
     def live(self) -> bool:

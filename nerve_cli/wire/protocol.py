@@ -7,8 +7,8 @@ line becomes a `Malformed` value so a reader loop cannot be killed by a worker.
 kernel → sense worker:    compute, cancel, shutdown, peer_read
 sense worker → kernel:    ready, output, signal, silent, error, thread_owner, child_owner, database_created, fatal,
                           read_peer (dry_run: a rehearsal's answer, to the CLI)
-kernel → workflow worker: thread_start, ack, thread_cancel, shutdown
-workflow worker → kernel: ready, thread_message, role_failed, thread_end
+kernel → workflow worker: thread_start, ack, thread_cancel, emit_done, shutdown
+workflow worker → kernel: ready, thread_message, role_failed, thread_end, thread_emit
 """
 
 from __future__ import annotations
@@ -126,6 +126,19 @@ class PeerRead(Message):
 
     type: ClassVar[str] = "peer_read"
     request: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EmitDone(Message):
+    """The answer to a thread's `thread_emit`: the stored event, or why it was refused (`error`)."""
+
+    type: ClassVar[str] = "emit_done"
+    run_id: str
+    request: int
+    event_id: int | None = None
+    duplicate: bool = False  # its key was stored before: this is the earlier event
+    triggered: list[str] = field(default_factory=list)  # the senses it woke
     error: str | None = None
 
 
@@ -303,6 +316,18 @@ class ThreadEnd(Message):
 
 
 @dataclass(frozen=True)
+class ThreadEmit(Message):
+    """A thread's role emits an event (the ready-made `emit` tool): stored as `nerve emit` stores one."""
+
+    type: ClassVar[str] = "thread_emit"
+    run_id: str
+    request: int  # numbers the thread's requests: the answer (EmitDone) carries it back
+    channel: str
+    payload: Any = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class Malformed:
     """A line that is not a valid message; the reader logs it and carries on."""
 
@@ -312,9 +337,9 @@ class Malformed:
 
 _TYPES: dict[str, type[Message]] = {
     cls.type: cls
-    for cls in (Compute, Cancel, Shutdown, PeerRead, ThreadStart, Ack, ThreadCancel,
+    for cls in (Compute, Cancel, Shutdown, PeerRead, ThreadStart, Ack, ThreadCancel, EmitDone,
                 Ready, Output, Signal, Silent, Error, DryRun, ThreadOwner, ChildOwner, DatabaseCreated, Fatal,
-                ReadPeer, ThreadMessage, RoleFailed, ThreadEnd)
+                ReadPeer, ThreadMessage, RoleFailed, ThreadEnd, ThreadEmit)
 }
 
 

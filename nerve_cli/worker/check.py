@@ -24,9 +24,8 @@ from typing import Any, Callable
 
 import orjson
 
-from nerve_cli.automaton.load import WorkflowLoadError
+from nerve_cli.automaton.check import definition_problems
 from nerve_cli.home import Layout
-from nerve_cli.worker.definitions import load_definition
 from nerve_cli.worker.load import check_sense
 from nerve_cli.worker.stdio import ProtocolWriter, take_protocol_fds
 
@@ -40,11 +39,10 @@ def check(home: Path, senses: list[str], workflows: list[str],
         info = check_sense(layout, name)
         if info is not None:
             problems.append({"kind": "sense", "name": name, **info.to_dict()})
-    for name in workflows:
+    for name in workflows:  # every problem of each definition, not only the first
         importing(f"workflows/{name}.py")
-        failure = _check_workflow(home, name)
-        if failure is not None:
-            problems.append({"kind": "workflow", "name": name, **failure})
+        problems += [{"kind": "workflow", "name": name, **f.to_dict()}
+                     for f in definition_problems(home, name)]
     return problems
 
 
@@ -68,15 +66,6 @@ def _enabled(section: Any) -> list[str]:
         return []
     return [name for name, body in section.items()
             if isinstance(name, str) and not (isinstance(body, dict) and body.get("enabled", True) is False)]
-
-
-def _check_workflow(home: Path, name: str) -> dict[str, Any] | None:
-    try:
-        load_definition(home, name)
-    except WorkflowLoadError as exc:
-        f = exc.failure
-        return {"type": f.type, "message": f.message, "traceback": f.traceback, "file": f.file, "line": f.line}
-    return None
 
 
 def main(args: Any) -> int:

@@ -60,6 +60,8 @@ class Runtime:
         self.definition = definition
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.acks: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self.emits: dict[tuple[str, int], asyncio.Future[protocol.EmitDone]] = {}
+        self.requests = 0
         self.ctx = ThreadContext(source=(home / "workflows" / f"{name}.py").resolve(), root=home.resolve())
 
     async def serve(self, reader: ProtocolReader) -> None:
@@ -88,6 +90,10 @@ class Runtime:
             task = self.tasks.get(message.run_id)
             if task is not None:
                 task.cancel(message.reason)
+        elif isinstance(message, protocol.EmitDone):
+            answer = self.emits.pop((message.run_id, message.request), None)
+            if answer is not None and not answer.done():
+                answer.set_result(message)
         else:
             print(f"workflow worker {self.name}: ignored {message!r:.200}", file=sys.stderr)
 
@@ -122,7 +128,8 @@ class Runtime:
 
         ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries,
                                   role_backoff=start.role_backoff, on_retry=retried)
-        enter_thread(ThreadInfo(run_id, start.workflow, start.model, start.system))
+        enter_thread(ThreadInfo(run_id, start.workflow, start.model, start.system, home=self.home,
+                                emit=lambda channel, payload, key: self.emit(run_id, channel, payload, key)))
         try:
             outcome = await run_thread(self.definition, chain, persist, ctx)
         except asyncio.CancelledError as exc:
@@ -134,6 +141,18 @@ class Runtime:
             return
         error = outcome.error.to_dict() if outcome.error else None
         self.out.send(protocol.ThreadEnd(run_id, outcome.status, outcome.reason, error))
+
+    async def emit(self, run_id: str, channel: str, payload: Any, key: str | None) -> dict[str, Any]:
+        """Ask the kernel to store an event (a role's `emit` tool); its answer, or ValueError why not."""
+        self.requests += 1
+        answer = asyncio.get_running_loop().create_future()
+        self.emits[(run_id, self.requests)] = answer
+        self.out.send(protocol.ThreadEmit(run_id, self.requests, channel, payload, key))
+        done = await answer
+        if done.error is not None:
+            raise ValueError(done.error)
+        return {"channel": channel, "event_id": done.event_id, "duplicate": done.duplicate,
+                "triggered": list(done.triggered)}
 
     async def cancel_all(self) -> None:
         tasks = list(self.tasks.values())

@@ -34,12 +34,13 @@ if TYPE_CHECKING:
 HEALTH_SENSE = "nerve-health"
 
 
-class HealthStore:
-    """nerve-health.db: checked whole when the engine starts (it is small), written one row per compute."""
+class BuiltinSenseDb:
+    """The database of a sense the kernel computes itself (`_signals` and its view): checked whole when the
+    engine starts (it is small), so a damaged page is reported with the fix, never met at a signal."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sense: str) -> None:
         self.path = path
-        self.fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only nerve-health's own signals)"
+        self.fix = f"delete it (`rm {path}`): the engine starts a new one (it holds only {sense}'s own signals)"
         self.conn = open_writer(path, fix=self.fix)
         try:
             self._check()
@@ -51,6 +52,7 @@ class HealthStore:
             for statement in IDENTITY_SQL:  # its listeners' cursors remember which database they counted in
                 self.conn.execute(statement)
             views.sync(self.conn, views.sense_views(self.conn))  # signals_view, like every sense database
+            self.prepare()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             if is_damage(exc):
@@ -60,11 +62,23 @@ class HealthStore:
             self.conn.close()
             raise
 
+    def prepare(self) -> None:
+        """More of its own tables (in the opening's error handling)."""
+
     def _check(self) -> None:
-        """A damaged page is found now, with the fix, not at the first signal (once: a hung engine)."""
         problem = self.conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         if problem != "ok":
             raise damaged(self.path, " ".join(problem.replace("*** in database main ***", "").split()), self.fix)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class HealthStore(BuiltinSenseDb):
+    """nerve-health.db: one row per compute."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, HEALTH_SENSE)
 
     def record(self, payload: dict[str, Any]) -> int:
         """Insert one signal row (runs in a thread: SQLite may wait for a lock here); its `_signals` id."""
@@ -76,9 +90,6 @@ class HealthStore:
                 raise damaged(self.path, str(exc), self.fix) from None
             raise
         return cur.lastrowid or 0
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 def rss_bytes(pids: list[int]) -> dict[int, int]:

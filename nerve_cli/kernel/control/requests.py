@@ -1,4 +1,5 @@
-"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, answer_thread, reset.
+"""What the engine answers on its control socket: ping, status, compute, emit, start_thread, answer_thread,
+cancel_thread, rerun_thread, reset.
 
 Requests read and drive the engine through `Target`; the engine implements it
 and imports this module, not the reverse.
@@ -16,11 +17,10 @@ from typing import Any, Protocol
 import orjson
 
 from nerve_cli.config.fleet import emit_refusal
-from nerve_cli.config.model import NerveConfig, SenseConfig, format_duration
+from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, SenseConfig, format_duration
 from nerve_cli.config.projection import BindError, Reading
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
-from nerve_cli.kernel.control.health import HEALTH_SENSE
 from nerve_cli.kernel.core.freshness import Freshness
 from nerve_cli.kernel.core.listeners import Snapshot
 from nerve_cli.kernel.core.reads import catch_up
@@ -40,7 +40,7 @@ from nerve_cli.wire.protocol import ErrorInfo, ReadPeer
 
 MAX_COMPUTE_WAIT = COMPUTE_WAIT_MAX
 QUEUE_SLACK = 5.0  # a person's compute may wait for one already running; beyond both, the pipe and the log
-HEALTH_WAIT = 30.0  # nerve-health computes in the kernel, in milliseconds
+BUILTIN_WAIT = 30.0  # the built-in senses compute in the kernel, in milliseconds
 
 
 class Target(Protocol):
@@ -208,7 +208,7 @@ def compute_wait(config: NerveConfig, sense: str) -> float:
     timeout and at the latest by its grace period's kill."""
     settings = config.senses.get(sense)
     if settings is None:
-        return HEALTH_WAIT
+        return BUILTIN_WAIT
     return min(MAX_COMPUTE_WAIT, 2 * Policy.limits(settings).hard + QUEUE_SLACK)
 
 
@@ -233,7 +233,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
                          f"lift it with `nerve sense reset {sense}`")
     if state.blocked_until:
         engine.lift_backoff(sense)
-    if sense == HEALTH_SENSE:
+    if sense in BUILTIN_SENSES:  # the kernel computes it: no worker to check
         return
     supervisor = engine.groups.get(engine.config.senses[sense].group)
     if supervisor is None:
@@ -245,7 +245,7 @@ def _check_can_run(engine: Target, sense: str) -> None:
 
 def _load_failure(engine: Target, sense: str) -> ErrorInfo | None:
     """The ErrorInfo of a sense whose code did not load in its worker, else None."""
-    if sense == HEALTH_SENSE:
+    if sense in BUILTIN_SENSES:
         return None
     supervisor = engine.groups.get(engine.config.senses[sense].group)
     return supervisor.failed.get(sense) if supervisor is not None else None
@@ -274,7 +274,7 @@ async def _emit(engine: Target, request: dict) -> dict:
     if problem is not None:
         shown = repr(channel)[:60] + ("…" if len(repr(channel)) > 60 else "")
         raise NerveError(f"emit needs a channel name: {problem} ({shown})")
-    if channel in engine.config.senses or channel == HEALTH_SENSE:
+    if channel in engine.config.senses or channel in BUILTIN_SENSES:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
     assert isinstance(channel, str)  # channel_problem refuses anything else
     refused = emit_refusal(engine.config.fleet, channel)
@@ -335,7 +335,8 @@ def _origin(given: Any) -> dict[str, str]:
 
 
 async def _answer_thread(engine: Target, request: dict) -> dict:
-    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?, "via"?}."""
+    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?, "via"?,
+    "answer"?}."""
     if engine.workflows is None:
         raise NerveError("workflows are not available in this engine")
     run_id, decision, note = request.get("run_id"), request.get("decision"), request.get("note")
@@ -347,7 +348,41 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
     if not isinstance(by, str):
         by = "control socket"
     via = request.get("via") if isinstance(request.get("via"), str) else None
+    if "answer" in request:  # a structured answer (any JSON value), checked against the question's schema
+        return engine.workflows.answer(run_id, decision, note, by[:MAX_ORIGIN_TEXT], via and via[:MAX_ORIGIN_TEXT],
+                                       request["answer"])
     return engine.workflows.answer(run_id, decision, note, by[:MAX_ORIGIN_TEXT], via and via[:MAX_ORIGIN_TEXT])
+
+
+async def _cancel_thread(engine: Target, request: dict) -> dict:
+    """Cancel a live thread: {"run_id", "reason"?, "by"?, "via"?} → {"run_id", "status": cancelled|cancelling, "was"}."""
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    run_id, reason = request.get("run_id"), request.get("reason")
+    if not isinstance(run_id, str) or not (reason is None or isinstance(reason, str)):
+        raise NerveError("cancel_thread needs a run_id, and a reason (a string) if any")
+    by, via = _who(request)
+    return engine.workflows.cancel(run_id, reason, by, via)
+
+
+async def _rerun_thread(engine: Target, request: dict) -> dict:
+    """A new thread from an old one: {"run_id", "from_round"?, "message"?, "by"?, "via"?} → {"run_id", "status", ...}."""
+    if engine.workflows is None:
+        raise NerveError("workflows are not available in this engine")
+    run_id, from_round, message = request.get("run_id"), request.get("from_round"), request.get("message")
+    if not isinstance(run_id, str) or not (from_round is None or (isinstance(from_round, int)
+                                                                  and not isinstance(from_round, bool))):
+        raise NerveError("rerun_thread needs a run_id, and from_round (a whole number) if any")
+    if message is not None and not isinstance(message, str):
+        raise NerveError("rerun_thread: message must be a string")
+    by, via = _who(request)
+    return engine.workflows.rerun(run_id, from_round, message, by, via)
+
+
+def _who(request: dict) -> tuple[str, str | None]:
+    """Who asked (`by`, else "control socket") and how (`via`, a command or client), as answers record them."""
+    by, via = request.get("by"), request.get("via")
+    return (by if isinstance(by, str) else "control socket"), (via if isinstance(via, str) else None)
 
 
 def _state(state: SenseState, load_failed: bool = False) -> SenseStatus:
@@ -410,5 +445,5 @@ def status(engine: Target, listeners: Snapshot | None = None) -> dict:
 
 
 _OPS = {"ping": _ping, "status": _status, "compute": _compute, "read": _read, "emit": _emit,
-        "start_thread": _start_thread, "answer_thread": _answer_thread, "reset": _reset,
-        "events_stored": _events_stored, "replayed": _replayed}
+        "start_thread": _start_thread, "answer_thread": _answer_thread, "cancel_thread": _cancel_thread,
+        "rerun_thread": _rerun_thread, "reset": _reset, "events_stored": _events_stored, "replayed": _replayed}

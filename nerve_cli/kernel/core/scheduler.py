@@ -160,7 +160,7 @@ class Scheduler:
     """
 
     def __init__(self, config: NerveConfig, last_completions: dict[str, float] | None = None,
-                 extra_senses: dict[str, float] | None = None, *, now: float = 0.0,
+                 extra_senses: dict[str, float | None] | None = None, *, now: float = 0.0,
                  rng: random.Random | None = None, hold_new: bool = False) -> None:
         self.states: dict[str, SenseState] = {}
         self.listeners: dict[str, list[Listener]] = {}
@@ -189,8 +189,9 @@ class Scheduler:
                                    held=self.hold_new and name not in self._extra)
             state.throttle = config.senses[name].throttle if name in config.senses else 0.0
             state.intervals, state.crons = [], []
-            if name in self._extra:
-                state.intervals.append((self._extra[name], 0.0))
+            every = self._extra.get(name)
+            if every is not None:  # a kernel sense may have no interval (it runs when asked)
+                state.intervals.append((every, 0.0))
             self.states[name] = state
         self.listeners = {}
         for reflex in config.active_reflexes():

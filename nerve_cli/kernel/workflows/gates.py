@@ -1,13 +1,17 @@
-"""Threads waiting for a person: the `waiting` status, the answer that resumes them, approval_timeout.
+"""Waiting threads: the `waiting` status, what resumes them (a person's answer, an event), their timeouts.
 
-A role that returns `ask_person(question)` ends its worker call with
-ThreadEnd(waiting) once the question is on disk: the thread leaves `running`
-(its slot is free, its worker may even stop) and waits in `kind.waiting` —
-on disk it is `waiting` in workflow_runs, so it survives restarts. A person's
-answer (`nerve thread approve|reject`, the control socket's `answer_thread`)
-is appended to the chain as a PERSON message and the thread is queued again;
-the manager starts it like any other, and the moderator sees the answer as
-the last message. `approval_timeout` ends a thread nobody answered as `failed`.
+A role that returns `ask_person(question)` or `wait_for_event(...)` ends its
+worker call with ThreadEnd(waiting) once its message is on disk: the thread
+leaves `running` (its slot is free, its worker may even stop) and waits in
+`kind.waiting` — on disk it is `waiting` in workflow_runs, so it survives
+restarts. What it waits for is in its last message (`automaton.waits`).
+
+A person's answer (`nerve thread approve|reject`, the control socket's
+`answer_thread`) or the event that matched (`waits`) is appended to
+the chain and the thread is queued again; the manager starts it like any
+other, and the moderator sees the answer as the last message.
+`approval_timeout` ends a thread nobody answered as `failed`; an event wait's
+own timeout resumes it with a message saying so.
 
 Each function decides and writes through the journal, then returns; the
 manager starts what can start next and keeps the timers.
@@ -16,8 +20,13 @@ manager starts what can start next and keeps the timers.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from nerve_cli.automaton.model import pending_question, person_answer
+import orjson
+
+from nerve_cli.automaton.answers import answer_problems
+from nerve_cli.automaton.model import NO_ANSWER, WorkflowMessage, person_answer
+from nerve_cli.automaton.waits import EventWait, PersonWait, pending_wait
 from nerve_cli.config.model import WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflows.journal import Journal
@@ -29,26 +38,52 @@ from nerve_cli.vocab.states import ThreadStatus
 WAITING = ThreadStatus.WAITING
 
 
-def wait(journal: Journal, kind: Kind, thread: Thread, question: str) -> None:
-    """The thread's last message asked a person: park it (no slot) until an answer or approval_timeout."""
+def wait(journal: Journal, kind: Kind, thread: Thread) -> None:
+    """The thread's last message waits (a person, an event): park it (no slot) until it is answered."""
     thread.dispatched = False
     if thread.run_timer is not None:  # thread_timeout counts running time; it starts again on resume
         thread.run_timer.cancel()
         thread.run_timer = None
+    thread.wait = pending_wait(thread.messages)
     thread.waiting_since = now_ms()
     kind.waiting[thread.run_id] = thread
-    journal.status(thread, ThreadStatus.WAITING, question=question, rounds=thread.rounds)
-    journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for a person: {question[:200]} "
-                           f"(answer with `nerve thread approve|reject {thread.run_id}`)")
+    journal.status(thread, ThreadStatus.WAITING, **waiting_payload(thread))
+    if isinstance(thread.wait, EventWait):
+        journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for {thread.wait.describe()}")
+    else:
+        question = (thread.wait.question if thread.wait is not None else "").strip().splitlines() or [""]
+        journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for a person: {question[0][:200]} "
+                               f"(answer with `nerve thread approve|reject {thread.run_id}`)")
 
 
-def approval_deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float, str] | None:
-    """(seconds left, reason) for the thread's approval_timeout, or None when it has none."""
-    if cfg is None or cfg.approval_timeout is None or thread.waiting_since is None:
+def waiting_payload(thread: Thread) -> dict[str, Any]:
+    """The `waiting` row: what it waits for (`waiting_for`), a person's question, the rounds so far."""
+    payload: dict[str, Any] = {"rounds": thread.rounds}
+    if isinstance(thread.wait, EventWait):
+        payload["reason"] = f"waits for {thread.wait.describe()}"
+    elif thread.wait is not None:
+        payload["question"] = thread.wait.question
+    if thread.wait is not None:
+        payload["waiting_for"] = {**thread.wait.to_dict(), "description": thread.wait.describe()}
+    return payload
+
+
+def deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float, str] | None:
+    """(seconds left, reason) before the thread's wait times out, or None when it never does.
+
+    A person's: `approval_timeout` (the thread then fails); an event's: its own timeout (it then resumes).
+    """
+    if thread.waiting_since is None:
         return None
-    remaining = cfg.approval_timeout - (now_ms() - thread.waiting_since) / 1000
-    return max(0.0, remaining), (f"no answer from a person within approval_timeout "
-                                 f"{format_duration(cfg.approval_timeout)}")
+    waited = (now_ms() - thread.waiting_since) / 1000
+    if isinstance(thread.wait, EventWait):
+        if thread.wait.timeout_s is None:
+            return None
+        return max(0.0, thread.wait.timeout_s - waited), f"timeout {format_duration(thread.wait.timeout_s)}"
+    if cfg is None or cfg.approval_timeout is None:
+        return None
+    return max(0.0, cfg.approval_timeout - waited), (f"no answer from a person within approval_timeout "
+                                                     f"{format_duration(cfg.approval_timeout)}")
 
 
 def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
@@ -56,38 +91,67 @@ def expire(journal: Journal, kind: Kind, thread: Thread, reason: str) -> bool:
     was answered meanwhile."""
     if kind.waiting.get(thread.run_id) is not thread:
         return False
-    del kind.waiting[thread.run_id]
-    if thread.timer is not None:
-        thread.timer.cancel()
-        thread.timer = None
+    _unpark(kind, thread)
     journal.status(thread, ThreadStatus.FAILED, reason=reason, rounds=thread.rounds)
     journal.report("error", f"workflow {kind.name}: {thread.run_id} failed: {reason}")
     return True
 
 
-def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: str | None, by: str,
-           via: str | None = None) -> None:
-    """Append the person's answer to the chain and queue the thread again (the caller starts it).
+def resume(journal: Journal, kind: Kind, thread: Thread, message: WorkflowMessage, detail: dict[str, Any]) -> bool:
+    """Append what answered the wait to the chain and queue the thread again (the caller starts it);
+    False when it no longer waits (answered, cancelled or timed out meanwhile).
 
     thread_timeout counts running time: it starts again when the thread resumes.
     """
-    message = person_answer(decision, note, by, now_ms(), via)  # ValueError for a decision that is neither
-    kind.waiting.pop(thread.run_id, None)
-    if thread.timer is not None:
-        thread.timer.cancel()
-        thread.timer = None
+    if kind.waiting.get(thread.run_id) is not thread:
+        return False
+    _unpark(kind, thread)
     journal.message(thread, len(thread.messages), message.to_dict())
     journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds,
-                   origin=thread.origin, answer=decision, by=by, **({"via": via} if via is not None else {}))
+                   origin=thread.origin, **detail)
     thread.waiting_since = None
     thread.started_ms = None
     thread.resumed = True
+    return True
+
+
+def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: str | None, by: str,
+           via: str | None = None, data: Any = NO_ANSWER) -> None:
+    """A person's answer (`by` who gave it, `via` how it came, `data` a structured one): appended to the chain,
+    the thread queued again.
+
+    ValueError, with nothing written, for a thread that waits for an event, a decision that is neither
+    approve nor reject, or an answer the question's schema refuses (every problem listed).
+    """
+    if isinstance(thread.wait, EventWait):
+        raise ValueError(f"{thread.run_id} waits for an event ({thread.wait.describe()}), not for a person; "
+                         f"`nerve emit {thread.wait.source} ...` resumes it")
+    schema = thread.wait.schema if isinstance(thread.wait, PersonWait) else None
+    if schema is not None and data is NO_ANSWER and decision == "approve":
+        raise ValueError(f"{thread.run_id}'s question asks for an answer matching its JSON Schema; give it with "
+                         f"--answer JSON (schema: {orjson.dumps(schema).decode()[:300]})")
+    if schema is not None and data is not NO_ANSWER:
+        problems = answer_problems(schema, data)
+        if problems:
+            raise ValueError(f"the answer does not match {thread.run_id}'s question's JSON Schema: "
+                             + "; ".join(problems) + "; nothing was written")
+    message = person_answer(decision, note, by, now_ms(), via, data)
+    detail: dict[str, Any] = {"answer": decision, "by": by, **({"via": via} if via is not None else {})}
+    resume(journal, kind, thread, message, detail)
+
+
+def _unpark(kind: Kind, thread: Thread) -> None:
+    del kind.waiting[thread.run_id]
+    if thread.timer is not None:
+        thread.timer.cancel()
+        thread.timer = None
+    thread.wait = None
 
 
 def waiting_thread(logs_path: Path, row: dict) -> Thread:
-    """A `waiting` row of workflow_runs as the Thread it was (chain, request, since when it waits).
+    """A `waiting` row of workflow_runs as the Thread it was (chain, request, what and since when it waits).
 
-    WorkflowError when its chain does not end with a question (the logs were edited by hand).
+    WorkflowError when its chain does not end with a wait (the logs were edited by hand).
     """
     run_id, name = row["run_id"], row["workflow"]
     request = queued_request(logs_path, run_id)
@@ -95,15 +159,16 @@ def waiting_thread(logs_path: Path, row: dict) -> Thread:
                     request.get("origin") or {})
     try:
         chain = persisted_chain(logs_path, run_id)
+        thread.wait = pending_wait(chain)
     except ValueError as exc:
         raise WorkflowError(f"{run_id} cannot resume: {exc}") from None
-    if pending_question(chain) is None:
+    if thread.wait is None:
         raise WorkflowError(f"{run_id} is marked waiting but its last message asks nothing; "
                             "`nerve doctor` shows what its logs say")
     thread.messages = [m.to_dict() for m in chain]
     if chain:
         thread.max_rounds = int(chain[0].meta.get("maxRounds", thread.max_rounds))
-    rows = query_logs(logs_path, source="workflow", type=WAITING, ref=run_id, limit=1)
+    rows = query_logs(logs_path, source="workflow", type=WAITING, ref=run_id, limit=1)  # the newest
     thread.waiting_since = rows[0]["ts"] if rows else row["ts"]
     return thread
 
@@ -116,3 +181,7 @@ def not_waiting(logs_path: Path, run_id: str, status: str | None) -> WorkflowErr
         return WorkflowError(f"no thread {run_id}{waiting} (see `nerve thread list --status waiting`)")
     return WorkflowError(f"{run_id} is {status}, not waiting for a person; only a waiting thread can be "
                          "approved or rejected (see `nerve thread list --status waiting`)")
+
+
+def is_person(thread: Thread) -> bool:
+    return isinstance(thread.wait, PersonWait)

@@ -27,13 +27,17 @@ Listener = Callable[[str, str, str, dict], None]  # (run_id, workflow, type, pay
 
 
 class Journal:
-    def __init__(self, logs: LogStore, report: Report) -> None:
+    def __init__(self, logs: LogStore, report: Report, on_statuses: Callable[[], None] | None = None) -> None:
+        """`on_statuses`: called after a flush that wrote status rows (the engine's nerve-threads feed)."""
         self.logs = logs
         self.report = report
         self.listeners: list[Listener] = []
+        self.on_statuses = on_statuses
+        self._statuses = False  # status rows written since the last flush
 
     def status(self, thread: Thread, status: ThreadStatus, **detail: Any) -> None:
         """The thread takes `status` (its row, and workflow_runs, in one transaction)."""
+        self._statuses = True
         self._write(thread, logrows.thread_status(thread.run_id, thread.workflow, status, **detail))
 
     def _write(self, thread: Thread, row: LogRow) -> None:
@@ -64,7 +68,10 @@ class Journal:
     def flush(self) -> bool:
         try:
             self.logs.flush()
-            return True
         except sqlite3.Error as exc:
             self.report("error", f"logs.db: could not write workflow events ({exc}); will retry")
             return False
+        if self._statuses and self.on_statuses is not None:
+            self._statuses = False
+            self.on_statuses()
+        return True

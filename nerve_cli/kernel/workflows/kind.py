@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.model import is_round
+from nerve_cli.automaton.waits import Wait
 from nerve_cli.home import Layout
 from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.vocab.states import WorkerState
@@ -26,9 +27,13 @@ class Thread:
     dispatched: bool = False  # ThreadStart sent to the current worker
     resumed: bool = False
     started_ms: int | None = None  # first start; thread_timeout counts from here, across resumes
-    waiting_since: int | None = None  # a role asked a person at this time (unix ms); approval_timeout counts from it
-    timer: asyncio.TimerHandle | None = None  # its approval_timeout
+    waiting_since: int | None = None  # it began to wait at this time (unix ms); its wait's timeout counts from it
+    wait: Wait | None = None  # what it waits for (a person, an event), while it waits
+    timer: asyncio.TimerHandle | None = None  # its approval_timeout, or its event wait's timeout
     run_timer: asyncio.TimerHandle | None = None  # its thread_timeout, while it runs
+    cancelling: tuple[str, str, str | None] | None = None  # (reason, by, via): its role was told to stop;
+    # it ends `cancelled`
+    cancel_timer: asyncio.TimerHandle | None = None  # its cancel_grace: then the kernel ends it and stops the worker
     _counted: tuple[list[dict[str, Any]] | None, int, int] = (None, 0, 0)  # (that list, messages seen, rounds)
 
     @property
@@ -47,7 +52,7 @@ class Thread:
 @dataclass
 class Kind:
     """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first)
-    and the threads waiting for a person (no slot)."""
+    and the threads waiting for a person or an event (no slot)."""
 
     name: str
     worker: WorkerProcess | None = None

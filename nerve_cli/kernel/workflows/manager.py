@@ -10,16 +10,16 @@ starts and stopped after `idle_timeout` without threads. When a worker dies
 mid-thread it is respawned with backoff; idempotent threads resume from their
 persisted chain, the others end `crashed` with the exit as the reason.
 
-A thread whose role asked a person is `waiting`: it holds no slot, survives
-restarts, and resumes (queued again) when a person answers.
+A thread whose role asked a person or waits for an event is `waiting`: it holds
+no slot, survives restarts, and resumes (queued again) when a person answers
+or a matching event is committed (`waits` reads the event store).
 
 The manager owns the kinds and the pump (start what may start, make sure a
 worker serves it). It calls down into one owner per decision, none of which
-calls back: `workflow_admission` (may it run; start, queue or drop),
-`workflow_spawn` (the worker's life and what its lines mean),
-`workflow_recovery` (threads whose worker, file or time ran out),
-`workflow_gates` (threads waiting for a person). They all write through
-`workflow_journal`.
+calls back: `admission` (may it run; start, queue or drop), `spawn` (the
+worker's life and what its lines mean), `recovery` (threads whose worker, file
+or time ran out), `gates` (waiting threads), `waits` (which event resumes a
+thread waiting for one). They all write through `journal`.
 """
 
 from __future__ import annotations
@@ -31,19 +31,24 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.directive import parse_directive
-from nerve_cli.automaton.model import start_message
-from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
+from nerve_cli.automaton.model import NO_ANSWER, WorkflowMessage, start_message
+from nerve_cli.automaton.waits import EventWait, event_message, timeout_message
+from nerve_cli.config.fleet import emit_refusal
+from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
+from nerve_cli.home import Layout
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess
-from nerve_cli.kernel.workflows import admission, gates, recovery
+from nerve_cli.kernel.workflows import admission, control, gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal, Listener
 from nerve_cli.kernel.workflows.kind import Kind, Thread
-from nerve_cli.kernel.workflows.spawn import Spawner
+from nerve_cli.kernel.workflows.spawn import Emit, Spawner
+from nerve_cli.kernel.workflows.waits import EventWaits, Found, Waiter
+from nerve_cli.store.events import EventError, store_event
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
-from nerve_cli.store.runs import run_counts
+from nerve_cli.store.runs import run_counts, thread_record
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.states import ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
@@ -64,18 +69,25 @@ class WorkflowManager:
         max_crashes: int = 5,
         start_tries: int = 3,
         launch: Launch = PLAIN,
+        emit: Emit | None = None,
+        on_statuses: Callable[[], None] | None = None,
     ) -> None:
+        """`emit` stores an event a thread's role emits (the engine's durable emit); without one (a
+        standalone run) the event is stored in data/events.db for the next engine to deliver.
+        `on_statuses` is called once thread status rows are on disk (the engine signals them)."""
         self.home = Path(home)
         self.config = config
         self.logs = logs
         self.report = report
         self.idle_timeout = idle_timeout
         self.kinds: dict[str, Kind] = {}
-        self.journal = Journal(logs, report)
+        self.journal = Journal(logs, report, on_statuses)
         self._own_policy = policy is not None  # a caller's policy stays; else nerve.yaml's, kept current
-        self.spawner = Spawner(self.home, self.journal, policy or Policy.of(config.engine),
+        self._emit = emit or self._store_event
+        self.spawner = Spawner(self.home, self.journal, policy or Policy.of(config.engine), self._thread_emit,
                                max_crashes=max_crashes, start_tries=start_tries, launch=launch)
         self.stopping = False
+        self.event_waits = EventWaits(Layout(self.home).data, self._event_arrived)
         self._tasks: set[asyncio.Task[None]] = set()  # background tasks, referenced until done
 
     # -- public API ------------------------------------------------------------
@@ -93,8 +105,12 @@ class WorkflowManager:
             self._pump(kind)
         self._flush()
 
-    def launch(self, workflow: str, prompt: str, max_rounds: int | None, origin: dict) -> dict:
-        """Queue a thread and start it if there is room; raises WorkflowError for a bad request."""
+    def launch(self, workflow: str, prompt: str, max_rounds: int | None, origin: dict,
+               chain: list[WorkflowMessage] | None = None) -> dict:
+        """Queue a thread and start it if there is room; raises WorkflowError for a bad request.
+
+        `chain`: the messages it starts from (a fork of another thread), written with its `queued` row so
+        that it survives a restart while queued; its start message then carries the rounds it gets."""
         cfg, rounds = admission.check_request(self.config, workflow, prompt, max_rounds)
         kind = self._kind(workflow)
         thread = Thread(self.logs.allocate_run_id(), workflow, prompt, rounds, dict(origin or {}))
@@ -102,6 +118,9 @@ class WorkflowManager:
         if max_rounds is not None and max_rounds > rounds:
             payload["requested_max_rounds"] = max_rounds
         self.journal.status(thread, ThreadStatus.QUEUED, **payload)
+        for seq, message in enumerate(chain or []):
+            meta = {**message.meta, "maxRounds": rounds} if seq == 0 else dict(message.meta)
+            self.journal.message(thread, seq, {**message.to_dict(), "meta": meta})
         status = admission.admit(self.journal, kind, cfg, thread, holding=self.stopping)
         if status == admission.STARTED:
             self._begin(kind, thread)
@@ -109,6 +128,26 @@ class WorkflowManager:
         self._flush()
         self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
         return {"run_id": thread.run_id, "status": status}
+
+    def rerun(self, run_id: str, from_round: int | None, message: str | None, by: str,
+              via: str | None = None) -> dict:
+        """A new thread from `run_id`: the same workflow, prompt and limits, or (`from_round`) its chain up to
+        that round, the last message kept edited to `message`. {"run_id", "status", "rerun_of"}."""
+        self._flush()
+        try:
+            record = thread_record(self.home, run_id)
+        except ValueError as exc:
+            raise WorkflowError(f"{run_id} cannot be run again: {exc}") from None
+        if record is None:
+            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
+        chain = control.fork(record.chain, run_id, from_round, message, now_ms())
+        origin: dict[str, Any] = {"kind": "rerun", "of": run_id, "by": by}
+        if via is not None:
+            origin["via"] = via
+        if from_round is not None:
+            origin.update(from_round=from_round, edited=message is not None)
+        started = self.launch(record.workflow, record.prompt, record.max_rounds, origin, chain)
+        return {**started, "rerun_of": run_id}
 
     def launch_directive(self, sense: str, directive: str) -> dict:
         """Launch from a sense's `workflow` directive: {"run_id", "status"} (started, queued, dropped), or
@@ -168,34 +207,64 @@ class WorkflowManager:
             out[name] = min(since) if since else None
         return out
 
-    def cancel(self, run_id: str, reason: str) -> bool:
-        """Cancel a thread: a queued one is dropped, a running or waiting one ends `failed` ("cancelled: reason")."""
-        for kind in self.kinds.values():
-            waiting = kind.waiting.get(run_id)
-            if waiting is not None:
-                gates.expire(self.journal, kind, waiting, f"cancelled: {reason}")
-                self._flush()
-                return True
-            for thread in list(kind.queue):
-                if thread.run_id == run_id:
-                    kind.queue.remove(thread)
-                    self.journal.status(thread, ThreadStatus.DROPPED, reason=f"cancelled: {reason}")
-                    self._flush()
-                    return True
-            running = kind.running.get(run_id)
-            if running is not None:
-                thread = running
-                if thread.dispatched and kind.worker is not None:
-                    kind.worker.send(protocol.ThreadCancel(run_id, reason))
-                else:  # not on a worker yet: end it here
-                    del kind.running[run_id]
-                    self.journal.status(thread, ThreadStatus.FAILED, reason=f"cancelled: {reason}", rounds=0)
-                    self._pump(kind)
-                    self._flush()
-                return True
-        return False
+    def cancel(self, run_id: str, reason: str | None, by: str, via: str | None = None) -> dict:
+        """Cancel a live thread: {"run_id", "status": cancelled|cancelling, "was"}; WorkflowError otherwise.
 
-    def answer(self, run_id: str, decision: str, note: str | None, by: str, via: str | None = None) -> dict:
+        Queued or waiting: it ends `cancelled` now. Running: its role is cancelled on its worker (the thread
+        ends `cancelled` when the worker says so), and after `cancel_grace` the kernel ends it itself.
+        """
+        why = reason or f"cancelled by {by}"
+        for kind in self.kinds.values():
+            thread = kind.waiting.pop(run_id, None)
+            was = ThreadStatus.WAITING
+            if thread is None:
+                thread = next((t for t in kind.queue if t.run_id == run_id), None)
+                was = ThreadStatus.QUEUED
+                if thread is not None:
+                    kind.queue.remove(thread)
+            if thread is not None:
+                self.event_waits.remove(run_id)
+                control.cancelled(self.journal, kind, thread, was, why, by, via)
+                self._flush()
+                return {"run_id": run_id, "status": ThreadStatus.CANCELLED.value, "was": was.value}
+            thread = kind.running.get(run_id)
+            if thread is not None:
+                return self._cancel_running(kind, thread, why, by, via)
+        self._flush()
+        raise control.not_cancellable(self.logs.path, run_id)
+
+    def _cancel_running(self, kind: Kind, thread: Thread, why: str, by: str, via: str | None) -> dict:
+        if not thread.dispatched or kind.worker is None:  # not on a worker yet: it ends here
+            del kind.running[thread.run_id]
+            control.cancelled(self.journal, kind, thread, ThreadStatus.STARTED, why, by, via)
+            self._pump(kind)
+            self._flush()
+            return {"run_id": thread.run_id, "status": ThreadStatus.CANCELLED.value, "was": "started"}
+        if thread.cancelling is None:
+            thread.cancelling = (why, by, via)
+            kind.worker.send(protocol.ThreadCancel(thread.run_id, why))
+            grace = (self.config.workflows.get(kind.name) or WorkflowConfig()).cancel_grace
+            thread.cancel_timer = asyncio.get_running_loop().call_later(grace, self._cancel_overdue, kind, thread,
+                                                                        grace)
+        return {"run_id": thread.run_id, "status": "cancelling", "was": "started"}
+
+    def _cancel_overdue(self, kind: Kind, thread: Thread, grace: float) -> None:
+        """A cancelled thread's role did not stop within cancel_grace: end it here, stop the worker."""
+        thread.cancel_timer = None
+        if kind.running.get(thread.run_id) is not thread or thread.cancelling is None:
+            return
+        del kind.running[thread.run_id]
+        why, by, via = thread.cancelling
+        control.cancelled(self.journal, kind, thread, ThreadStatus.STARTED,
+                          f"{why} (its role did not stop within cancel_grace {format_duration(grace)}: "
+                          "its worker was stopped)", by, via)
+        self._flush()
+        worker = kind.worker
+        if worker is not None:  # its exit is a crash for the threads it still ran (resumed or crashed)
+            self.background(worker.terminate(1.0))
+
+    def answer(self, run_id: str, decision: str, note: str | None, by: str, via: str | None = None,
+               data: Any = NO_ANSWER) -> dict:
         """A person's answer to a waiting thread: appended to its chain, the thread resumes (or queues).
 
         WorkflowError when the thread is not waiting. An answered thread is
@@ -206,14 +275,15 @@ class WorkflowManager:
         if cfg is None:
             raise WorkflowError(f"{run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
         try:
-            gates.answer(self.journal, kind, thread, decision, note, by, via)
+            gates.answer(self.journal, kind, thread, decision, note, by, via, data)
         except ValueError as exc:
             raise WorkflowError(str(exc)) from None
         kind.queue.appendleft(thread)  # it was asked before anything queued now: first in line
         self._pump(kind)  # starts it at once if there is a free slot
         self._flush()
         status = "started" if thread.run_id in kind.running else "queued"
-        self.report("info", f"workflow {kind.name}: {run_id} {decision}d by {by}; {status}")
+        done = "approved" if decision == "approve" else "rejected"
+        self.report("info", f"workflow {kind.name}: {run_id} {done} by {by}; {status}")
         return {"run_id": run_id, "decision": decision, "status": status}
 
     def _waiting(self, run_id: str) -> tuple[Kind, Thread]:
@@ -238,18 +308,69 @@ class WorkflowManager:
             return
         kind = self._kind(thread.workflow)
         kind.waiting[thread.run_id] = thread
-        self._arm_gate(kind, thread)
+        self._watch_wait(kind, thread)
 
-    def _arm_gate(self, kind: Kind, thread: Thread) -> None:
-        deadline = gates.approval_deadline(self.config.workflows.get(kind.name), thread)
-        if deadline is not None and thread.timer is None:
-            thread.timer = asyncio.get_running_loop().call_later(deadline[0], self._expire, kind, thread,
-                                                                 deadline[1])
+    def _watch_wait(self, kind: Kind, thread: Thread) -> None:
+        """Arm what ends the thread's wait: its timeout, and for an event wait, reading its source."""
+        if thread.timer is None:
+            deadline = gates.deadline(self.config.workflows.get(kind.name), thread)
+            if deadline is not None:
+                thread.timer = asyncio.get_running_loop().call_later(deadline[0], self._timed_out, kind, thread,
+                                                                     deadline[1])
+        if isinstance(thread.wait, EventWait) and thread.run_id not in self._event_waiters():
+            source_kind = "sense" if thread.wait.source in self.config.senses or \
+                thread.wait.source in BUILTIN_SENSES else "channel"
+            self.event_waits.add(Waiter(kind, thread, thread.wait, source_kind))
 
-    def _expire(self, kind: Kind, thread: Thread, reason: str) -> None:
+    def _event_waiters(self) -> set[str]:
+        return {run_id for waiters in self.event_waits.by_source.values() for run_id in waiters}
+
+    def _timed_out(self, kind: Kind, thread: Thread, reason: str) -> None:
+        """A wait's time ran out: a person's fails the thread (approval_timeout), an event's resumes it."""
         thread.timer = None
-        if gates.expire(self.journal, kind, thread, reason):
+        wait = thread.wait
+        if isinstance(wait, EventWait):
+            self.event_waits.remove(thread.run_id)
+            self._resume(kind, thread, timeout_message(wait, now_ms()), {"timed_out": True})
+        elif gates.expire(self.journal, kind, thread, reason):
             self._flush()
+
+    async def _thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+        """An event a thread's role emits, stored like `nerve emit` stores one (a sense's name is refused)."""
+        if channel in self.config.senses or channel in BUILTIN_SENSES:
+            raise EventError(f"{channel!r} is a sense: senses emit their own signals; emit to a channel")
+        refused = emit_refusal(self.config.fleet, channel)  # another fleet host's sense
+        if refused is not None:
+            raise EventError(refused)
+        return await self._emit(channel, payload, key)
+
+    async def _store_event(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+        """No engine (a standalone run): stored in data/events.db, delivered and logged by the next engine."""
+        stored = await asyncio.get_running_loop().run_in_executor(None, store_event, Layout(self.home).events_db,
+                                                                  channel, payload, key)
+        self.events_committed(channel)
+        return stored.id, stored.duplicate, []
+
+    def events_committed(self, source: str | None) -> None:
+        """Events of `source` were committed (None: of some channel): threads waiting for one read them."""
+        if source is None:
+            self.event_waits.changed_channels()
+        else:
+            self.event_waits.changed(source)
+
+    def _event_arrived(self, waiter: Waiter, event: Found) -> None:
+        message = event_message(waiter.wait, event.id, waiter.source_kind, event.ts, event.payload, now_ms())
+        self._resume(waiter.kind, waiter.thread, message, {"event": {"source": waiter.wait.source, "id": event.id}})
+
+    def _resume(self, kind: Kind, thread: Thread, message: WorkflowMessage, detail: dict[str, Any]) -> None:
+        """What the thread waited for came: it resumes first in line (it waited before anything queued now)."""
+        if not gates.resume(self.journal, kind, thread, message, detail):
+            return
+        kind.queue.appendleft(thread)
+        self._pump(kind)
+        self._flush()
+        status = "started" if thread.run_id in kind.running else "queued"
+        self.report("info", f"workflow {kind.name}: {thread.run_id} resumes ({message.content[:120]}); {status}")
 
     def add_listener(self, listener: Listener) -> None:
         """Called after every workflow event is written (the standalone CLI prints rounds with it)."""
@@ -294,6 +415,10 @@ class WorkflowManager:
             first = start_message(thread.prompt, thread.max_rounds, now_ms()).to_dict()
             self.journal.status(thread, ThreadStatus.STARTED, max_rounds=thread.max_rounds, **detail)
             self.journal.message(thread, 0, first)
+        elif not thread.resumed:  # a fork's first start: it goes on from the chain it was given
+            self.journal.status(thread, ThreadStatus.STARTED, max_rounds=thread.max_rounds,
+                                rounds=thread.rounds, **detail)
+            thread.resumed = True
         else:
             self.journal.status(thread, ThreadStatus.STARTED, resumed=True, rounds=thread.rounds,
                                 **detail)
@@ -371,8 +496,8 @@ class WorkflowManager:
 
     def _on_message(self, kind: Kind, worker: WorkerProcess, message: Any) -> None:
         if self.spawner.handle_message(kind, worker, message):  # a thread ended or waits: room for the next
-            for thread in kind.waiting.values():
-                self._arm_gate(kind, thread)
+            for thread in list(kind.waiting.values()):
+                self._watch_wait(kind, thread)
             self._pump(kind)
             self._flush()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig, format_duration
+from nerve_cli.kernel.workflows import control
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.logs import now_ms, query_logs
@@ -57,10 +58,14 @@ def fail_unsendable(journal: Journal, kind: Kind, thread: Thread, size: int) -> 
 
 
 def lose_threads(journal: Journal, kind: Kind, reason: str, *, resume: bool) -> None:
-    """The worker went away under running threads: resume them (idempotent) or crash them."""
+    """The worker went away under running threads: resume them (idempotent) or crash them; one that was
+    being cancelled ends `cancelled`."""
     for thread in list(kind.running.values()):
         thread.dispatched = False
-        if not resume:
+        if thread.cancelling is not None:
+            del kind.running[thread.run_id]
+            control.cancelled(journal, kind, thread, ThreadStatus.STARTED, *thread.cancelling)
+        elif not resume:
             del kind.running[thread.run_id]
             journal.status(thread, ThreadStatus.CRASHED, reason=reason, rounds=thread.rounds)
             journal.report("error", f"workflow {kind.name}: {thread.run_id} crashed: {reason}")

@@ -11,15 +11,16 @@ be room for the next thread; it never calls the manager.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig
+from nerve_cli.errors import NerveError
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
-from nerve_cli.kernel.workflows import gates, recovery
+from nerve_cli.kernel.workflows import control, gates, recovery
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.vocab import logrows
@@ -29,13 +30,18 @@ from nerve_cli.words import plural
 
 END_STATUSES = (ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING)  # what a worker may report
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
+# Stores an event a thread's role emits: (channel, payload, key) → (event id, duplicate, senses woken);
+# raises NerveError for an event that cannot be stored as given.
+Emit = Callable[[str, Any, "str | None"], Awaitable[tuple[int, bool, list[str]]]]
 
 
 class Spawner:
-    def __init__(self, home: Path, journal: Journal, policy: Policy, *, max_crashes: int, start_tries: int,
-                 launch: Launch = PLAIN) -> None:
+    def __init__(self, home: Path, journal: Journal, policy: Policy, emit: Emit, *, max_crashes: int,
+                 start_tries: int, launch: Launch = PLAIN) -> None:
         self.home = home
         self.launch = launch
+        self.emit = emit
+        self._emitting: set[asyncio.Task[None]] = set()
         self.journal = journal
         self.policy = policy  # back-off, ready and stop waits: the one supervision policy
         self.max_crashes = max_crashes
@@ -136,6 +142,10 @@ class Spawner:
                                          message.retry_in_s, message.error)
         elif isinstance(message, protocol.ThreadEnd):
             return self._on_thread_end(kind, message)
+        elif isinstance(message, protocol.ThreadEmit):
+            task = asyncio.get_running_loop().create_task(self._emit(kind, worker, message))
+            self._emitting.add(task)
+            task.add_done_callback(self._emitting.discard)
         elif isinstance(message, protocol.Malformed):
             self._unexpected(kind, worker, f"malformed line ({message.problem}): "
                                            f"{message.line.decode('utf-8', 'replace')[:200]}")
@@ -165,6 +175,19 @@ class Spawner:
             return
         self._ack(kind, worker, thread, msg.seq)
 
+    async def _emit(self, kind: Kind, worker: WorkerProcess, msg: protocol.ThreadEmit) -> None:
+        """Store the event a thread's role emits and answer it; a refusal is the answer's `error`."""
+        if msg.run_id not in kind.running:
+            answer = protocol.EmitDone(msg.run_id, msg.request, error=f"{msg.run_id} is not running")
+        else:
+            try:
+                event_id, duplicate, woken = await self.emit(msg.channel, msg.payload, msg.key)
+                answer = protocol.EmitDone(msg.run_id, msg.request, event_id, duplicate, woken)
+            except NerveError as exc:
+                answer = protocol.EmitDone(msg.run_id, msg.request, error=str(exc))
+        if worker is kind.worker:
+            worker.send(answer)
+
     def _ack(self, kind: Kind, worker: WorkerProcess, thread: Thread, seq: int) -> None:
         """Acknowledge only once the message is on disk; retry the flush until it is."""
         if not self.journal.flush():
@@ -184,8 +207,11 @@ class Spawner:
             status = ThreadStatus(msg.status)
         else:
             status, reason = ThreadStatus.FAILED, f"worker reported unknown status {msg.status!r}: {msg.reason}"
+        if thread.cancelling is not None and status is not ThreadStatus.COMPLETED:  # it stopped as asked
+            control.cancelled(self.journal, kind, thread, ThreadStatus.STARTED, *thread.cancelling)
+            return True
         if status is ThreadStatus.WAITING:
-            gates.wait(self.journal, kind, thread, reason)
+            gates.wait(self.journal, kind, thread)
             return True
         payload: dict[str, Any] = {"reason": reason, "rounds": thread.rounds}
         if msg.error:

@@ -15,7 +15,15 @@ import orjson
 
 from nerve_cli.config.code import check_code
 from nerve_cli.config.load import load_config
-from nerve_cli.config.model import NerveConfig, ReflexConfig, format_duration
+from nerve_cli.config.model import (
+    BUILTIN_SENSES,
+    HEALTH_SENSE,
+    THREADS_SENSE,
+    NerveConfig,
+    ReflexConfig,
+    SenseConfig,
+    format_duration,
+)
 from nerve_cli.config.rules import hint
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
@@ -65,7 +73,16 @@ def describe_trigger(reflex: ReflexConfig) -> list[str]:
 
 
 def triggers_of(config: NerveConfig, name: str) -> list[str]:
+    if name == HEALTH_SENSE:
+        return [f"every {format_duration(config.engine.health_interval)} (engine.health_interval)"]
+    if name == THREADS_SENSE:
+        return ["on every workflow thread's change of status"]
     return [t for r in config.reflexes if r.sense == name for t in describe_trigger(r)]
+
+
+def settings_of(config: NerveConfig, name: str) -> SenseConfig:
+    """A sense's settings; a built-in sense's are the kernel's (group `kernel`, never disabled)."""
+    return config.senses[name] if name in config.senses else SenseConfig(group="kernel")
 
 
 def list_senses(home: Path) -> list[SenseSummary]:
@@ -75,17 +92,18 @@ def list_senses(home: Path) -> list[SenseSummary]:
 
 
 def require_sense(home: Path, name: str) -> NerveConfig:
-    """The instance's config, once `name` is known to be one of its senses (else a 'did you mean' error)."""
+    """The instance's config, once `name` is known to be one of its senses or a built-in one (else a 'did you
+    mean' error)."""
     config = load_config(home)
-    if name not in config.senses:
-        raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, list(config.senses))}")
+    if name not in config.senses and name not in BUILTIN_SENSES:
+        raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, [*config.senses, *BUILTIN_SENSES])}")
     return config
 
 
 def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_code: bool = True) -> SenseDetail:
     config = require_sense(home, name)
     layout = Layout(home)
-    settings = config.senses[name]
+    settings = settings_of(config, name)
     archived = archived_counts(home, name)
     tables = _tables(layout.sense_db(name), archived)
     return SenseDetail(
@@ -186,7 +204,7 @@ def sparkline(values: list[Any]) -> str | None:
 
 def _summary(layout: Layout, config: NerveConfig, name: str, archived: dict[str, int] | None = None) -> SenseSummary:
     """Signals counted in the database *and* its archive files, so `sense list` and `sense show` agree."""
-    settings = config.senses[name]
+    settings = settings_of(config, name)
     stats = read_rows(layout.sense_db(name), "SELECT count(*), max(ts) FROM _signals")
     count, last = stats[0] if stats else (0, None)
     newest = read_rows(layout.sense_db(name), "SELECT payload FROM _signals ORDER BY id DESC LIMIT 1") if count else None

@@ -29,7 +29,7 @@ from nerve_cli.config.edit import edit_config, rename_sense_refs, write_atomic
 from nerve_cli.config.lifecycle import check_sense, load_for_edit
 from nerve_cli.config.lifecycle_marks import disable
 from nerve_cli.config.load import read_config
-from nerve_cli.config.model import HEALTH_SENSE, check_name
+from nerve_cli.config.model import BUILTIN_SENSES, check_name
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
 from nerve_cli.instance.change import Change
@@ -87,7 +87,7 @@ def rename_sense(home: Path, old: str, new: str) -> Renamed:
 def _check_free(layout: Layout, config, old: str, new: str) -> None:
     if new == old:
         raise SenseError(f"`{old}` already has that name")
-    if new == HEALTH_SENSE or new in config.senses:
+    if new in BUILTIN_SENSES or new in config.senses:
         raise SenseError(f"there already is a sense `{new}` in nerve.yaml; pick another name")
     if new in config.workflows:
         raise SenseError(f"`{new}` is a workflow's name; pick another name")

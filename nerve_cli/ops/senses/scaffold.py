@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nerve_cli.config.edit import add_sense
 from nerve_cli.config.load import load_config
-from nerve_cli.config.model import HEALTH_SENSE, check_name
+from nerve_cli.config.model import BUILTIN_SENSES, check_name
 from nerve_cli.errors import SenseError
 from nerve_cli.home import Layout
 from nerve_cli.instance.attic import attic_entries
@@ -76,8 +76,8 @@ def check_new_sense(home: Path, name: str, group: str) -> None:
             check_name(value)
         except ValueError as exc:
             raise SenseError(f"invalid {what} name: {exc}") from None
-    if name == HEALTH_SENSE:
-        raise SenseError(f"`{HEALTH_SENSE}` is the engine's built-in sense; pick another name")
+    if name in BUILTIN_SENSES:
+        raise SenseError(f"`{name}` is the engine's built-in sense; pick another name")
 
     layout = Layout(home)
     if name in load_config(home).senses:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.model import NO_ANSWER
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
@@ -24,22 +25,26 @@ from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, workflow_runs
 
 
-def answer_thread(home: Path, run_id: str, decision: str, note: str | None, via: str) -> dict[str, Any]:
-    """{"run_id", "decision", "status": started|queued, "via": engine|offline}; NerveError when it is not waiting.
+def answer_thread(home: Path, run_id: str, decision: str, note: str | None, via: str,
+                  data: Any = NO_ANSWER) -> dict[str, Any]:
+    """{"run_id", "decision", "status": started|queued, "via": engine|offline}; NerveError when it is not waiting
+    or the answer does not match the question's schema.
 
     The answer records who gave it (`person`: git's user.name, else the login name) and `via`, the way it
-    came (`nerve thread approve`, `nerve top`, `nerve mcp`).
+    came (`nerve thread approve`, `nerve top`, `nerve mcp`); `data` is a structured answer (any JSON value).
     """
     run_id = normalise_run_id(run_id)
     by = person(home)
     if engine_running(home):
-        answer = request(home, "answer_thread", run_id=run_id, decision=decision, note=note, by=by, via=via)
+        extra = {} if data is NO_ANSWER else {"answer": data}
+        answer = request(home, "answer_thread", run_id=run_id, decision=decision, note=note, by=by, via=via, **extra)
         return {"run_id": answer["run_id"], "decision": answer["decision"], "status": answer["status"],
                 "via": "engine"}
-    return {**_offline(home, run_id, decision, note, by, via), "via": "offline"}
+    return {**_offline(home, run_id, decision, note, by, via, data), "via": "offline"}
 
 
-def _offline(home: Path, run_id: str, decision: str, note: str | None, by: str, via: str) -> dict[str, Any]:
+def _offline(home: Path, run_id: str, decision: str, note: str | None, by: str, via: str,
+             data: Any) -> dict[str, Any]:
     layout = Layout(Path(home))
     config = load_config(layout.home)
     with InstanceLock(layout.home, f"nerve thread {decision} {run_id}"):
@@ -53,7 +58,7 @@ def _offline(home: Path, run_id: str, decision: str, note: str | None, by: str, 
         kind = Kind(thread.workflow, waiting={run_id: thread})
         with LogStore(layout.logs_db) as logs:
             try:
-                gates.answer(Journal(logs, lambda level, line: None), kind, thread, decision, note, by, via)
+                gates.answer(Journal(logs, lambda level, line: None), kind, thread, decision, note, by, via, data)
             except ValueError as exc:
                 raise WorkflowError(str(exc)) from None
     return {"run_id": run_id, "decision": decision, "status": "queued"}

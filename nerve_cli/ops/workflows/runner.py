@@ -22,9 +22,10 @@ from nerve_cli.ops.client import engine_running, request
 from nerve_cli.roles.llm_env import LlmEnv, llm_env, mismatch
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, query_logs
+from nerve_cli.vocab.states import ThreadStatus
 
-END_TYPES = ("completed", "failed", "crashed", "dropped")
-STOP_TYPES = (*END_TYPES, "waiting")  # following a thread stops when it ends or waits for a person
+END_TYPES = tuple(s.value for s in ThreadStatus if not s.live)
+STOP_TYPES = (*END_TYPES, "waiting")  # following a thread stops when it ends or waits (a person, an event)
 OnEvent = Callable[[str, str, dict], None]  # (run_id, type, payload)
 Report = Callable[[str, str], None]
 POLL = 0.1

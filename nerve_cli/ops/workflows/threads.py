@@ -10,7 +10,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.automaton.model import PERSON, START, is_round
+from nerve_cli.automaton.model import NOT_ROUNDS, is_round
 from nerve_cli.automaton.pipeline import step_states
 from nerve_cli.config.load import load_config
 from nerve_cli.config.pipeline import PipelineError, pipeline_file, read_pipeline
@@ -19,8 +19,9 @@ from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import STATUSES, now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
+from nerve_cli.vocab.states import ThreadStatus
 
-END_TYPES = ("completed", "failed", "crashed", "dropped")
+END_TYPES = tuple(s.value for s in ThreadStatus if not s.live)
 
 
 def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -35,18 +36,20 @@ def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]
             f"SELECT ref_id, type, json_extract(payload, '$.prompt'), json_extract(payload, '$.max_rounds'), "
             f"coalesce(json_extract(payload, '$.reason'), json_extract(payload, '$.question')) FROM logs "
             f"WHERE source = 'workflow' AND ref_id IN ({marks}) "
-            f"AND type IN ('queued', 'waiting', 'completed', 'failed', 'crashed', 'dropped') ORDER BY id", run_ids)
+            f"AND type IN ('queued', 'waiting', 'completed', 'failed', 'crashed', 'dropped', 'cancelled') ORDER BY id",
+            run_ids)
         for run_id, type_, prompt, max_rounds, reason in rows:
             if type_ == "queued":
                 out[run_id].update(prompt=prompt, max_rounds=max_rounds)
                 out[run_id].pop("reason", None)  # queued again after an answer: the question is answered
             else:
                 out[run_id]["reason"] = reason  # for a waiting thread: its question
-        # the start message and a person's answers are not rounds
+        # the start message, a person's answers, events and tool notes are not rounds
+        not_rounds = ",".join("?" * len(NOT_ROUNDS))
         rows = conn.execute(
             f"SELECT ref_id, COUNT(DISTINCT json_extract(payload, '$.seq')) FROM logs WHERE source = 'workflow' "
-            f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') NOT IN (?, ?) "
-            f"GROUP BY ref_id", [*run_ids, START, PERSON])
+            f"AND type = 'message' AND ref_id IN ({marks}) AND json_extract(payload, '$.role') NOT IN ({not_rounds}) "
+            f"GROUP BY ref_id", [*run_ids, *NOT_ROUNDS])
         for run_id, rounds in rows:
             out[run_id]["rounds"] = rounds
     finally:
@@ -148,8 +151,9 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "duration_ms": ((ended["ts"] if ended else now) - started["ts"]) if started else None,
         "reason": end_payload.get("reason"),
         "error": end_payload.get("error"),
-        # a thread waiting for a person: what it asks and since when (None otherwise)
+        # a waiting thread: what it asks a person, what it waits for and since when (None otherwise)
         "question": (waiting["payload"] or {}).get("question") if waiting else None,
+        "waiting_for": (waiting["payload"] or {}).get("waiting_for") if waiting else None,
         "waiting_since_ts": waiting["ts"] if waiting else None,
         "events": [{"type": r["type"], "ts": r["ts"], "payload": r["payload"] or {}} for r in events],
         "messages": chain,

@@ -1,0 +1,273 @@
+"""What a thread can wait for: a person's answer (`ask_person`) or an event (`wait_for_event`).
+
+A role ends its round by returning one of them instead of a plain RoleResult.
+The message it becomes carries the wait in its meta, so the chain alone says
+what a thread waits for: a restarted engine reads it back from the log.
+
+An event wait names a source (an external channel, or a sense whose signals
+count) and a `match`: each key is a field of the event's payload (a dotted
+path reaches into nested objects: `"pull_request.number"`) and its value the
+one that field must equal (JSON equality: `1` is not `true`, `7` is `7.0`).
+The first event of that source committed since the round that asked began and
+matching every key resumes the thread, with the event as the next message
+(role EVENT, payload in `meta`); with a `timeout`, a thread no event resumed
+in time resumes with a message saying so (`meta.timed_out` true).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from nerve_cli.automaton.model import (
+    ANSWER_SCHEMA,
+    ASKS_PERSON,
+    EVENT,
+    PERSON,
+    TOOL,
+    M,
+    RoleResult,
+    WorkflowMessage,
+    asks_person,
+    is_round,
+)
+from nerve_cli.names import channel_problem
+
+WAITS_FOR_EVENT = "wait_for_event"  # meta key of a role's message that waits for an event: the EventWait
+TOOL_APPROVAL = "tool_approval"  # meta key of a role's question asking a person to allow one tool call
+MAX_TIMEOUT = 366 * 86400.0  # a wait longer than a year is a mistake (and would overflow a timer)
+SHOWN_PAYLOAD = 2000  # characters of an event's payload shown in the content of the message it becomes
+
+
+@dataclass(frozen=True)
+class PersonWait:
+    """The thread waits for `nerve thread approve|reject` (with an answer matching `schema`, when it has one)."""
+
+    question: str
+    schema: Mapping[str, Any] | None = None
+
+    def describe(self) -> str:
+        return self.question
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "person", "question": self.question, "schema": self.schema}
+
+
+@dataclass(frozen=True)
+class EventWait:
+    """The thread waits for the first event of `source` matching `match`, committed from `since_ms` on."""
+
+    source: str
+    match: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+    since_ms: int = 0  # the round that asked began then: an event committed while it ran counts
+
+    def describe(self) -> str:
+        """`ci.done where pr = 7 (timeout 1h)`."""
+        text = self.source
+        if self.match:
+            text += " where " + " and ".join(f"{k} = {_json(v)}" for k, v in self.match.items())
+        if self.timeout_s is not None:
+            text += f" (timeout {_duration(self.timeout_s)})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "event", "source": self.source, "match": dict(self.match), "timeout_s": self.timeout_s,
+                "since_ms": self.since_ms}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> EventWait:
+        """From a message's meta; ValueError when it is not one (a log edited by hand)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"an event wait must be an object, got {type(data).__name__}")
+        source, match, timeout, since = (data.get(k) for k in ("source", "match", "timeout_s", "since_ms"))
+        return cls(_source(source), _match(match), _timeout(timeout), since if isinstance(since, int) else 0)
+
+
+Wait = PersonWait | EventWait
+
+
+@dataclass(frozen=True)
+class WaitForEvent(RoleResult[M]):
+    """What a role returns to end its round waiting for an event (see `wait_for_event`)."""
+
+    wait: EventWait
+
+
+def wait_for_event(source: str, match: Mapping[str, Any] | None = None, timeout: float | str | None = None,
+                   meta: Mapping[str, Any] | None = None) -> WaitForEvent[Any]:
+    """End this round waiting for an event; the thread resumes with it as the next message.
+
+    Args:
+        source: an external channel (`nerve emit NAME`) or a sense (its signals).
+        match: payload fields (dotted paths reach nested objects) and the values they must equal;
+            none: any event of the source.
+        timeout: seconds or a duration (`"10m"`, `"2h"`); when it passes first, the thread resumes
+            with a message saying so (`meta["timed_out"]` true). None: wait as long as it takes.
+        meta: the round's own meta, kept on its message.
+
+    The thread holds no worker slot while it waits and survives engine restarts.
+    """
+    wait = EventWait(_source(source), _match(match), _timeout(timeout))
+    return WaitForEvent(f"waits for {wait.describe()}", dict(meta or {}), wait)
+
+
+def matches(payload: Any, match: Mapping[str, Any]) -> bool:
+    """True when every field of `match` is in `payload` with an equal value."""
+    for path, wanted in match.items():
+        value = payload
+        for part in path.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return False
+            value = value[part]
+        if not _equal(value, wanted):
+            return False
+    return True
+
+
+def pending_wait(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any]]) -> Wait | None:
+    """What the chain waits for (its last message asked and nothing answered yet), else None."""
+    if not messages:
+        return None
+    last = messages[-1]
+    role, content, meta = ((last.role, last.content, last.meta) if isinstance(last, WorkflowMessage)
+                           else (last.get("role"), last.get("content"), last.get("meta")))
+    if not isinstance(meta, Mapping) or not is_round(role):
+        return None
+    if asks_person(last):
+        schema = meta.get(ANSWER_SCHEMA)
+        return PersonWait(str(content), schema if isinstance(schema, Mapping) else None)
+    if WAITS_FOR_EVENT in meta:
+        return EventWait.from_dict(meta[WAITS_FOR_EVENT])
+    return None
+
+
+def wait_meta(result: RoleResult[Any], meta: dict[str, Any], round_started_ms: int) -> None:
+    """Mark the meta of a role's message that waits (the round began at `round_started_ms`)."""
+    if isinstance(result, WaitForEvent):
+        wait = EventWait(result.wait.source, result.wait.match, result.wait.timeout_s, round_started_ms)
+        meta[WAITS_FOR_EVENT] = wait.to_dict()
+    else:
+        meta[ASKS_PERSON] = True
+        schema = getattr(result, "schema", None)
+        if schema is not None:
+            meta[ANSWER_SCHEMA] = schema
+
+
+def event_message(wait: EventWait, event_id: int, kind: str, ts: int, payload: Any, timestamp: int) -> WorkflowMessage:
+    """The event that resumed a wait, as the next message of the chain (the moderator reads meta.payload)."""
+    shown = _json(payload)
+    if len(shown) > SHOWN_PAYLOAD:
+        shown = shown[:SHOWN_PAYLOAD] + "…"
+    meta = {"source": wait.source, "kind": kind, "event_id": event_id, "ts": ts, "payload": payload,
+            "match": dict(wait.match), "timed_out": False}
+    return WorkflowMessage(EVENT, f"{wait.source} #{event_id}: {shown}", meta, timestamp)
+
+
+def timeout_message(wait: EventWait, timestamp: int) -> WorkflowMessage:
+    """No event resumed the wait within its timeout: the next message says so (meta.timed_out true)."""
+    waited = _duration(wait.timeout_s or 0)
+    what = wait.source + (" where " + " and ".join(f"{k} = {_json(v)}" for k, v in wait.match.items())
+                          if wait.match else "")
+    meta = {"source": wait.source, "match": dict(wait.match), "timed_out": True, "timeout_s": wait.timeout_s,
+            "payload": None}
+    return WorkflowMessage(EVENT, f"timed out: no {what} event within {waited}", meta, timestamp)
+
+
+def _source(value: Any) -> str:
+    problem = channel_problem(value)
+    if problem is not None:
+        raise ValueError(f"wait_for_event: the source must be a channel or a sense name: {problem} ({value!r:.60})")
+    return value
+
+
+def _match(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"wait_for_event: match must be a dict of payload field -> value, got "
+                         f"{type(value).__name__}")
+    for key in value:
+        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+            raise ValueError(f"wait_for_event: match keys are payload field names (a dotted path for a nested "
+                             f"field, e.g. 'pull_request.number'), got {key!r:.60}")
+    try:
+        return orjson.loads(orjson.dumps(dict(value)))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise ValueError(f"wait_for_event: match values must be JSON values: {exc}") from None
+
+
+def _timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from nerve_cli.config.model import parse_duration  # the one duration grammar; only a wait given text pays
+
+        seconds = parse_duration(value)
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"wait_for_event: timeout is seconds or a duration like '10m', got {value!r:.60}")
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(f"wait_for_event: timeout must be above 0 and at most 366d, got {value!r:.60}")
+    return seconds
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: booleans are not numbers, 7 equals 7.0, objects and arrays compare by content."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _duration(seconds: float) -> str:
+    from nerve_cli.config.model import format_duration  # the one duration grammar; only a wait with a timeout pays
+
+    return format_duration(seconds)
+
+
+def tool_continuation(messages: Sequence[WorkflowMessage], clock: Callable[[], int]) -> tuple[str, WorkflowMessage] | None:
+    """(role, note) when the chain must go back to the role that asked a person to allow a tool call.
+
+    A person answered the role's question about a tool call: that role is
+    called again at once (its moderator is not asked), after `note` — a TOOL
+    message saying what was decided — is persisted, so the call runs at most
+    once: a note at the end of the chain means the role began acting on the
+    decision and never answered (its worker stopped); the next note says the
+    call is not run again. None otherwise.
+    """
+    if len(messages) >= 2 and messages[-1].role == PERSON and TOOL_APPROVAL in messages[-2].meta \
+            and asks_person(messages[-2]):
+        ask, answer = messages[-2], messages[-1]
+        call = dict(ask.meta[TOOL_APPROVAL].get("call") or {})
+        decision = "approve" if answer.meta.get("approved") else "reject"
+        meta = {"role": ask.role, "call": call, "decision": decision, "note": answer.meta.get("note"),
+                "by": answer.meta.get("by"), "via": answer.meta.get("via"), "interrupted": False}
+        done = "approved" if decision == "approve" else "rejected"
+        return ask.role, WorkflowMessage(TOOL, f"{done}: {_call_text(call)}", meta, clock())
+    if messages and messages[-1].role == TOOL and isinstance(messages[-1].meta.get("role"), str):
+        last = messages[-1]
+        meta = {**last.meta, "interrupted": True}
+        text = (f"not run again: {_call_text(last.meta.get('call') or {})} was "
+                f"{'approved' if last.meta.get('decision') == 'approve' else 'answered'} and its role stopped "
+                "before it answered (its worker stopped)")
+        return last.meta["role"], WorkflowMessage(TOOL, text, meta, clock())
+    return None
+
+
+def _call_text(call: Mapping[str, Any]) -> str:
+    return f"{call.get('name')}({_json(call.get('arguments') or {})})"

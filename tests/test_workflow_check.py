@@ -1,0 +1,141 @@
+"""nerve workflow check: a definition checked as a whole, every problem at once with file:line; nerve mesh draws
+the waits and gates the definitions declare."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from conftest import cli
+from contractkit import Checked
+from enginekit import write_instance
+
+from nerve_cli.config import definitions
+from nerve_cli.config.problems import Problem
+from nerve_cli.ops.workflows.check import check_workflows
+
+BROKEN = textwrap.dedent('''
+    from nerve_cli.sdk import END, RoleResult, WorkflowDefinition, ask_person, llm_role, tool, wait_for_event
+
+    def lookup(pr):
+        return pr
+
+    async def writer(messages):
+        return RoleResult("draft", {})
+
+    async def asker(messages):
+        return ask_person("ship?", schema={"type": "objekt"})
+
+    async def waiter(messages):
+        return wait_for_event("pr", match={"n": 1})
+
+    bot = llm_role(model="echo", tools=[lookup])
+
+    def moderator(messages, extra):
+        return "writr" if len(messages) < 3 else END
+
+    workflow = WorkflowDefinition(roles={"writer": writer, "asker": asker, "waiter": waiter, "bot": bot,
+                                         "__person__": writer}, moderator=moderator)
+''')
+GATED = textwrap.dedent('''
+    from nerve_cli.sdk import END, WorkflowDefinition, ask_person, llm_role, tool, wait_for_event
+
+    def merge(number: int) -> str:
+        """Merge a pull request."""
+        return "merged"
+
+    async def opener(messages):
+        return wait_for_event("ci.done", match={"pr": 7})
+
+    async def asker(messages):
+        return ask_person("merge?")
+
+    bot = llm_role(model="echo", tools=[tool(merge, approval=True)])
+
+    workflow = WorkflowDefinition(roles={"opener": opener, "asker": asker, "bot": bot}, moderator=lambda m: END)
+''')
+
+
+
+def _instance(home: Path, concurrency: int = 0) -> None:
+    write_instance(home, """
+        senses:
+          prs: {}
+        reflexes:
+          - {sense: prs, interval: 1h}
+        workflows:
+          broken: {}
+          gated: {}
+          missing: {concurrency: CONCURRENCY}
+    """.replace("CONCURRENCY", str(concurrency)), {"prs": "def compute(db, peers):\n    return 1\n"})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "broken.py").write_text(BROKEN)
+    (home / "workflows" / "gated.py").write_text(GATED)
+
+
+def test_every_problem_of_every_definition_at_once_with_its_line(home: Path) -> None:
+    _instance(home)
+    result = cli("workflow", "check")
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.startswith(("workflows/", "nerve.yaml"))]
+    expected = [
+        "nerve.yaml:9: error: workflows.missing: no definition: none of workflows/missing.py exists",
+        "nerve.yaml:9: error: workflows.missing.concurrency: expected a number ≥ 1, got 0",
+        "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has no docstring",
+        "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has arguments without a type (pr)",
+        "workflows/broken.py:11: error: workflows.broken: ask_person(schema=...) is not a valid JSON Schema",
+        "workflows/broken.py:14: warning: workflows.broken: wait_for_event('pr') waits for channel 'pr' (no sense "
+        "has that name): did you mean sense 'prs'?",
+        "workflows/broken.py:18: error: workflows.broken: moderator takes 2 required arguments (messages, extra)",
+        "workflows/broken.py:19: error: workflows.broken: the moderator returns 'writr', which is not a role",
+        "workflows/broken.py:21: error: workflows.broken: role name '__person__' is reserved",
+    ]
+    assert len(lines) == len(expected), result.output
+    for line, start in zip(lines, expected):
+        assert line.startswith(start), (line, start)
+    assert "3 workflows checked: 6 errors, 3 warnings" in result.output
+
+    checked = Checked()
+    doc = checked.doc("workflow-check", json.loads(cli("workflow", "check", "broken", "--json").output), "check")
+    assert doc["valid"] is False and doc["workflows"] == [
+        {"name": "broken", "kind": "python", "file": "workflows/broken.py", "errors": 4, "warnings": 3}]
+    assert cli("workflow", "check", "gated").exit_code == 0
+    unknown = cli("workflow", "check", "gatd")
+    assert unknown.exit_code == 1 and "did you mean `gated`" in unknown.output
+    # config check runs the same checks (nerve.yaml's, then, once it is valid, the code)
+    _instance(home, concurrency=1)
+    config = cli("config", "check")
+    assert "workflows/broken.py:19: error: workflows.broken: the moderator returns 'writr'" in config.output
+
+
+def test_another_kind_of_definition_plugs_in_with_its_own_checker(home: Path) -> None:
+    _instance(home)
+    (home / "workflows" / "missing.pipeline.yaml").write_text("steps: []\n")
+    seen = []
+
+    def check_pipelines(root: Path, names: list[str], senses: list[str]) -> list[Problem]:
+        seen.append((names, senses))
+        return [Problem("workflows.missing", "steps is empty", "error", 1, file="workflows/missing.pipeline.yaml")]
+
+    definitions.register(definitions.DefinitionKind("pipeline", ".pipeline.yaml", check_pipelines))
+    try:
+        report = check_workflows(home, "missing")
+    finally:
+        definitions.KINDS.pop("pipeline")
+    assert seen == [(["missing"], ["prs"])]
+    assert [str(p) for p in report.problems][-1] == "workflows/missing.pipeline.yaml:1: workflows.missing: steps is empty"
+    assert report.workflows == [{"name": "missing", "kind": "pipeline", "file": "workflows/missing.pipeline.yaml",
+                                 "errors": 2, "warnings": 0}]
+
+
+def test_mesh_draws_what_workflows_wait_for_and_who_they_ask(home: Path) -> None:
+    _instance(home, concurrency=1)
+    mesh = json.loads(cli("mesh", "--json").output)
+    edges = {(e["source"], e["target"], e["kind"], e["label"]) for e in mesh["edges"] if e["kind"] in ("wait", "gate")}
+    assert edges == {("channel:ci.done", "workflow:gated", "wait", "waited for (match pr)"),
+                     ("workflow:gated", "person", "gate", "asks a person; merge call needs approval"),
+                     ("workflow:broken", "person", "gate", "asks a person"),
+                     ("channel:pr", "workflow:broken", "wait", "waited for (match n)")}
+    tree = cli("mesh").output
+    assert "⏸ gated (workflow) (waited for (match pr))  ✋ asks a person; merge call needs approval" in tree
