@@ -17,7 +17,7 @@ from nerve_cli.ops.workflows.control import cancel_thread, rerun_thread
 from nerve_cli.ops.workflows.rebuild import doctor
 
 WORK = textwrap.dedent('''
-    import asyncio, time
+    import asyncio, signal, time
     from pathlib import Path
     from nerve_cli.sdk import END, RoleResult, WorkflowDefinition, ask_person
 
@@ -28,6 +28,7 @@ WORK = textwrap.dedent('''
         if mode == "ask":
             return ask_person("go?")
         if mode == "block":  # blocks the worker's loop: a cancel cannot reach the role
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # and its worker outlives the TERM: a KILL ends it
             (HERE / "blocking").write_text("1")
             time.sleep(60)
         while mode == "hold" and not (HERE / "gate").exists():
@@ -92,6 +93,7 @@ def test_cancel_a_queued_a_waiting_and_a_running_thread_then_run_them_again(home
         _agrees(home)
 
         (home / "gate").write_text("")
+        # started while the stuck worker is still being stopped: it waits for a fresh worker, not dies with that one
         again = rerun_thread(home, holding, None, None, via="test")["run_id"]
         wait_for(lambda: status(again) == "completed", 20, what="the rerun to complete")
         origin = read_logs(home, "workflow", "queued", again)[0]["payload"]["origin"]

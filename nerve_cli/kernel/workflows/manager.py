@@ -259,9 +259,23 @@ class WorkflowManager:
                           f"{why} (its role did not stop within cancel_grace {format_duration(grace)}: "
                           "its worker was stopped)", by, via)
         self._flush()
-        worker = kind.worker
-        if worker is not None:  # its exit is a crash for the threads it still ran (resumed or crashed)
-            self.background(worker.terminate(1.0))
+        if kind.worker is not None:
+            self.background(self._stop_stuck(kind, kind.worker, f"{why}: its worker was stopped"))
+
+    async def _stop_stuck(self, kind: Kind, worker: WorkerProcess, reason: str) -> None:
+        """Stop a worker whose role would not stop. Nothing new is handed to it meanwhile (a thread started
+        now waits for the next worker instead of dying with this one); once it is gone, the threads it still
+        ran are lost with it, as when a worker dies: idempotent ones resume, the others crash."""
+        kind.cancel_idle()
+        kind.worker, kind.state = None, WorkerState.STOPPING  # its exit is ours, not a crash (`_watch`)
+        await worker.terminate(1.0)
+        self.journal.system(logrows.worker_exited(kind.name, worker.pid, workflow=kind.name,
+                                                  exit=worker.describe_exit(), expected=True))
+        cfg = self.config.workflows.get(kind.name)
+        recovery.lose_threads(self.journal, kind, reason, resume=cfg is not None and cfg.idempotent)
+        kind.state = WorkerState.STOPPED
+        self._pump(kind)
+        self._flush()
 
     def answer(self, run_id: str, decision: str, note: str | None, by: str, via: str | None = None,
                data: Any = NO_ANSWER) -> dict:

@@ -59,8 +59,10 @@ def fail_unsendable(journal: Journal, kind: Kind, thread: Thread, size: int) -> 
 
 def lose_threads(journal: Journal, kind: Kind, reason: str, *, resume: bool) -> None:
     """The worker went away under running threads: resume them (idempotent) or crash them; one that was
-    being cancelled ends `cancelled`."""
+    being cancelled ends `cancelled`. A thread never handed to it loses nothing: it waits for the next one."""
     for thread in list(kind.running.values()):
+        if not thread.dispatched:
+            continue
         thread.dispatched = False
         if thread.cancelling is not None:
             del kind.running[thread.run_id]
