@@ -80,7 +80,8 @@ def test_every_problem_of_every_definition_at_once_with_its_line(home: Path) -> 
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if line.startswith(("workflows/", "nerve.yaml"))]
     expected = [
-        "nerve.yaml:9: error: workflows.missing: no definition: none of workflows/missing.py exists",
+        "nerve.yaml:9: error: workflows.missing: no definition: none of workflows/missing.py, "
+        "workflows/missing.pipeline.yaml, workflows/missing.pipeline.yml, workflows/missing.pipeline.json exists",
         "nerve.yaml:9: error: workflows.missing.concurrency: expected a number ≥ 1, got 0",
         "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has no docstring",
         "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has arguments without a type (pr)",
@@ -109,23 +110,35 @@ def test_every_problem_of_every_definition_at_once_with_its_line(home: Path) -> 
     assert "workflows/broken.py:19: error: workflows.broken: the moderator returns 'writr'" in config.output
 
 
-def test_another_kind_of_definition_plugs_in_with_its_own_checker(home: Path) -> None:
+def test_a_pipeline_and_another_kind_of_definition_are_checked_by_their_own_checker(home: Path) -> None:
     _instance(home)
-    (home / "workflows" / "missing.pipeline.yaml").write_text("steps: []\n")
+    (home / "workflows" / "missing.pipeline.yaml").write_text(
+        "steps:\n  - id: a\n    who: person\n    neds: [b]\n  - id: b\n    who: model\n    needs: [c]\n")
+    report = check_workflows(home, "missing")
+    assert [str(p).split(";")[0] for p in report.problems] == [
+        "nerve.yaml:9: workflows.missing.concurrency: expected a number ≥ 1, got 0",
+        "workflows/missing.pipeline.yaml:4: steps[0].neds: unknown step key `neds`",
+        "workflows/missing.pipeline.yaml:5: steps[1]: a `who: model` step needs `do`: what to ask the model",
+        "workflows/missing.pipeline.yaml:7: steps[1].needs[0]: step `b` needs `c`, which is not a step"]
+    assert report.workflows == [{"name": "missing", "kind": "pipeline", "file": "workflows/missing.pipeline.yaml",
+                                 "errors": 4, "warnings": 0}]
+
+    (home / "workflows" / "missing.pipeline.yaml").unlink()
+    (home / "workflows" / "missing.flow.json").write_text("{}")
     seen = []
 
-    def check_pipelines(root: Path, names: list[str], senses: list[str]) -> list[Problem]:
+    def check_flows(root: Path, names: list[str], senses: list[str]) -> list[Problem]:
         seen.append((names, senses))
-        return [Problem("workflows.missing", "steps is empty", "error", 1, file="workflows/missing.pipeline.yaml")]
+        return [Problem("workflows.missing", "flow is empty", "error", 1, file="workflows/missing.flow.json")]
 
-    definitions.register(definitions.DefinitionKind("pipeline", ".pipeline.yaml", check_pipelines))
+    definitions.register(definitions.DefinitionKind("flow", (".flow.yaml", ".flow.json"), check_flows))
     try:
         report = check_workflows(home, "missing")
     finally:
-        definitions.KINDS.pop("pipeline")
+        definitions.KINDS.pop("flow")
     assert seen == [(["missing"], ["prs"])]
-    assert [str(p) for p in report.problems][-1] == "workflows/missing.pipeline.yaml:1: workflows.missing: steps is empty"
-    assert report.workflows == [{"name": "missing", "kind": "pipeline", "file": "workflows/missing.pipeline.yaml",
+    assert [str(p) for p in report.problems][-1] == "workflows/missing.flow.json:1: workflows.missing: flow is empty"
+    assert report.workflows == [{"name": "missing", "kind": "flow", "file": "workflows/missing.flow.json",
                                  "errors": 2, "warnings": 0}]
 
 

@@ -52,9 +52,9 @@ def check_workflows(home: Path, name: str | None = None) -> WorkflowCheck:
         raise WorkflowError(f"no workflow `{name}` in nerve.yaml{hint(name, known)}")
     names = [name] if name is not None else known
     missing = [n for n in names if kind_of(home, n) is None]
-    suffixes = " or ".join(f"workflows/NAME{s}" for k in KINDS.values() for s in k.suffixes)
     for n in missing:
-        problems.append(Problem(f"workflows.{n}", f"no definition: none of {suffixes.replace('NAME', n)} exists; "
+        files = ", ".join(f"workflows/{n}{s}" for k in KINDS.values() for s in k.suffixes)
+        problems.append(Problem(f"workflows.{n}", f"no definition: none of {files} exists; "
                                 f"create one (`nerve workflow new {n}` scaffolds a Python one)", "error",
                                 line_of(result.doc, ("workflows", n)), file=config_path(home).name))
     problems += check_definitions(home, [n for n in names if n not in missing], senses)
@@ -62,9 +62,11 @@ def check_workflows(home: Path, name: str | None = None) -> WorkflowCheck:
     rows = []
     for n in names:
         kind = kind_of(home, n)
-        mine = [p for p in problems if p.path == f"workflows.{n}" or p.path.startswith(f"workflows.{n}.")]
-        rows.append({"name": n, "kind": kind.name if kind else None,
-                     "file": f"workflows/{kind.file(home, n).name}" if kind else None,
+        file = f"workflows/{kind.file(home, n).name}" if kind else None
+        # a definition's own problems name its file; nerve.yaml's name the workflow's keys
+        mine = [p for p in problems if p.path == f"workflows.{n}" or p.path.startswith(f"workflows.{n}.")
+                or (file is not None and p.file == file)]
+        rows.append({"name": n, "kind": kind.name if kind else None, "file": file,
                      "errors": sum(p.is_error for p in mine), "warnings": sum(not p.is_error for p in mine)})
     return WorkflowCheck(problems, rows)
 
