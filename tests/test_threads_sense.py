@@ -96,6 +96,7 @@ def test_a_listener_gets_every_transition_of_50_threads_exactly_once_across_a_ki
         wait_for(lambda: len(_seen(home)) >= len(expected), 60, what="the listener to catch up")
         shown = json.loads(cli("sense", "show", "nerve-threads", "--json", "-n", "3").output)
         health = cli("sense", "show", "nerve-health", "--json")
+        asked = json.loads(cli("sense", "compute", "nerve-threads", "--json").output)  # the engine computes it
         engine.stop()
 
     seen = _seen(home)
@@ -106,6 +107,7 @@ def test_a_listener_gets_every_transition_of_50_threads_exactly_once_across_a_ki
     assert shown["signals"][-1]["payload"]["transition"] == "completed"
     assert {"run_id", "workflow", "status", "transition", "at_ms", "rounds"} <= set(shown["signals"][-1]["payload"])
     assert health.exit_code == 0 and json.loads(health.output)["name"] == "nerve-health"
+    assert (asked["sense"], asked["via"], asked["outcome"]) == ("nerve-threads", "engine", "silent")  # nothing new
 
 
 def test_the_feed_starts_at_the_logs_end_and_signals_each_transition_once(tmp_path: Path) -> None:
@@ -131,3 +133,19 @@ def test_the_feed_starts_at_the_logs_end_and_signals_each_transition_once(tmp_pa
     assert again.feed() == ([], False)
     again.close()
     logs.close()
+
+
+def test_the_built_in_senses_are_shown_and_their_computes_explained_without_an_engine(home: Path) -> None:
+    """`sense show` works on both built-ins before any engine ran; a one-off compute or dry run of one (it has no
+    code of its own) says the engine computes it and how to ask it, never 'create one with sense new'."""
+    write_instance(home, "senses: {}\n", {})
+    for name, when in (("nerve-health", "every 1m"), ("nerve-threads", "after every change of a thread's status")):
+        shown = cli("sense", "show", name)
+        assert shown.exit_code == 0 and shown.output.startswith(name), shown.output
+        assert "no database yet: it has not run (the engine writes it: `nerve run`)" in shown.output
+        assert json.loads(cli("sense", "show", name, "--json").output)["config"]["group"] == "kernel"
+        for args in (("sense", "compute", name), ("sense", "compute", name, "--dry-run")):
+            refused = cli(*args)
+            assert refused.exit_code == 1, refused.output
+            assert f"`{name}` is built into the engine, which computes it {when}" in refused.output
+            assert f"`nerve sense compute {name}` asks it" in refused.output and "sense new" not in refused.output

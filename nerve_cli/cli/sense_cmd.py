@@ -297,6 +297,7 @@ def _render_list(senses) -> None:
 
 def _render_show(detail) -> None:
     from nerve_cli.cli.output import ago, info, show, table, when
+    from nerve_cli.names import BUILTIN_SENSES
     from nerve_cli.ops.senses.inspect import sparkline
 
     s, now = detail.summary, now_ms()
@@ -316,7 +317,8 @@ def _render_show(detail) -> None:
     info(f"  {plural(s.signal_count, 'signal')} (archived ones included), last {ago(s.last_signal_ts, now)}")
     own = [t for t in detail.tables if not t["engine"]]
     if not detail.tables:
-        info("  no database yet: it has not run (try `nerve sense compute " + s.name + "`)")
+        info("  no database yet: it has not run " + ("(the engine writes it: `nerve run`)" if s.name in BUILTIN_SENSES
+                                                     else "(try `nerve sense compute " + s.name + "`)"))
     elif not own:
         info("  no tables of its own (schema.py declares none)")
     for t in own:

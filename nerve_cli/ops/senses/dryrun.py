@@ -20,10 +20,10 @@ from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.model import HEALTH_SENSE
 from nerve_cli.contract import VERSION
-from nerve_cli.errors import NerveError, SenseError
+from nerve_cli.errors import NerveError
 from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.kernel.supervision.policy import Policy
-from nerve_cli.ops.senses.standalone import START_TIMEOUT, one_compute
+from nerve_cli.ops.senses.standalone import START_TIMEOUT, not_a_user_sense, one_compute
 from nerve_cli.store.events import EventError, parse_payload_text
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND
@@ -83,8 +83,7 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
     config = load_config(home)
     settings = config.senses.get(name)
     if settings is None:
-        raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
-                         f"`nerve sense new {name}` creates one")
+        raise not_a_user_sense(config, name, "a dry run rehearses a sense's own code")
     sources = (sources_of(config).get(name) or {}) if settings.enabled else all_sources(config, name)
     sample = None
     if events is not None and len(events) > MAX_SAMPLES:

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
-from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, NerveConfig, format_duration
 from nerve_cli.config.projection import reading
 from nerve_cli.errors import NerveError, SenseError
 from nerve_cli.home import Layout
@@ -78,14 +78,26 @@ def compute_via_engine(home: Path, name: str, bind: dict[str, Any] | None = None
                          events=answer.get("events", 0))
 
 
+def not_a_user_sense(config: NerveConfig, name: str, why: str) -> SenseError:
+    """The error for `name`, which nerve.yaml does not define: a built-in sense is the engine's own (it has no
+    code to run here, `why`), anything else is unknown."""
+    if name in BUILTIN_SENSES:
+        when = (f"every {format_duration(config.engine.health_interval)}" if name == HEALTH_SENSE
+                else "after every change of a thread's status")
+        return SenseError(f"`{name}` is built into the engine, which computes it {when}; {why}, and it has none. "
+                          f"With the engine running (`nerve run`), `nerve sense compute {name}` asks it for one now; "
+                          f"`nerve sense show {name}` shows what it signalled")
+    return SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
+                      f"`nerve sense new {name}` creates one")
+
+
 def compute_standalone(home: Path, name: str, *, stderr: int | IO[Any] | None = None, log: bool = True,
                        bind: dict[str, Any] | None = None, reason: Reason = DEMAND) -> ComputeResult:
     """Spawn a worker for `name` alone, run one compute (with `bind`'s parameter values), stop the worker."""
     config = load_config(home)
     settings = config.senses.get(name)
     if settings is None:
-        raise SenseError(f"no sense `{name}` in nerve.yaml; `nerve sense list` shows the senses, "
-                         f"`nerve sense new {name}` creates one")
+        raise not_a_user_sense(config, name, "a one-off compute runs a sense's own code in a worker")
     if not settings.enabled:
         raise SenseError(f"sense `{name}` is disabled (senses.{name}.enabled: false in nerve.yaml); "
                          f"enable it with `nerve sense enable {name}`")
