@@ -72,17 +72,24 @@ def instance(home: Path, pipeline: str) -> Path:
 
 def test_a_pipeline_file_with_five_problems_gets_five_errors_at_once(home: Path) -> None:
     instance(home, BROKEN)
-    result = nerve("config", "check", "--json", home=home)
-    doc = json.loads(result.stdout)
-    assert result.returncode == 1
+    checked = cli("workflow", "check", "--json")
+    assert checked.exit_code == 1, checked.stdout
+    doc = json.loads(checked.stdout)
+    assert doc["workflows"] == [{"name": "release", "kind": "pipeline", "file": "workflows/release.pipeline.yaml",
+                                 "errors": 5, "warnings": 0}]
     found = [(p["file"], p["line"], p["message"]) for p in doc["problems"] if p["severity"] == "error"]
-    assert len(found) == 5, found
     assert all(f == "workflows/release.pipeline.yaml" for f, _, _ in found)
     messages = " | ".join(m for _, _, m in found)
     for needle in ("unknown step key `colour`", "duplicate step id `build`", "needs `deploy`, which is not a step",
                    "loop: a → b → a", "`risk` is one of R0, R1, R2, R3"):
         assert needle in messages, messages
     assert [line for _, line, _ in found] == [5, 6, 10, 13, 14]
+    assert "workflows/release.pipeline.yaml:13: error: steps[3].needs: steps need each other in a loop" in \
+        cli("workflow", "check", "release").stdout
+    config = nerve("config", "check", "--json", home=home)  # the same problems, in a real process
+    assert config.returncode == 1
+    assert [(p["file"], p["line"], p["message"]) for p in json.loads(config.stdout)["problems"]
+            if p["severity"] == "error"] == found
 
 
 def test_a_gated_irreversible_step_waits_for_a_person_and_the_pipeline_completes_after_approval(home: Path) -> None:
@@ -139,6 +146,8 @@ def test_a_step_whose_do_runs_an_irreversible_command_waits_for_a_person_whateve
               and "cannot be taken back" in p["message"]]
     assert warned == [("workflows/release.pipeline.yaml", 11, "step `ship` runs git push, which cannot be taken back: "
                        "it waits for a person whatever its risk says; say so in the file with `irreversible: true`")]
+    listed = json.loads(cli("workflow", "check", "--json").stdout)["workflows"]
+    assert [(w["name"], w["errors"], w["warnings"]) for w in listed] == [("release", 0, 1)]
     tree = cli("mesh").stdout
     assert "⛩ ship (builder; gate: irreversible: its `do` runs git push)" in tree, tree
     assert "⛩ clean (builder; gate: irreversible)" in tree and "⛩ build" not in tree
