@@ -67,7 +67,7 @@ from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import BACKLOG, DEMAND, FRESHNESS, OVERDUE, READ, REPLAY, Reason, TriggerKind
-from nerve_cli.wire import protocol
+from nerve_cli.wire import containment, protocol
 
 if TYPE_CHECKING:
     from nerve_cli.config.model import FleetConfig
@@ -135,6 +135,7 @@ class Engine:
         self._flushing: asyncio.Future | None = None
         self._flush_again = False
         self._stop = asyncio.Event()
+        self.cgroups: Path | None = None  # where its workers' cgroups are (None: each worker is a subreaper)
 
     # lifecycle -------------------------------------------------------------
     async def run(self) -> int:
@@ -182,6 +183,9 @@ class Engine:
         self.guards = Guards(self.config.engine, self.scheduler, self.logs, self.log, self.report)
         self.guards.restore()
         self.watchdog = Watchdog(self.groups, lambda: self.config.groups, self.watchdog_breach)
+        # each worker's descendants in a cgroup where the engine may make them (before any worker or template
+        # starts: they read where from the environment); what a killed engine's workers left there ends now
+        self.cgroups = containment.open_cgroups(self.home)
         # workers fork from a warm template where the platform allows (plain starts otherwise)
         self.launch: Launch = WarmLaunch(self.home, self.report) if warm_wanted() else PLAIN
         self.workflows: WorkflowManager | None = WorkflowManager(
@@ -408,6 +412,7 @@ class Engine:
             await self.workflows.stop(timeout)
         if isinstance(self.launch, WarmLaunch):
             await self.launch.close()
+        await asyncio.get_running_loop().run_in_executor(None, containment.close_cgroups, self.cgroups)
         self.ledger.catch_up_all([*self.config.senses, *BUILTIN_SENSES])
         self.log(logrows.engine_stopped(os.getpid(), round(time.time() - self.started_at, 3)))
         for write in (self._health_write, self._threads_write):

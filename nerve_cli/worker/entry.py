@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from nerve_cli.wire import containment
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nerve_cli.worker")
@@ -31,12 +33,17 @@ def main(argv: list[str] | None = None) -> int:
         from nerve_cli.worker.template import main as serve  # (likewise)
 
         return serve(args, main)  # each fork runs this same entry point with its own argv
+    # before any user code: every process that code starts stays where this worker can end it (cgroup/subreaper)
+    containment.enter()
     if args.kind == "check":
         from nerve_cli.worker.check import main as run  # (likewise)
     elif args.kind == "sense":
         from nerve_cli.worker.sense_runtime import main as run  # (likewise)
     else:
         from nerve_cli.worker.thread_host import main as run  # (likewise)
-    return run(args)
+    try:
+        return run(args)
+    finally:
+        containment.end_descendants()  # a clean stop, or the kernel gone (its pipe closed): nothing outlives us
 
 

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.wire import containment
 from nerve_cli.wire.protocol import (
     LOG_PREFIX,
     MAX_LINE,
@@ -443,6 +444,7 @@ def main(args: Any) -> int:
         clean = runtime.serve()
     if not clean:
         out.close()
+        containment.end_descendants()
         os._exit(0)  # a compute thread is stuck in user code; its transaction dies with us
     runtime.close()
     out.close()

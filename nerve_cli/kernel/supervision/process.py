@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from nerve_cli.kernel.supervision.launch import PLAIN, ForkedTransport, Launch
 from nerve_cli.vocab.states import WorkerStart
-from nerve_cli.wire import protocol
+from nerve_cli.wire import containment, protocol
 from nerve_cli.wire.process_group import kill_group
 
 log = logging.getLogger(__name__)
@@ -217,11 +217,13 @@ class WorkerProcess:
 
     def _process_gone(self) -> None:
         kill_group(self.pid)
+        containment.end_worker(self.pid)  # its setsid children and daemons too, where it has a cgroup
         # Its last lines may still be in the pipe: wait for the pipes to close, unless a
         # grandchild holds them open, in which case give up after a short while.
         asyncio.get_running_loop().call_later(PIPE_DRAIN, self._exited)
 
     def _exited(self) -> None:
+        containment.remove_worker(self.pid)  # its cgroup, now that what was killed in it has had time to die
         if self._transport is not None and not self._exit.done():
             self._exit.set_result(self._transport.get_returncode())
             self._transport.close()
