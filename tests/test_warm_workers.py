@@ -46,9 +46,13 @@ def started(home: Path, group: str) -> list[dict]:
 
 def template_of(engine: RunningEngine, other_than: int | None = None) -> psutil.Process:
     def find() -> psutil.Process | None:
+        # a worker forked from the template is the engine's child too and keeps the template's command line:
+        # told apart by being a worker (pids wrap, so the template's is not always the lowest)
+        workers = {w["pid"] for w in engine.status()["workers"]}
         for child in psutil.Process(engine.proc.pid).children():
             try:
-                if "template" in child.cmdline() and child.pid != other_than and child.status() != "zombie":
+                if ("template" in child.cmdline() and child.pid != other_than and child.pid not in workers
+                        and child.status() != "zombie"):
                     return child
             except psutil.Error:  # gone, or a zombie the kernel has not collected yet
                 continue
