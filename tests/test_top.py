@@ -266,8 +266,8 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
         app = NerveTop(home)
         async with app.run_test(size=(80, 24)) as pilot:
             threads = app.screen.query_one("#threads")
-            await until(pilot, lambda: [r[2] for r in table_rows(threads)][:2] == ["waiting", "waiting"], 10,
-                        "both threads shown as waiting")
+            await until(pilot, lambda: [r[2] for r in table_rows(threads)][:2] == ["waiting ✋", "waiting ✋"], 10,
+                        "both threads shown as waiting for a person")
             # from the thread's own screen: its question, then approve
             threads.focus()
             threads.move_cursor(row=[r[0] for r in table_rows(threads)].index(first))
@@ -300,6 +300,19 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
     answer = thread_detail(logs_db, second)["messages"][-1]
     assert (answer["role"], answer["meta"]["decision"], answer["meta"]["via"]) == ("__person__", "reject", "nerve top")
 
+WAITS_FOR_CI = """
+from nerve_cli.sdk import END, RoleResult, WorkflowDefinition, wait_for_event
+
+async def opener(messages):
+    return wait_for_event("ci.done", match={"pr": 7})
+
+async def closer(messages):
+    return RoleResult("done", {})
+
+workflow = WorkflowDefinition(roles={"opener": opener, "closer": closer},
+                              moderator=lambda m: "opener" if len(m) == 1 else "closer" if len(m) == 3 else END)
+"""
+
 
 def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and_answers_offline(home: Path) -> None:
     """Tab goes from table to table as the keys say; a new thread shows above the older ones; a waiting
@@ -309,7 +322,8 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "gated.py").write_text(GATED)
-    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "workflows:\n  gated: {}\n")
+    (home / "workflows" / "ci.py").write_text(WAITS_FOR_CI)
+    (home / "nerve.yaml").write_text((home / "nerve.yaml").read_text() + "workflows:\n  gated: {}\n  ci: {}\n")
     logs_db = home / "data" / "logs.db"
     first = nerve_process("workflow", "run", "gated", "--prompt", "one", home=home)
     assert first.returncode == 5, first.stderr  # it waits for a person
@@ -330,7 +344,11 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
             assert second.returncode == 5, second.stderr
             await until(pilot, lambda: [r[0] for r in table_rows(threads)] == ["run-2", "run-1"], 10,
                         "the new thread above the older one")
-            await pilot.press("a")  # the first waiting one: run-2, written for the next start
+            third = await asyncio.to_thread(nerve_process, "workflow", "run", "ci", "--prompt", "pr 7", home=home)
+            assert third.returncode == 5, third.stderr  # it waits for an event
+            await until(pilot, lambda: [(r[0], r[2]) for r in table_rows(threads)] == [
+                ("run-3", "waiting ⏸"), ("run-2", "waiting ✋"), ("run-1", "waiting ✋")], 10, "what each waits for")
+            await pilot.press("a")  # the first waiting for a person: run-2 (not run-3), written for the next start
             try:
                 await until(pilot, lambda: thread_detail(logs_db, "run-2")["status"] == "queued", 10, "the answer")
             except AssertionError as exc:  # seen once under load: say what the dashboard said
@@ -338,6 +356,12 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
                                      f"{[str(n.message) for n in app._notifications]}") from None
             await until(pilot, lambda: any("next `nerve run`" in str(n.message) for n in app._notifications), 5,
                         "the notice that it resumes at the next start")
+            threads.focus()
+            threads.move_cursor(row=0)  # run-3: nobody can answer a wait for an event
+            await pilot.press("x")
+            await until(pilot, lambda: any("run-3 waits for ci.done where pr = 7, not for a person" in str(n.message)
+                                           for n in app._notifications), 5, "the notice that run-3 waits for an event")
+            assert thread_detail(logs_db, "run-3")["status"] == "waiting"
 
     asyncio.run(main())
 

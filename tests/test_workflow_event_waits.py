@@ -88,6 +88,7 @@ def test_a_thread_waits_for_its_event_across_a_kill_and_resumes_on_the_first_mat
         assert {t["run_id"]: t["reason"] for t in inbox} == {
             seven: "waits for ci.done where pr = 7", nine: "waits for ci.done where pr = 9",
             eight: "waits for ci.done where pr = 8"}
+        assert {t["waits"] for t in inbox} == {"event"}
         assert request(home, "status")["workflows"]["ci"]["waiting"] == sorted([seven, nine, eight])
 
         request(home, "emit", channel="ci.done", payload={"pr": 8, "state": "red"})

@@ -72,8 +72,8 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
         engine.wait_ready(groups=0)
         assert thread_statuses(home) == {"run-1": "waiting"}  # recovery left it waiting, not crashed
         inbox = json.loads(nerve("thread", "list", "--status", "waiting", "--json", home=home).stdout)["threads"]
-        assert [(t["run_id"], t["reason"], t["rounds"]) for t in inbox] == [
-            ("run-1", "Publish 'draft for the notes'?", 2)]
+        assert [(t["run_id"], t["reason"], t["rounds"], t["waits"]) for t in inbox] == [
+            ("run-1", "Publish 'draft for the notes'?", 2, "person")]
         shown = _shown(home, "run-1")
         assert (shown["status"], shown["question"]) == ("waiting", "Publish 'draft for the notes'?")
 

@@ -36,6 +36,7 @@ from nerve_cli.automaton.model import (
     is_round,
 )
 from nerve_cli.names import channel_problem
+from nerve_cli.vocab.states import WaitKind
 
 WAITS_FOR_EVENT = "wait_for_event"  # meta key of a role's message that waits for an event: the EventWait
 TOOL_APPROVAL = "tool_approval"  # meta key of a role's question asking a person to allow one tool call
@@ -54,7 +55,7 @@ class PersonWait:
         return self.question
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "person", "question": self.question, "schema": self.schema}
+        return {"kind": WaitKind.PERSON.value, "question": self.question, "schema": self.schema}
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class EventWait:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "event", "source": self.source, "match": dict(self.match), "timeout_s": self.timeout_s,
+        return {"kind": WaitKind.EVENT.value, "source": self.source, "match": dict(self.match), "timeout_s": self.timeout_s,
                 "since_ms": self.since_ms}
 
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any
 from nerve_cli.cli import output
 from nerve_cli.contract.threads import EVENT, PERSON, TOOL, speaker
 from nerve_cli.contract.times import elapsed
+from nerve_cli.vocab.states import WaitKind
 from nerve_cli.words import plural
 
 START = "__start__"
@@ -94,7 +95,7 @@ def live_event(run_id: str, type_: str, payload: dict) -> None:
         output.info(f"{run_id} {what}: resumes", style="dim")
     elif type_ == "queued":
         output.info(f"{run_id} queued (workflow {payload.get('workflow')})", style="dim")
-    elif type_ == "waiting" and (payload.get("waiting_for") or {}).get("kind") == "event":
+    elif type_ == "waiting" and (payload.get("waiting_for") or {}).get("kind") == WaitKind.EVENT:
         wait = payload["waiting_for"]
         output.info(f"{run_id} {payload.get('reason')} after {plural(int(payload.get('rounds') or 0), 'round')}; it resumes "
                     f"in the engine when a matching event is committed (e.g. `nerve emit {wait.get('source')} ...`)",
@@ -204,7 +205,7 @@ def transcript(d: dict) -> None:
     if not any(m["role"] != START for m in d["messages"]):
         lines += ["(no rounds yet)", ""]
     wait = d.get("waiting_for") or {}
-    if wait.get("kind") == "event":
+    if wait.get("kind") == WaitKind.EVENT:
         lines += [f"(waiting since {output.when(d['waiting_since_ms'])} for {wait.get('description')})", ""]
     elif d.get("question"):
         lines += [f"(waiting for a person since {output.when(d['waiting_since_ms'])}: "

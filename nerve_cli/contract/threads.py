@@ -8,6 +8,7 @@ from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.contract import VERSION
 from nerve_cli.contract.settings import settings
 from nerve_cli.contract.times import stamp
+from nerve_cli.vocab.states import WaitKind
 
 START = "__start__"
 PERSON = "__person__"  # the roles of messages that are not rounds (workflow.model, which this layer cannot import)
@@ -45,7 +46,7 @@ def workflow_list(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def thread_summary(run: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": run["run_id"], "workflow": run["workflow"], "status": run["status"],
             **stamp("updated", run["ts"]), "prompt": run.get("prompt"), "max_rounds": run.get("max_rounds"),
-            "rounds": run.get("rounds", 0), "reason": run.get("reason")}
+            "rounds": run.get("rounds", 0), "reason": run.get("reason"), "waits": run.get("waits")}
 
 
 def thread_list(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -82,14 +83,15 @@ def waiting_for(d: dict[str, Any]) -> dict[str, Any] | None:
     wait = d.get("waiting_for")
     if not isinstance(wait, dict):
         # a `waiting` row written before waits were described: it asked a person
-        return {"kind": "person", "question": d["question"], "schema": None} if d.get("question") is not None else None
-    if wait.get("kind") != "event":
+        asked = d.get("question") is not None
+        return {"kind": WaitKind.PERSON.value, "question": d["question"], "schema": None} if asked else None
+    if wait.get("kind") != WaitKind.EVENT:
         schema = wait.get("schema") if isinstance(wait.get("schema"), dict) else None
-        return {"kind": "person", "question": wait.get("question") or d.get("question") or "", "schema": schema}
+        return {"kind": WaitKind.PERSON.value, "question": wait.get("question") or d.get("question") or "", "schema": schema}
     timeout, since = wait.get("timeout_s"), d.get("waiting_since_ts")
     until = since + round(timeout * 1000) if timeout is not None and since is not None else None
     match = wait.get("match") if isinstance(wait.get("match"), dict) else {}
-    return {"kind": "event", "source": wait.get("source"), "match": match, "timeout_s": timeout,
+    return {"kind": WaitKind.EVENT.value, "source": wait.get("source"), "match": match, "timeout_s": timeout,
             **stamp("since", wait.get("since_ms")), **stamp("until", until),
             "description": str(wait.get("description") or wait.get("source"))}
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from rich.text import Text
@@ -33,6 +35,7 @@ from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import thread_detail
 from nerve_cli.store.history import sense_history
 from nerve_cli.top.source import Snapshot, Source
+from nerve_cli.vocab.states import ThreadStatus, WaitKind
 from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
@@ -65,6 +68,8 @@ class Dashboard(Screen):
         Binding("q", "app.quit", "Quit"),
     ]
     composed = False  # its widgets exist (on_mount ran): a snapshot can be shown
+    # each waiting thread shown: (what it waits for, its reason), from the last snapshot
+    waits: Mapping[str, tuple[str | None, str | None]] = MappingProxyType({})
 
     def compose(self) -> ComposeResult:
         yield Static(id="headline")
@@ -113,8 +118,10 @@ class Dashboard(Screen):
                           f"{w['rss'] / 2**20:.0f}" if w["rss"] else "-",
                           f"{w['cpu']:.0f}" if w["cpu"] is not None else "-", str(w["restarts"])))
             for w in snap.workers])
+        self.waits = {t["run_id"]: (t.get("waits"), t.get("reason")) for t in snap.threads
+                      if t["status"] == ThreadStatus.WAITING}
         _fill(self.query_one("#threads", DataTable), [
-            (t["run_id"], (t["run_id"], t["workflow"], styled(t["status"]),
+            (t["run_id"], (t["run_id"], t["workflow"], _status(t),
                            f"{t['rounds']}/{t['max_rounds']}" if t.get("max_rounds") else str(t["rounds"])))
             for t in snap.threads])
         log = self.query_one("#events", RichLog)
@@ -144,14 +151,18 @@ class Dashboard(Screen):
     async def action_answer(self, decision: str) -> None:
         """Approve or reject the thread selected in the threads table (the first waiting one if none is)."""
         table = self.query_one("#threads", DataTable)
-        rows = [(table.get_row_at(i)[0], str(table.get_row_at(i)[2])) for i in range(table.row_count)]
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        asks = lambda run_id: self.waits.get(run_id, (None, None))[0] == WaitKind.PERSON  # noqa: E731
         selected = rows[table.cursor_row] if self.focused is table and rows else None
-        waiting = selected if selected and selected[1] == "waiting" else next(
-            (r for r in rows if r[1] == "waiting"), None)
+        if selected is not None and selected in self.waits and not asks(selected):  # an event: nobody answers it
+            self.app.notify(f"{selected} {self.waits[selected][1] or 'waits for an event'}, not for a person",
+                            severity="warning")
+            return
+        waiting = selected if selected is not None and asks(selected) else next((r for r in rows if asks(r)), None)
         if waiting is None:
             self.app.notify("no thread is waiting for a person", severity="warning")
             return
-        await self.app.answer(waiting[0], decision)  # type: ignore[attr-defined]
+        await self.app.answer(waiting, decision)  # type: ignore[attr-defined]
 
     async def action_compute(self) -> None:
         table = self.query_one("#senses", DataTable)
@@ -159,6 +170,14 @@ class Dashboard(Screen):
             return
         sense = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         await self.app.compute(sense)  # type: ignore[attr-defined]
+
+
+def _status(thread: dict) -> Text:
+    """A thread's status; a waiting one says for what: `waiting ✋` a person, `waiting ⏸` an event."""
+    text = styled(thread["status"])
+    if thread["status"] == ThreadStatus.WAITING:
+        text.append(" ✋" if thread.get("waits") == WaitKind.PERSON else " ⏸")
+    return text
 
 
 def _waiting(count: int | None, oldest_ms: int | None, now: int) -> Text:
@@ -283,7 +302,7 @@ class ThreadScreen(Screen):
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
         wait = d.get("waiting_for") or {}
-        if d["status"] == "waiting" and wait.get("kind") == "event":
+        if d["status"] == "waiting" and wait.get("kind") == WaitKind.EVENT:
             text += Text(f"\nwaiting for {wait.get('description')}\n", style="bold yellow")
         elif d["status"] == "waiting":
             text += Text(f"\nwaiting for a person: {d.get('question') or ''}\n", style="bold yellow")

@@ -56,3 +56,10 @@ class ThreadStatus(StrEnum):
 
 
 LIVE = frozenset({ThreadStatus.QUEUED, ThreadStatus.STARTED, ThreadStatus.WAITING})
+
+
+class WaitKind(StrEnum):
+    """What a `waiting` thread waits for (its status row's `waiting_for.kind`)."""
+
+    PERSON = "person"  # a person's answer (ask_person, a tool call needing approval)
+    EVENT = "event"    # an event of a channel or a sense (wait_for_event), or its timeout

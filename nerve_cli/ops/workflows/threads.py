@@ -19,7 +19,7 @@ from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import STATUSES, now_ms, open_readonly, query_logs, workflow_runs
 from nerve_cli.store.runs import MESSAGE_FIELDS, run_counts
-from nerve_cli.vocab.states import ThreadStatus
+from nerve_cli.vocab.states import ThreadStatus, WaitKind
 
 END_TYPES = tuple(s.value for s in ThreadStatus if not s.live)
 
@@ -34,16 +34,19 @@ def _summaries(logs_path: Path, run_ids: list[str]) -> dict[str, dict[str, Any]]
     try:
         rows = conn.execute(
             f"SELECT ref_id, type, json_extract(payload, '$.prompt'), json_extract(payload, '$.max_rounds'), "
-            f"coalesce(json_extract(payload, '$.reason'), json_extract(payload, '$.question')) FROM logs "
+            f"coalesce(json_extract(payload, '$.reason'), json_extract(payload, '$.question')), "
+            f"json_extract(payload, '$.waiting_for.kind') FROM logs "
             f"WHERE source = 'workflow' AND ref_id IN ({marks}) "
             f"AND type IN ('queued', 'waiting', 'completed', 'failed', 'crashed', 'dropped', 'cancelled') ORDER BY id",
             run_ids)
-        for run_id, type_, prompt, max_rounds, reason in rows:
+        for run_id, type_, prompt, max_rounds, reason, waits in rows:
             if type_ == "queued":
                 out[run_id].update(prompt=prompt, max_rounds=max_rounds)
                 out[run_id].pop("reason", None)  # queued again after an answer: the question is answered
             else:
-                out[run_id]["reason"] = reason  # for a waiting thread: its question
+                out[run_id]["reason"] = reason  # for a waiting thread: its question, or what event it waits for
+            # a `waiting` row from before waits were described asked a person
+            out[run_id]["waits"] = (waits or WaitKind.PERSON.value) if type_ == "waiting" else None
         # the start message, a person's answers, events and tool notes are not rounds
         not_rounds = ",".join("?" * len(NOT_ROUNDS))
         rows = conn.execute(
@@ -75,7 +78,8 @@ def list_threads(logs_path: Path, status: str | None = None, workflow: str | Non
     for run in runs:
         info = extra.get(run["run_id"], {})
         run.update(prompt=info.get("prompt"), max_rounds=info.get("max_rounds"),
-                   rounds=info.get("rounds", 0), reason=info.get("reason"))
+                   rounds=info.get("rounds", 0), reason=info.get("reason"),
+                   waits=info.get("waits") if run["status"] == ThreadStatus.WAITING.value else None)
     return runs
 
 
