@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import nerve
-from enginekit import RunningEngine, read_logs, thread_statuses, wait_for, write_instance
+from enginekit import RunningEngine, last_signal, read_logs, thread_statuses, wait_for, write_instance
 
 from nerve_cli.automaton.model import END, EVENT, START, RoleResult, WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import ThreadContext, run_thread
@@ -119,6 +119,65 @@ def test_a_thread_waits_for_its_event_across_a_kill_and_resumes_on_the_first_mat
     assert (waiting["kind"], waiting["source"], waiting["match"], waiting["until_ms"]) == ("event", "ci.done",
                                                                                           {"pr": 9}, None)
     assert [e["type"] for e in shown["events"]] == ["queued", "started", "waiting", "queued", "started", "completed"]
+
+
+WAITS = textwrap.dedent('''
+    from nerve_cli.sdk import END, EVENT, RoleResult, WorkflowDefinition, wait_for_event
+
+    async def waiter(messages):
+        source, _, value = messages[0].content.partition(" ")
+        if source == "build":  # a sense's signals
+            return wait_for_event("build", match={"pr": int(value)})
+        return wait_for_event("nerve-threads", match={"run_id": value, "transition": "completed"})
+
+    async def reader(messages):
+        event = messages[-1].meta
+        return RoleResult(f"{event['kind']} {event['source']}", {"payload": event["payload"]})
+
+    def moderator(messages):
+        last = messages[-1]
+        return "waiter" if last.role == "__start__" else "reader" if last.role == EVENT else END
+
+    workflow = WorkflowDefinition(roles={"waiter": waiter, "reader": reader}, moderator=moderator)
+''')
+BUILD = "def compute(db, peers, trigger):\n    return trigger.events[-1].payload\n"
+
+
+def test_a_thread_waits_for_a_senses_signal_and_another_for_that_threads_outcome(home: Path) -> None:
+    """The source of a wait may be a sense: its signals resume it, matched like any event; the built-in
+    nerve-threads is one, so a thread can wait for another thread's end."""
+    write_instance(home, """
+        senses:
+          build: {}
+        reflexes:
+          - {sense: build, on: [build.request]}
+        workflows:
+          waits: {concurrency: 1}
+    """, {"build": BUILD})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "waits.py").write_text(WAITS)
+    start = lambda prompt: request(home, "start_thread", workflow="waits", prompt=prompt)["run_id"]  # noqa: E731
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=1)
+        build = start("build 7")
+        after = start(f"thread {build}")
+        wait_for(lambda: thread_statuses(home).get(build) == thread_statuses(home).get(after) == "waiting", 20,
+                 what="both threads waiting")
+        wait = _shown(home, build)["waiting_for"]
+        assert (wait["kind"], wait["source"], wait["match"]) == ("event", "build", {"pr": 7})
+        for pr in (8, 7):  # the build sense signals each request's payload; only pr 7's resumes the thread
+            request(home, "emit", channel="build.request", payload={"pr": pr, "ok": pr == 7})
+            wait_for(lambda: last_signal(home, "build") == {"pr": pr, "ok": pr == 7}, 20,
+                     what=f"the build sense to signal pr {pr}")
+        wait_for(lambda: thread_statuses(home).get(after) == "completed", 30, what="both threads to resume and end")
+        engine.stop()
+
+    built, waited = _messages(home, build), _messages(home, after)
+    assert (built[-1]["content"], built[-1]["meta"]["payload"]) == ("sense build", {"pr": 7, "ok": True})
+    assert built[2]["meta"]["event_id"] == 2  # the build sense's second signal: its first (pr 8) was read, not taken
+    assert waited[-1]["content"] == "sense nerve-threads"
+    outcome = waited[-1]["meta"]["payload"]
+    assert (outcome["run_id"], outcome["transition"], outcome["workflow"]) == (build, "completed", "waits")
 
 
 # -- the pure parts --------------------------------------------------------------------------------------
