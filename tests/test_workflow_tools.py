@@ -214,3 +214,36 @@ def test_an_approval_in_a_round_that_cannot_wait_is_refused_and_the_model_is_tol
     assert isinstance(asked, AskPerson)
     assert asked.content.splitlines()[0] == 'Allow the tool call deploy({"env":"prod"})?'
     assert calls == ["dev"] and asked.meta["tool_approval"]["call"]["arguments"] == {"env": "prod"}
+
+
+def test_tool_calls_count_against_the_roles_timeout(llm_home: Path) -> None:
+    """A tool that takes too long is the role's time running out: the round ends at role_timeout."""
+    import threading
+
+    from nerve_cli.automaton.model import END, WorkflowDefinition
+    from nerve_cli.automaton.thread import ThreadContext, run_thread
+
+    release = threading.Event()
+
+    def slow(n: int) -> int:
+        """Answers n, when it is let go."""
+        release.wait(30)
+        return n
+
+    role = llm_role(model="echo", prompt=lambda m: m[0].content, tools=[slow])
+    definition = WorkflowDefinition(roles={"agent": role}, moderator=lambda m: "agent" if len(m) == 1 else END)
+
+    async def persist(seq: int, message: WorkflowMessage) -> None:
+        return None
+
+    async def call():
+        enter_thread(ThreadInfo("run-1", "w", home=None))
+        chain = [WorkflowMessage(START, _calls(("slow", {"n": 1})), {"maxRounds": 2}, 1)]
+        return await run_thread(definition, chain, persist, ThreadContext(role_timeout=0.5))
+
+    try:
+        outcome = asyncio.run(call())
+    finally:
+        release.set()
+    assert outcome.status == "failed", outcome
+    assert "role 'agent' timed out after 0.5s (role_timeout)" in outcome.reason, outcome.reason
