@@ -171,6 +171,19 @@ def test_reads_refuse_wrong_parameters_and_config_check_explains_lazy_rules(home
     missing = cli("sense", "show", "open-prs", "--bind", "owner=x")
     assert missing.exit_code == 2 and "read with --bind repo=VALUE" in missing.output
     assert "owner" in missing.output
+
+    # a dry run for one set of values: its events, its cursors; nothing kept
+    for repo, number in (("a", 4), ("b", 9)):
+        store_event(home / "data/events.db", "pr.opened", {"repo": repo, "number": number})
+    dry = cli("sense", "compute", "open-prs", "--dry-run", "--bind", "repo=a", "--json")
+    rehearsed = json.loads(dry.stdout)
+    assert dry.exit_code == 0 and (rehearsed["payload"], rehearsed["events"]) == ([4], 1), dry.stdout
+    assert rehearsed["cursors"] == [{"source": "pr.opened", "from": 0, "to": 1}]
+    assert cli("sense", "compute", "open-prs", "--dry-run", "--bind", "owner=x").exit_code == 2
+    assert Tools(home).dry_run_sense("open-prs", None, {"repo": "b"})["payload"] == [9]  # an agent's, the same
+    real = read_sense(home, "open-prs", {"repo": "a"})
+    assert (real.computes, real.events, real.value) == (1, 1, [4])  # the dry run consumed nothing
+
     bad = home / "nerve.yaml"
     bad.write_text(bad.read_text().replace("tally: {group: reads}", "tally: {group: reads, peers: [reader]}")
                    + "  - {sense: open-prs, interval: 1m}\n  - {sense: tally, on: [tock], bindings: {repo: $repo}}\n"

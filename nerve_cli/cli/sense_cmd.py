@@ -207,16 +207,13 @@ def compute(
     from nerve_cli.config.projection import BindError, parse_bind
     from nerve_cli.home import require_instance
 
-    if (dry_run or event) and bind:
-        raise typer.BadParameter("a dry run computes the sense's own events, not a set of parameter values: "
-                                 "drop --bind, or compute for real", param_hint="--bind")
-    if dry_run or event:
-        _dry_run(require_instance(home), name, event, json_)
-        return
-    from nerve_cli.ops.senses.standalone import compute_sense
-
     try:
         values = parse_bind(bind)
+        if dry_run or event:
+            _dry_run(require_instance(home), name, event, json_, values or None)
+            return
+        from nerve_cli.ops.senses.standalone import compute_sense
+
         result = compute_sense(require_instance(home), name, bind=values or None)
     except BindError as exc:
         raise typer.BadParameter(str(exc), param_hint="--bind") from None
@@ -355,10 +352,10 @@ def _cell(value, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _dry_run(home, name: str, event: list[str] | None, json_: bool) -> None:
+def _dry_run(home, name: str, event: list[str] | None, json_: bool, bind: dict | None = None) -> None:
     from nerve_cli.ops.senses.dryrun import dry_run, parse_event
 
-    result = dry_run(home, name, [parse_event(text) for text in event] if event else None)
+    result = dry_run(home, name, [parse_event(text) for text in event] if event else None, bind=bind)
     if json_:
         from nerve_cli.cli.output import print_json
 

@@ -329,12 +329,14 @@ def build(home: Path) -> MCPServer:
                       events: Annotated[list[SampleEvent] | None, Field(max_length=MAX_SAMPLES, description=(
                           "sample events to compute with, instead of the ones waiting for it "
                           f"(at most {MAX_SAMPLES:,})"))] = None,
+                      bind: Bind = None,
                       ) -> document("sense-dry-run"):
         """Run one compute of the sense on its real database and roll everything back: the signal it would send,
         the rows it would write per table, its cursor moves and prints, or its error with file:line. `events`
-        replace the events waiting for it. Nothing is kept or logged."""
+        replace the events waiting for it; `bind`: a sense whose bindings take parameters rehearses for those
+        values. Nothing is kept or logged."""
         samples = None if events is None else [e.model_dump() for e in events]
-        return call(tools.dry_run_sense, sense, samples)
+        return call(tools.dry_run_sense, sense, samples, bind)
 
     @app.tool(title="Turn a sense on", annotations=ACT)
     def enable_sense(sense: Sense) -> document("lifecycle"):

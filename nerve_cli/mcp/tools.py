@@ -179,10 +179,14 @@ class Tools:
         """`nerve config check --json` (`code=False`: `--fast`, without importing the senses in a child)."""
         return config_check(check_instance(self.home, code=code))
 
-    def dry_run_sense(self, sense: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """`nerve sense compute SENSE --dry-run [--event SOURCE=JSON ...] --json`."""
+    def dry_run_sense(self, sense: str, events: list[dict[str, Any]] | None = None,
+                      bind: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`nerve sense compute SENSE --dry-run [--event SOURCE=JSON ...] [--bind NAME=VALUE ...] --json`."""
         samples = None if events is None else [(str(e["source"]), e.get("payload")) for e in events]
-        return dry_run(self.home, sense, samples).to_json()
+        try:
+            return dry_run(self.home, sense, samples, bind=bind).to_json()
+        except BindError as exc:
+            raise BadArgument(str(exc)) from None
 
     def schema_text(self, sense: str) -> str:
         """A sense's schema.py as written (for the nerve://sense/NAME/schema.py resource)."""

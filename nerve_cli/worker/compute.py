@@ -39,6 +39,7 @@ import orjson
 from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.clock import now_ms
 from nerve_cli.schema.drift import missing_object, sql_hint
+from nerve_cli.store.bindings import read_binding
 from nerve_cli.store.events import Cursor
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.vocab.outcomes import Outcome
@@ -296,7 +297,8 @@ def _trigger(sense: LoadedSense, job: Job) -> Trigger | None:
     elif sense.events is not None and (job.sources or job.bind):
         job.batch = sense.events.read(sense.db.conn, job.sources, job.filters, job.bind)
         if job.dry_run:
-            job.cursors_before = read_cursors(sense.db.conn)
+            binding = job.batch.binding
+            job.cursors_before = read_cursors(sense.db.conn) if binding is None else read_binding(sense.db.conn, binding)[0]
     if job.batch.consumes:
         sense.db.conn.execute(f"SAVEPOINT {SAVEPOINT}")  # None rolls back to here and keeps the cursors
     return Trigger(job.reason.kind, job.reason.source, job.batch.events, tuple(job.sources), job.batch.more, job.id,

@@ -19,6 +19,7 @@ from typing import IO, Any
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.model import HEALTH_SENSE
+from nerve_cli.config.projection import reading
 from nerve_cli.contract import VERSION
 from nerve_cli.errors import NerveError
 from nerve_cli.kernel.core.listeners import all_sources
@@ -78,12 +79,14 @@ def parse_event(text: str) -> tuple[str, Any]:
 
 
 def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, *,
-            stderr: int | IO[Any] | None = None) -> DryRunResult:
-    """Run `name` once without keeping anything; `events` (source, payload) replace the real ones when given."""
+            stderr: int | IO[Any] | None = None, bind: dict[str, Any] | None = None) -> DryRunResult:
+    """Run `name` once without keeping anything; `events` (source, payload) replace the real ones when given;
+    `bind`: a sense with parameters rehearses for these values (their events, their cursors)."""
     config = load_config(home)
     settings = config.senses.get(name)
     if settings is None:
         raise not_a_user_sense(config, name, "a dry run rehearses a sense's own code")
+    filters = reading(config, name).filters(bind) or None  # BindError before anything starts
     sources = (sources_of(config).get(name) or {}) if settings.enabled else all_sources(config, name)
     sample = None
     if events is not None and len(events) > MAX_SAMPLES:
@@ -93,7 +96,7 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
                   for source, payload in events]
     policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)  # as a one-off compute: a first import is cold
     spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
-    request = Compute(0, name, DEMAND, sources or None, dry_run=True, sample=sample)
+    request = Compute(0, name, DEMAND, sources or None, dry_run=True, sample=sample, filters=filters, bind=bind or None)
     answer, printed = one_compute(home, name, settings.group, policy, policy.limits(settings), stderr, request, spec,
                                   dry_run=True)
     if isinstance(answer, ErrorInfo):
