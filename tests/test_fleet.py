@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import cli
 from contractkit import Checked
-from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
+from enginekit import RunningEngine, read_logs, thread_statuses, wait_for, write_instance, write_sense
 from eventkit import Emitter
 from fleetkit import NatsServer
 from test_metrics import free_port, scrape, value
@@ -357,3 +357,58 @@ def test_a_sense_database_rebuilt_while_publishing_is_sent_from_its_new_start(tm
         assert ticks(b) == list(range(20)) + list(range(30))  # none taken for sent for an id seen before
         engine_a.stop()
         engine_b.stop()
+
+
+WATCH = """
+import json
+from nerve_cli.sdk import END, EVENT, RoleResult, WorkflowDefinition, wait_for_event
+
+async def opener(messages):
+    asked = json.loads(messages[0].content)
+    return wait_for_event(asked["source"], match=asked.get("match"))
+
+async def reader(messages):
+    return RoleResult(json.dumps(messages[-1].meta["payload"]), {"source": messages[-1].meta["source"]})
+
+def moderator(messages):
+    last = messages[-1]
+    if last.role == "__start__":
+        return "opener"
+    return "reader" if last.role == EVENT else END
+
+workflow = WorkflowDefinition(roles={"opener": opener, "reader": reader}, moderator=moderator)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_threads_waiting_for_another_hosts_sense_or_a_fleet_channel_resume_on_its_events(
+        tmp_path: Path, server: NatsServer) -> None:
+    from nerve_cli.ops.client import request
+
+    a, b = host_a(tmp_path, server.url), host_b(tmp_path, server.url, "workflows:\n  watch: {}")
+    (b / "workflows").mkdir()
+    (b / "workflows" / "watch.py").write_text(WATCH)
+    with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+        engine_a.wait_ready()
+        engine_b.wait_ready()
+
+        def start(source: str, match: dict | None = None) -> str:
+            asked = json.dumps({"source": source, "match": match})
+            return request(b, "start_thread", workflow="watch", prompt=asked)["run_id"]
+
+        ticker, deploy = start("a/ticker"), start("deploys", {"d": 5})
+        wait_for(lambda: {thread_statuses(b).get(r) for r in (ticker, deploy)} == {"waiting"}, 20,
+                 what="b's two threads to wait")
+        to_a = Emitter(a)
+        for i in range(8):
+            assert to_a.emit("deploys", {"d": i})["ok"]
+        assert to_a.emit("go", "tick")["ok"]
+        to_a.close()
+        wait_for(lambda: {thread_statuses(b).get(r) for r in (ticker, deploy)} == {"completed"}, 30,
+                 what="a's events to resume b's threads")
+        engine_a.stop()
+        engine_b.stop()
+    answers = {r: [m["payload"] for m in read_logs(b, "workflow", "message", r)][-1] for r in (ticker, deploy)}
+    assert json.loads(answers[deploy]["content"]) == {"d": 5}  # the first match, not the first event
+    assert json.loads(answers[ticker]["content"]) == {"n": ["tick"]}
+    assert answers[ticker]["meta"]["source"] == "a/ticker" and answers[deploy]["meta"]["source"] == "deploys"

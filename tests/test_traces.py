@@ -10,6 +10,7 @@ opted in; with the receiver gone, the engine keeps its rhythm.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from llmkit import llm_home  # noqa: F401  (a fixture: LLM_USER_PATH in a tmp fo
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from otlpkit import Receiver, Span
 from test_metrics import free_port
+
+from nerve_cli.ops.client import request
 
 PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
@@ -32,12 +35,14 @@ senses:
   broken: {}
   stuck: {group: slow, timeout: 300ms, grace_period: 300ms}
   crasher: {group: fragile}
+  watcher: {}
 reflexes:
   - {sense: first, on: [go]}
   - {sense: second, on: [first]}
   - {sense: broken, on: [fail]}
   - {sense: stuck, on: [stall]}
   - {sense: crasher, on: [crash]}
+  - {sense: watcher, on: [nerve-threads]}
 workflows:
   notes: {model: echo}
 """
@@ -47,6 +52,7 @@ SENSES = {
                "    return SenseResult({'ok': True}, workflow='notes|1|write the release notes')\n"),
     "broken": "def compute(db, peers):\n    raise ValueError('the disk is on fire')\n",
     "stuck": "import time\n\ndef compute(db, peers):\n    time.sleep(60)\n",
+    "watcher": "def compute(db, peers):\n    return 1\n",
     "crasher": "import ctypes\n\ndef compute(db, peers):\n    ctypes.string_at(0)\n",  # a segfault
 }
 WORKFLOW = """
@@ -121,6 +127,9 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
     assert stuck.status == 2 and stuck.attributes["nerve.outcome"] in ("timeout", "lost")
     assert stuck.events[0][1]["exception.type"] == "TimeoutError" and "timeout of 0.3s" in stuck.status_message
     assert any(r.severity == "ERROR" and "timeout" in r.body for r in receiver.logs if r.span_id == stuck.span_id)
+    # the built-in nerve-threads signals the thread's changes: its listener is the child of that compute
+    threads_computes = {s.span_id for s in receiver.spans if s.name == "compute nerve-threads" and s.events}
+    assert any(s.parent_id in threads_computes for s in receiver.spans if s.name == "compute watcher")
     crashed = one(receiver.spans, "compute crasher")  # its worker killed by a segfault in its code: where it was
     assert crashed.status == 2 and crashed.attributes["nerve.outcome"] == "lost"
     assert crashed.events[0][1]["code.file.path"] == "senses/crasher/sense.py"
@@ -263,3 +272,58 @@ def test_a_webhook_post_reaches_the_fleet_and_continues_the_senders_trace(tmp_pa
     assert sent.parent_id == PARENT_SPAN and received.parent_id == sent.span_id
     assert received.attributes["nerve.origin"] == "a"
     assert one(spans, "compute hooked").parent_id == received.span_id
+
+
+TOOLS = """
+from nerve_cli.sdk import END, WorkflowDefinition, llm_role
+
+
+def add(a: int, b: int) -> int:
+    \"\"\"Adds two numbers.\"\"\"
+    return a + b
+
+
+def flaky(n: int) -> str:
+    \"\"\"Fails, always.\"\"\"
+    raise RuntimeError(f"flaky {n} broke")
+
+
+agent = llm_role(model="echo", prompt=lambda m: m[0].content, tools=[add, flaky])
+workflow = WorkflowDefinition(roles={"agent": agent},
+                              moderator=lambda m: "agent" if m[-1].role == "__start__" else END)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_rounds_tool_calls_are_spans_under_its_model_call(tmp_path: Path, llm_home: Path, capture: bool) -> None:
+    with Receiver() as receiver:
+        home = write_instance(tmp_path / "home", "workflows:\n  agent: {}\n", {})
+        (home / "workflows").mkdir()
+        (home / "workflows" / "agent.py").write_text(TOOLS)
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true" if capture else "false"}
+        with RunningEngine(home, env=env) as engine:
+            engine.wait_ready(groups=0)
+            calls = [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "flaky", "arguments": {"n": 7}}]
+            run_id = request(home, "start_thread", workflow="agent",
+                             prompt=json.dumps({"prompt": "go", "tool_calls": calls}))["run_id"]
+            wait_for(lambda: any(s.name == "thread agent" and s.end_ns for s in receiver.spans), 60,
+                     what="the thread's spans")
+            engine.stop()
+    recorded = [r["payload"] for r in read_logs(home, "workflow", "message", run_id)][1]["meta"]["tool_calls"]
+    chat = one(receiver.spans, "chat echo")
+    add, flaky = one(receiver.spans, "execute_tool add"), one(receiver.spans, "execute_tool flaky")
+    assert add.parent_id == flaky.parent_id == chat.span_id and add.trace_id == chat.trace_id
+    assert add.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "execute_tool"
+    assert add.attributes[gen_ai.GEN_AI_TOOL_NAME] == "add" and add.status != 2
+    assert [add.attributes[gen_ai.GEN_AI_TOOL_CALL_ID], flaky.attributes[gen_ai.GEN_AI_TOOL_CALL_ID]] == \
+        [c["id"] for c in recorded]
+    assert flaky.status == 2 and "flaky 7 broke" in flaky.status_message  # the tool raised: an error span
+    assert add.start_ns <= add.end_ns <= flaky.start_ns <= flaky.end_ns <= chat.end_ns  # laid end to end
+    if capture:
+        assert json.loads(add.attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"a": 2, "b": 3}
+        assert add.attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] == "5"
+    else:
+        assert gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS not in add.attributes
+        assert gen_ai.GEN_AI_TOOL_CALL_RESULT not in add.attributes

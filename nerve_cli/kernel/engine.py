@@ -814,7 +814,7 @@ class Engine:
             self._finish(THREADS_SENSE, compute_id, reason, Outcome.SILENT, duration)
             return
         for signal_id, payload in signals:  # one signal per transition; the listeners read them all by id
-            self._route_signal(THREADS_SENSE, payload, None, signal_id, payload["at_ms"])
+            self._route_signal(THREADS_SENSE, payload, None, signal_id, payload["at_ms"], compute_id=compute_id)
         self._committed(THREADS_SENSE)
         if more:
             self._trigger(THREADS_SENSE, BACKLOG)
