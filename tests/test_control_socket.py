@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from enginekit import RunningEngine, completes, nerve, read_logs, wait_for, write_instance
+from loadclock import scaled
 
 from nerve_cli.kernel.control.server import MAX_REQUEST
 from nerve_cli.ops.client import request
@@ -192,4 +193,4 @@ def test_a_person_waits_for_a_compute_as_long_as_its_timeout_and_grace_allow_and
     message = json.loads(held.stdout)["error"]["message"]
     assert message.startswith("held did not finish within 6s (it is still scheduled; its throttle of 1h holds it "
                               "until "), message
-    assert 5.5 < took < 20, took  # the engine's answer, at the sense's own limit
+    assert 5.5 < took < scaled(20), took  # the engine's answer, at the sense's own limit (slower under load)

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from enginekit import nerve
+from enginekit import RunningEngine, completes, nerve, wait_for
 from typer.testing import CliRunner
 
 from nerve_cli.cli import output
@@ -43,8 +43,14 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An instance whose engine ran once (logs.db, sense and health databases) and got one offline emit."""
     home = tmp_path_factory.mktemp("damage") / "home"
     assert nerve("init", home=home).returncode == 0
-    assert nerve("run", "--for", "2s", home=home, timeout=60).returncode == 0
+    # until every file the damage applies to exists (a fixed --for is too short on a loaded machine)
+    with RunningEngine(home) as engine:
+        wait_for(lambda: completes(home, "cpu-percent") and completes(home, "nerve-health"), 30,
+                 what="cpu-percent and nerve-health to compute once")
+        assert engine.stop()[0] == 0
     assert nerve("emit", "door", "{}", home=home).returncode == 0
+    for file in COMMANDS:
+        assert (home / "data" / file).is_file(), file
     return home
 
 
