@@ -227,6 +227,9 @@ def test_recovery_crashes_or_resumes_threads_of_a_lost_worker(tmp_path: Path) ->
     recovery.lose_threads(journal, kind, "worker exited with signal 9", resume=True)
     assert "run-1" in kind.running and not kind.running["run-1"].dispatched
     recovery.lose_threads(journal, kind, "worker exited with signal 9", resume=False)
+    assert "run-1" in kind.running  # never handed to the worker that went away: it waits for the next one
+    kind.running["run-1"].dispatched = True  # handed to the next worker, which is lost too
+    recovery.lose_threads(journal, kind, "worker exited with signal 9", resume=False)
     assert not kind.running
     logs.flush()
     rows = query_logs(logs.path, source="workflow", ref="run-1")
