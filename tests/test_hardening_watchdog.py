@@ -27,7 +27,7 @@ def spin():
 def compute(db, peers):
     threading.Thread(target=spin, daemon=True).start()  # left running after the compute
     return 1
-""", "its background threads and processes"),
+""", "its background threads and processes|its compute and what it started"),
     "growing-child": ("busy: {memory_limit: 200MB}", """
 import subprocess, sys
 
@@ -60,7 +60,10 @@ def test_a_breach_between_computes_names_the_sense_whose_code_left_it_running(ho
         quarantined = wait_for(lambda: read_logs(home, "system", "quarantined"), 15, what="the quarantine")
         engine.stop()
     assert kill["payload"]["computing"] == []  # between computes
-    assert kill["payload"]["blamed"]["sense"] == "rogue" and because in kill["payload"]["blamed"]["because"], kill
+    # the wording says whether the sense also computed within the window: on a loaded machine the spinning
+    # thread's window can still hold the end of the compute that started it (seen in a full suite at load 14)
+    blamed = kill["payload"]["blamed"]
+    assert blamed["sense"] == "rogue" and any(b in blamed["because"] for b in because.split("|")), kill
     assert [q["ref"] for q in quarantined] == ["rogue"], quarantined
 
 

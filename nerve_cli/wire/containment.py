@@ -40,6 +40,8 @@ PR_SET_CHILD_SUBREAPER = 36
 END_WAIT = 2.0  # seconds a worker spends ending what its code left running
 _mode: str | None = None  # this worker's way: "cgroup" | "subreaper" | None
 _parent: int | None = None  # the kernel's pid as this worker started: another one now means the kernel is gone
+_kernel_gone = False  # the kernel's pipe ended with no Shutdown before it
+REPARENT_WAIT = 1.0  # seconds for the kernel's exit to hand us to another parent (it closes our pipe first)
 
 
 # -- the engine's side ---------------------------------------------------------------------------------------
@@ -142,6 +144,12 @@ def enter() -> str | None:
     return _mode
 
 
+def kernel_gone() -> None:
+    """The worker read EOF from the kernel with no Shutdown first: the kernel died (or is dying)."""
+    global _kernel_gone
+    _kernel_gone = True
+
+
 def end_descendants() -> int:
     """As a worker exits: SIGKILL every process its code started that still runs; how many were found."""
     if _mode == "cgroup":
@@ -149,7 +157,7 @@ def end_descendants() -> int:
         if not base:
             return 0
         found = _kill_members(Path(base) / f"w{os.getpid()}")
-        _leave(Path(base), kernel_gone=os.getppid() != _parent)
+        _leave(Path(base), kernel_gone=_kernel_gone or os.getppid() != _parent)
         return found
     if _mode == "subreaper":
         return _kill_tree()
@@ -171,7 +179,13 @@ def _leave(base: Path, kernel_gone: bool) -> None:
         return
     _remove(base / f"w{os.getpid()}")
     if kernel_gone:
-        _remove(base)  # refused while another worker's cgroup is in it: that worker removes it
+        # a dying kernel closes our pipe before it exits: once we have another parent it can no longer make a
+        # worker's cgroup here, and the folder is removed (refused while another worker's cgroup is in it:
+        # that worker removes it)
+        deadline = time.monotonic() + REPARENT_WAIT
+        while os.getppid() == _parent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _remove(base)
 
 
 def _kill_tree() -> int:

@@ -182,7 +182,8 @@ class SenseRuntime:
                 except ValueError as exc:  # a line over the protocol limit
                     log.error("dropped an oversized line from the kernel: %s", exc)
                     continue
-                if line is None:  # EOF: the kernel is gone or closed our input
+                if line is None:  # EOF with no Shutdown read first: the kernel is gone
+                    containment.kernel_gone()
                     self._close()
                     continue
             if line.strip():

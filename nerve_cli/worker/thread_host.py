@@ -32,7 +32,7 @@ from nerve_cli.automaton.context import ThreadInfo, enter_thread
 from nerve_cli.automaton.load import WorkflowLoadError
 from nerve_cli.automaton.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import FAILED, ThreadContext, run_thread
-from nerve_cli.wire import protocol
+from nerve_cli.wire import containment, protocol
 from nerve_cli.worker.definitions import load_definition
 from nerve_cli.worker.stdio import ProtocolReader, protocol_reader, take_protocol_fds
 
@@ -71,7 +71,8 @@ class Runtime:
             except ValueError:  # a line over the stream limit: skip it
                 print(f"workflow worker {self.name}: dropped an over-long line from the kernel", file=sys.stderr)
                 continue
-            if not line:
+            if not line:  # EOF with no Shutdown read first: the kernel is gone
+                containment.kernel_gone()
                 break
             message = protocol.decode(line)
             if isinstance(message, protocol.Shutdown):
