@@ -379,7 +379,10 @@ def test_a_snapshot_read_before_the_dashboard_has_its_widgets_is_shown_once_it_h
     async def main() -> None:
         app = Early(home)
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, Dashboard), 5, "the dashboard")
-            assert "engine stopped" in text_of(app.screen.query_one("#headline"))
+            # the screen is app.screen as soon as it is pushed, its widgets a moment later (a loaded machine
+            # shows the gap): wait for them, then for the snapshot read before them
+            await until(pilot, lambda: isinstance(app.screen, Dashboard) and app.screen.composed, 5, "the dashboard")
+            await until(pilot, lambda: "engine stopped" in text_of(app.screen.query_one("#headline")), 5,
+                        "the early snapshot shown")
 
     asyncio.run(main())

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static
 
@@ -399,11 +400,14 @@ class NerveTop(App):
 
     def _show(self, snap: Snapshot) -> None:
         self.last = snap
-        for screen in self.screen_stack:
-            if isinstance(screen, Dashboard):
-                screen.show(snap)
-            elif isinstance(screen, ThreadScreen) and screen.live():
-                screen.load()  # a running thread's new rounds appear as they are written
+        try:
+            for screen in self.screen_stack:
+                if isinstance(screen, Dashboard):
+                    screen.show(snap)
+                elif isinstance(screen, ThreadScreen) and screen.live():
+                    screen.load()  # a running thread's new rounds appear as they are written
+        except NoMatches:  # a read that came back as the app quits, its widgets already removed
+            return
 
     async def answer(self, run_id: str, decision: str) -> None:
         """A person's answer to a waiting thread: through the running engine it resumes at once; with the engine
