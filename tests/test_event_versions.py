@@ -68,3 +68,47 @@ def test_a_schema_version_with_spaces_is_a_usage_error_and_nothing_is_stored(hom
     bad = cli("emit", "task.created", "1", "--schema-version", "one two")
     assert bad.exit_code == 2 and "schema version" in bad.output
     assert not (home / "data" / "events.db").exists()
+
+
+SIGNALS_CONFIG = """
+    senses:
+      tasks: {signal_version: "2", signal_hash: true}
+      plain: {}
+      listener: {}
+    reflexes:
+      - {sense: listener, on: [tasks, plain]}
+"""
+SIGNALLER = """
+def compute(db, peers):
+    return {"title": "Straße", "id": 7, "tags": ["a", "b"]}
+"""
+SIGNALS_LISTENER = """
+def compute(db, peers, trigger):
+    return [[e.source, e.id, e.schema_version, e.hash] for e in trigger.events]
+"""
+
+
+def test_a_sense_whose_settings_ask_signals_with_a_version_and_hash_and_an_older_database_reads_as_before(
+        home: Path) -> None:
+    write_instance(home, SIGNALS_CONFIG, {"tasks": SIGNALLER, "plain": SIGNALLER, "listener": SIGNALS_LISTENER})
+    # a database from before signals carried versions: its old signal reads with neither, and it keeps working
+    (home / "data/senses").mkdir(parents=True, exist_ok=True)
+    old = sqlite3.connect(home / "data/senses/tasks.db")
+    old.execute("CREATE TABLE _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT NOT NULL)")
+    old.execute("INSERT INTO _signals (ts, payload) VALUES (1, '{\"id\": 1}')")
+    old.commit()
+    old.close()
+    first = json.loads(cli("sense", "compute", "listener", "--json").stdout)
+    assert first["payload"] == [["tasks", 1, None, None]], first
+
+    for sense in ("tasks", "plain"):
+        done = cli("sense", "compute", sense, "--json")
+        assert done.exit_code == 0, done.stdout
+    second = json.loads(cli("sense", "compute", "listener", "--json").stdout)
+    assert second["payload"] == [["tasks", 2, "2", canonical_hash(PAYLOAD)], ["plain", 1, None, None]], second
+
+    bad = home / "nerve.yaml"
+    bad.write_text(bad.read_text().replace('signal_version: "2"', 'signal_version: "two words"'))
+    check = json.loads(cli("config", "check", "--json").stdout)
+    assert any(p["path"] == "senses.tasks.signal_version" and "without spaces" in p["message"]
+               for p in check["problems"]), check["problems"]

@@ -169,6 +169,16 @@ class GroupConfig(_Model):
     cpu_window: Duration = 10.0
 
 
+def _check_signal_version(value: object) -> str:
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    if not text or len(text) > 64 or any(ord(c) < 32 or c.isspace() for c in text):
+        raise ValueError(f"expected a version of 1 to 64 characters without spaces, such as 2 or v1.0, got {value!r}")
+    return text
+
+
+SignalVersion = Annotated[str, BeforeValidator(_check_signal_version)]
+
+
 class SenseConfig(_Model):
     group: Name = "default"
     throttle: Duration = 0.0
@@ -177,6 +187,10 @@ class SenseConfig(_Model):
     peers: tuple[Name, ...] = ()
     enabled: StrictBool = True
     expect_signal_every: Duration | None = None  # longer without a signal: stale (status, top, metrics, nerve-health)
+    # the schema version its signals carry as events (`event.schema_version` for its listeners), and whether
+    # each carries its payload's content hash (`event.hash`), as `nerve emit --schema-version/--hash` does
+    signal_version: SignalVersion | None = None
+    signal_hash: StrictBool = False
 
     @field_validator("expect_signal_every")
     @classmethod

@@ -27,10 +27,14 @@ IDENTITY_SQL = (
     "INSERT INTO _nerve_identity (id) SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM _nerve_identity)",
 )
 CURSOR_IDENTITY = "ALTER TABLE _nerve_cursors ADD COLUMN identity TEXT"  # for cursors made before identities
+# what a signal carries as an event when its sense's settings ask (senses.NAME.signal_version / signal_hash)
+SIGNAL_COLUMNS = {"schema_version": "ALTER TABLE _signals ADD COLUMN schema_version TEXT",
+                  "hash": "ALTER TABLE _signals ADD COLUMN hash TEXT"}
 
 ENGINE_TABLES_SQL = (
     "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER NOT NULL, payload TEXT NOT NULL, "
+    "schema_version TEXT, hash TEXT)",
     "CREATE INDEX IF NOT EXISTS idx__signals_ts ON _signals(ts)",
     "CREATE TABLE IF NOT EXISTS _nerve_archive (table_name TEXT PRIMARY KEY, time_column TEXT NOT NULL)",
     # what this sense consumed of each `on:` source (store.events); moved only inside its computes
@@ -103,6 +107,10 @@ def ensure_engine_tables(conn: sqlite3.Connection) -> None:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(_nerve_cursors)")}
         if "identity" not in columns:
             _transaction(conn, (CURSOR_IDENTITY,), "adding identities to the cursors")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(_signals)")}
+        missing = tuple(sql for name, sql in SIGNAL_COLUMNS.items() if name not in columns)
+        if missing:
+            _transaction(conn, missing, "adding schema versions and hashes to the signals")
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations_dir: Path) -> list[str]:

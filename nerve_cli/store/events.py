@@ -489,7 +489,8 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
                 wanted: Mapping[str, Any] | None = None) -> list[tuple[int, int, str | None, str | None, str | None]]:
     """(id, ts, payload JSON, schema_version, hash) of up to `limit` events of one source with id > `after`,
     oldest first, and only those whose payload has the `wanted` values (bindings; see store.bindings).
-    Only external events carry a schema version and a hash.
+    External events carry the schema version and hash their emitter gave, a sense's signals those its
+    settings ask for (`signal_version`, `signal_hash`).
 
     A file source (`name`, a path pattern) is the listener's own: `listener` names it."""
     narrow, narrow_params = where(wanted)
@@ -510,8 +511,15 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
             sql = (f"SELECT id, ts, payload, NULL, NULL FROM file_events WHERE sense = ? AND pattern = ? AND id > ?"
                    f"{narrow} ORDER BY id LIMIT ?")
             return conn.execute(sql, (listener, name, after, *narrow_params, limit)).fetchall()
-        sql = f"SELECT id, ts, payload, NULL, NULL FROM _signals WHERE id > ?{narrow} ORDER BY id LIMIT ?"
-        return conn.execute(sql, (after, *narrow_params, limit)).fetchall()
+        sql = f"SELECT id, ts, payload, schema_version, hash FROM _signals WHERE id > ?{narrow} ORDER BY id LIMIT ?"
+        try:
+            return conn.execute(sql, (after, *narrow_params, limit)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such column" not in str(exc):
+                raise
+            # a database no worker of this version has opened yet (or a built-in sense's): its signals have neither
+            sql = f"SELECT id, ts, payload, NULL, NULL FROM _signals WHERE id > ?{narrow} ORDER BY id LIMIT ?"
+            return conn.execute(sql, (after, *narrow_params, limit)).fetchall()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing to read
         return []
 

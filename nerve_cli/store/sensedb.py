@@ -172,11 +172,17 @@ class SenseDB:
         row = self.conn.execute("SELECT id, ts, payload FROM _signals ORDER BY id DESC LIMIT 1").fetchone()
         return _signal(row) if row else None
 
-    def record_signal(self, ts_ms: int, payload_json: bytes | str) -> int:
-        """Append a `_signals` row inside the current transaction (the runtime's job, not sense code's); its id."""
+    def record_signal(self, ts_ms: int, payload_json: bytes | str, schema_version: str | None = None,
+                      digest: str | None = None) -> int:
+        """Append a `_signals` row inside the current transaction (the runtime's job, not sense code's); its id.
+        `schema_version` and `digest` (the payload's content hash): what the sense's settings ask its signals
+        to carry, as events, for its listeners."""
         if isinstance(payload_json, bytes):
             payload_json = payload_json.decode()
-        return self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts_ms, payload_json)).lastrowid or 0
+        if schema_version is None and digest is None:  # a database from before these columns works as it did
+            return self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (ts_ms, payload_json)).lastrowid or 0
+        return self.conn.execute("INSERT INTO _signals (ts, payload, schema_version, hash) VALUES (?, ?, ?, ?)",
+                                 (ts_ms, payload_json, schema_version, digest)).lastrowid or 0
 
     def close(self) -> None:
         self.conn.close()

@@ -40,7 +40,7 @@ from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.clock import now_ms
 from nerve_cli.schema.drift import missing_object, sql_hint
 from nerve_cli.store.bindings import read_binding
-from nerve_cli.store.events import Cursor
+from nerve_cli.store.events import Cursor, content_hash
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
@@ -78,6 +78,8 @@ class LoadedSense:
     created: bool = False  # its database did not exist when the worker opened it: made empty now
     rehearsal_copy: bool = False  # a dry-run worker computing on an in-memory copy of its database
     rehearsal_blobs: dict[str, int] | None = None  # a dry-run worker: sha256 → bytes its computes put
+    signal_version: str | None = None  # what its signals carry as events: their schema version,
+    signal_hash: bool = False  # and their payload's content hash (senses.NAME.signal_version / signal_hash)
 
     @property
     def takes_trigger(self) -> bool:
@@ -327,7 +329,8 @@ def _finish(sense: LoadedSense, job: Job, result: Any) -> Answer:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
     ts = now_ms()
     try:
-        signal_id = sense.db.record_signal(ts, encoded)
+        digest = content_hash(payload) if sense.signal_hash else None
+        signal_id = sense.db.record_signal(ts, encoded, sense.signal_version, digest)
     except BaseException as exc:
         return _fail(sense, job, exc)
     # the Signal line embeds the JSON already stored: no decode and re-encode on the hop

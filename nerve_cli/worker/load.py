@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nerve_cli.errors import NerveError
@@ -48,7 +48,9 @@ def load_senses(home: Path, spec: GroupSpec, *, dry_run: bool = False) -> LoadRe
     result = LoadResult()
     for name, peers in spec.senses.items():
         try:
-            result.senses[name] = load_sense(layout, name, peers, blobs, spec.lazy, dry_run=dry_run)
+            loaded = load_sense(layout, name, peers, blobs, spec.lazy, dry_run=dry_run)
+            version, hashed = spec.signals.get(name, (None, False))
+            result.senses[name] = replace(loaded, signal_version=version, signal_hash=hashed)
         except _LoadFailed as exc:
             result.failed[name] = exc.info
         except (OSError, sqlite3.Error) as exc:  # this sense's files or folder (a loop, no permission): its load fails

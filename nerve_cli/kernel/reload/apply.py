@@ -30,6 +30,7 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
+from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.words import plural
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ async def _regroup(engine: Target, old: NerveConfig, new: NerveConfig) -> set[st
         if supervisor is None:
             engine.start_group(group, senses)
             restarted.add(group)
-        elif senses != supervisor.senses or _peers_changed(old, new, senses):
+        elif senses != supervisor.senses or _spec_changed(old, new, group, senses):
             await supervisor.restart(senses, new)
             restarted.add(group)
         else:
@@ -165,8 +166,11 @@ async def _regroup(engine: Target, old: NerveConfig, new: NerveConfig) -> set[st
     return restarted
 
 
-def _peers_changed(old: NerveConfig, new: NerveConfig, senses: list[str]) -> bool:
-    return any(old.senses.get(n) is None or old.senses[n].peers != new.senses[n].peers for n in senses)
+def _spec_changed(old: NerveConfig, new: NerveConfig, group: str, senses: list[str]) -> bool:
+    """Whether the group's worker would be handed other settings (peers, lazy peers, what signals carry)."""
+    if any(n not in old.senses for n in senses):
+        return True
+    return GroupSpec.from_config(old, group, senses) != GroupSpec.from_config(new, group, senses)
 
 
 async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) -> None:
