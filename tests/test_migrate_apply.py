@@ -52,7 +52,8 @@ def test_engine_tables_created_even_without_migrations(tmp_path):
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert {"_migrations", "_signals", "_nerve_archive", "idx__signals_ts"} <= names
     cols = [(r[1], r[2], r[3], r[5]) for r in conn.execute("PRAGMA table_info(_signals)")]
-    assert cols == [("id", "INTEGER", 0, 1), ("ts", "INTEGER", 1, 0), ("payload", "TEXT", 1, 0)]
+    assert cols == [("id", "INTEGER", 0, 1), ("ts", "INTEGER", 1, 0), ("payload", "TEXT", 1, 0),
+                    ("schema_version", "TEXT", 0, 0), ("hash", "TEXT", 0, 0)]  # set when a sense's settings ask
 
 
 def test_idempotent_and_applies_only_new_files(tmp_path):
