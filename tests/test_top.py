@@ -56,6 +56,14 @@ async def until(pilot, condition, timeout: float, what: str):
         await pilot.pause(0.02)
 
 
+async def dashboard(pilot, app):
+    """The dashboard once its widgets exist: run_test returns before a loaded machine has composed it."""
+    from nerve_cli.top.app import Dashboard
+
+    return await until(pilot, lambda: isinstance(app.screen, Dashboard) and app.screen.composed and app.screen,
+                       10, "the dashboard's widgets")
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return write_instance(tmp_path / "inst", CONFIG, SENSES)
@@ -67,7 +75,7 @@ def test_dashboard_shows_the_engine_and_a_new_signal_within_a_second(home: Path)
     async def main() -> None:
         app = NerveTop(home)
         async with app.run_test(size=(80, 24)) as pilot:
-            senses = app.screen.query_one("#senses")
+            senses = (await dashboard(pilot, app)).query_one("#senses")
             await until(pilot, lambda: {r[0] for r in table_rows(senses)} >= {"pulse", "boom"}, 10, "the senses")
             assert "engine pid" in text_of(app.screen.query_one("#headline"))
             assert text_of(app.screen.query_one("#headline")).rstrip().endswith(" · 4 senses · 1 worker")  # pulse, boom and the built-ins nerve-health, nerve-threads
@@ -160,7 +168,7 @@ def test_dashboard_reads_the_files_when_the_engine_is_stopped(home: Path) -> Non
     async def main() -> None:
         app = NerveTop(home)
         async with app.run_test(size=(80, 24)) as pilot:
-            headline = app.screen.query_one("#headline")
+            headline = (await dashboard(pilot, app)).query_one("#headline")
             await until(pilot, lambda: "engine stopped: read-only" in text_of(headline), 10, "the stopped headline")
             rows = {r[0]: r for r in table_rows(app.screen.query_one("#senses"))}
             assert set(rows) == {"pulse", "boom"} and rows["boom"][5] == "1" and rows["pulse"][2] != "-"
@@ -265,7 +273,7 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
     async def main(first: str, second: str) -> None:
         app = NerveTop(home)
         async with app.run_test(size=(80, 24)) as pilot:
-            threads = app.screen.query_one("#threads")
+            threads = (await dashboard(pilot, app)).query_one("#threads")
             await until(pilot, lambda: [r[2] for r in table_rows(threads)][:2] == ["waiting ✋", "waiting ✋"], 10,
                         "both threads shown as waiting for a person")
             # from the thread's own screen: its question, then approve
@@ -331,7 +339,7 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
     async def main() -> None:
         app = NerveTop(home)
         async with app.run_test(size=(80, 24)) as pilot:
-            threads = app.screen.query_one("#threads")
+            threads = (await dashboard(pilot, app)).query_one("#threads")
             await until(pilot, lambda: [r[0] for r in table_rows(threads)] == ["run-1"], 10, "run-1 listed")
             assert app.focused is app.screen.query_one("#senses")
             await pilot.press("tab")
@@ -369,7 +377,7 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
 def test_a_snapshot_read_before_the_dashboard_has_its_widgets_is_shown_once_it_has_them(home: Path) -> None:
     # On a loaded machine the first read can come back before the dashboard has composed its widgets: it
     # crashed the app (NoMatches '#headline'); now the dashboard shows that snapshot as it mounts.
-    from nerve_cli.top.app import Dashboard, NerveTop
+    from nerve_cli.top.app import NerveTop
 
     class Early(NerveTop):
         def on_mount(self) -> None:
@@ -381,7 +389,7 @@ def test_a_snapshot_read_before_the_dashboard_has_its_widgets_is_shown_once_it_h
         async with app.run_test(size=(80, 24)) as pilot:
             # the screen is app.screen as soon as it is pushed, its widgets a moment later (a loaded machine
             # shows the gap): wait for them, then for the snapshot read before them
-            await until(pilot, lambda: isinstance(app.screen, Dashboard) and app.screen.composed, 5, "the dashboard")
+            await dashboard(pilot, app)
             await until(pilot, lambda: "engine stopped" in text_of(app.screen.query_one("#headline")), 5,
                         "the early snapshot shown")
 

@@ -8,7 +8,6 @@ so every call costs a few indexed queries whatever the history's size.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from nerve_cli.home import Layout
 from nerve_cli.ops.client import request
 from nerve_cli.ops.stopped import stopped_answer
 from nerve_cli.ops.workflows.threads import list_threads
-from nerve_cli.store.sqlitefile import open_reader
+from nerve_cli.store.sqlitefile import read_rows
 
 EVENTS_AT_START = 20
 ACTIVE = ("started", "waiting", "queued")
@@ -134,7 +133,7 @@ class Source:
             after = self._signal_ids.get(name, 0)
             sql = ("SELECT id, ts, payload FROM (SELECT id, ts, payload FROM _signals ORDER BY id DESC LIMIT ?) "
                    "ORDER BY id" if first else "SELECT id, ts, payload FROM _signals WHERE id > ? ORDER BY id")
-            rows = _read(self.layout.sense_db(name), sql, (EVENTS_AT_START if first else after,))
+            rows = read_rows(self.layout.sense_db(name), sql, (EVENTS_AT_START if first else after,))
             self._signal_ids[name] = rows[-1][0] if rows else after
             for _id, ts, payload in rows:
                 value = orjson.loads(payload) if payload else None
@@ -148,11 +147,11 @@ class Source:
                "AND type = 'error' ORDER BY id DESC LIMIT ?) ORDER BY id" if first else
                "SELECT id, ref_id, ts, payload FROM logs WHERE source = 'system' AND type = 'error' AND id > ? "
                "ORDER BY id")
-        rows = _read(self.layout.logs_db, sql, (EVENTS_AT_START if first else self._error_id,))
+        rows = read_rows(self.layout.logs_db, sql, (EVENTS_AT_START if first else self._error_id,))
         if rows:
             self._error_id = rows[-1][0]
         elif first:
-            last = _read(self.layout.logs_db, "SELECT MAX(id) FROM logs")
+            last = read_rows(self.layout.logs_db, "SELECT MAX(id) FROM logs")
             self._error_id = (last[0][0] if last else None) or 0
         return [{"kind": "error", "sense": ref, "ts": ts, "value": (orjson.loads(p) if p else {}).get("message")}
                 for _id, ref, ts, p in rows]
@@ -162,20 +161,4 @@ def _backlog(listener: dict[str, Any] | None) -> dict[str, Any]:
     if listener is None:
         return {"backlog": None, "backlog_ms": None}
     return {"backlog": listener["backlog"], "backlog_ms": listener["oldest_ms"]}
-
-
-def _read(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    """Rows on a read-only connection; [] when the database or table is not there yet."""
-    if not path.is_file():
-        return []
-    try:
-        conn = open_reader(path)
-    except sqlite3.Error:
-        return []
-    try:
-        return conn.execute(sql, params).fetchall()
-    except sqlite3.Error:
-        return []
-    finally:
-        conn.close()
 

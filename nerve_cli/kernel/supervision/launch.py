@@ -145,8 +145,8 @@ class WarmLaunch:
             self._lost(f"it was not ready after {TEMPLATE_READY_TIMEOUT:g}s")
             return False
 
-    def _lost(self, why: str) -> None:
-        """The template is gone (or useless): start workers plainly, and try a new one later."""
+    def _detach(self) -> subprocess.Popen[bytes] | None:
+        """Forget the template: its socket closed and off the loop; its process returned to the caller."""
         proc, sock = self._proc, self._sock
         self._proc = self._sock = None
         if sock is not None:
@@ -155,6 +155,11 @@ class WarmLaunch:
             except (ValueError, OSError):
                 pass
             sock.close()
+        return proc
+
+    def _lost(self, why: str) -> None:
+        """The template is gone (or useless): start workers plainly, and try a new one later."""
+        proc = self._detach()
         if self._up is not None and not self._up.done():
             self._up.set_result(False)
         if proc is not None:
@@ -183,14 +188,7 @@ class WarmLaunch:
             self._restart.cancel()
         if self._up is not None and not self._up.done():
             self._up.set_result(False)  # a start still waiting for the hello goes plain
-        proc, sock = self._proc, self._sock
-        self._proc = self._sock = None
-        if sock is not None:
-            try:
-                asyncio.get_running_loop().remove_reader(sock.fileno())
-            except (ValueError, OSError):
-                pass
-            sock.close()
+        proc = self._detach()
         if proc is not None:
             for _ in range(100):  # it exits at once on EOF
                 if proc.poll() is not None:
