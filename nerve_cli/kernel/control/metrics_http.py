@@ -22,13 +22,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from nerve_cli.errors import NerveError
+from nerve_cli.kernel.control.cap import ConnectionCap, OnBusy
 
 MAX_REQUEST = 8192  # a request line and headers; a scrape sends a few hundred bytes
 MAX_CONNECTIONS = 32  # a scraper holds one; a few scrapers and a person with curl are far below
 READ_TIMEOUT = 5.0  # seconds a connection may take to send its request
 PATHS = (b"/metrics", b"/metrics/")
 
-OnBusy = Callable[[int, int], None]  # (connections open, the cap): once each time the cap is reached
 BeforeScrape = Callable[[], Awaitable[None]]  # brings what is counted lazily up to date (listener backlogs)
 
 
@@ -40,10 +40,8 @@ class MetricsServer:
         self.registry = registry
         self.before_scrape = before_scrape
         self.host, self.port = host, port
-        self.on_busy = on_busy
-        self.connections = 0
+        self.cap = ConnectionCap(MAX_CONNECTIONS, on_busy)
         self.refused = 0  # connections closed at once because the cap was reached
-        self._busy_reported = False
         self.server: asyncio.AbstractServer | None = None
 
     @property
@@ -69,10 +67,11 @@ class MetricsServer:
                 pass
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:
-            self._refuse(writer)
+        if not self.cap.admit():
+            self.refused += 1
+            self.cap.refuse(writer, b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
+                                    b"Connection: close\r\n\r\n")
             return
-        self.connections += 1
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
             method, path, headers = _parse(head)
@@ -93,23 +92,8 @@ class MetricsServer:
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
         finally:
-            self.connections -= 1
-            if self.connections <= MAX_CONNECTIONS // 2:
-                self._busy_reported = False  # the next time the cap is reached is news again
+            self.cap.release()
             writer.close()
-
-    def _refuse(self, writer: asyncio.StreamWriter) -> None:
-        """Answer 503 and close at once: this connection must not hold a file descriptor."""
-        self.refused += 1
-        try:
-            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
-                         b"Connection: close\r\n\r\n")  # a few bytes into an empty buffer: never blocks
-        except (ConnectionError, OSError):
-            pass
-        writer.close()
-        if not self._busy_reported and self.on_busy is not None:
-            self._busy_reported = True
-            self.on_busy(self.connections, MAX_CONNECTIONS)
 
 
 def _parse(head: bytes) -> tuple[bytes, bytes, dict[str, str]]:

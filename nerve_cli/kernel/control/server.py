@@ -23,6 +23,7 @@ import struct
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from nerve_cli.kernel.control.cap import ConnectionCap
 from nerve_cli.wire.control import MAX_REQUEST, dumps, loads
 
 MAX_CONNECTIONS = 64  # the CLI opens one per request; `nerve top` one at a time
@@ -39,8 +40,7 @@ class ControlServer:
         self.path = path
         self.handler = handler
         self.on_event = on_event  # ("control_busy", detail) once each time the cap is reached
-        self.connections = 0
-        self._busy_reported = False
+        self.cap = ConnectionCap(MAX_CONNECTIONS, self._busy)
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -66,10 +66,10 @@ class ControlServer:
             pass
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:
-            self._refuse(writer)
+        if not self.cap.admit():
+            error = f"the engine is busy: {self.cap.limit} connections are open; try again"
+            self.cap.refuse(writer, json.dumps({"ok": False, "error": error}).encode() + b"\n")
             return
-        self.connections += 1
         try:
             if not _same_user(writer):
                 await _answer(writer, {"ok": False, "error": "permission denied: the engine answers only its own user"})
@@ -86,23 +86,16 @@ class ControlServer:
         except (ConnectionError, OSError):
             return
         finally:
-            self.connections -= 1
-            if self.connections <= MAX_CONNECTIONS // 2:
-                self._busy_reported = False  # the next time the cap is reached is news again
+            self.cap.release()
             writer.close()
 
-    def _refuse(self, writer: asyncio.StreamWriter) -> None:
-        """Answer and close at once: this connection must not hold a file descriptor."""
-        error = f"the engine is busy: {MAX_CONNECTIONS} connections are open; try again"
-        try:
-            writer.write(json.dumps({"ok": False, "error": error}).encode() + b"\n")  # a few bytes: never blocks
-        except (ConnectionError, OSError):
-            pass
-        writer.close()
-        if not self._busy_reported and self.on_event is not None:
-            self._busy_reported = True
-            self.on_event("control_busy", {"connections": self.connections, "limit": MAX_CONNECTIONS,
-                                           "idle_timeout_s": IDLE_TIMEOUT})
+    @property
+    def connections(self) -> int:
+        return self.cap.open
+
+    def _busy(self, connections: int, limit: int) -> None:
+        if self.on_event is not None:
+            self.on_event("control_busy", {"connections": connections, "limit": limit, "idle_timeout_s": IDLE_TIMEOUT})
 
     async def _handle(self, line: bytes) -> dict[str, Any]:
         if len(line) > INLINE_PARSE:  # megabytes of JSON: decoded in a thread while the loop keeps its timers
