@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -219,6 +220,40 @@ def family(pid: int) -> list[int]:
 
 
 # -- floors ----------------------------------------------------------------------
+
+
+class Client:
+    """One control-socket connection, request after request."""
+
+    def __init__(self, home: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(home / "data" / "nerve.sock"))
+        self.buf = b""
+
+    def emit(self, channel: str, payload: object) -> dict:
+        self.sock.sendall(json.dumps({"op": "emit", "channel": channel, "payload": payload}).encode() + b"\n")
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("engine closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def paced_emits(home: Path, channel: str, count: int, every_s: float = 0.005) -> None:
+    """`count` emits of {"t": the sender's monotonic ns} on one control-socket connection, one every `every_s`."""
+    client = Client(home)
+    next_at = time.monotonic()
+    for _ in range(count):
+        next_at += every_s
+        client.emit(channel, {"t": time.monotonic_ns()})
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    client.close()
+
 
 def pipe_round_trips(n: int = 3000, children: int = 6, warmup: int = 100) -> list[float]:
     """Round trips (µs) of one small JSON line to a trivial echo child over blocking pipes.

@@ -24,9 +24,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +34,21 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, instance, machine, median, pct, pipe_round_trips, query, signals, us, wait_until
+from _kit import (
+    Client,
+    Engine,
+    Report,
+    instance,
+    machine,
+    median,
+    paced_emits,
+    pct,
+    pipe_round_trips,
+    query,
+    signals,
+    us,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 30
@@ -110,28 +122,6 @@ RATE = 1000  # emits per second
 SECONDS = 5.0
 
 
-class Client:
-    """One control-socket connection, request after request."""
-
-    def __init__(self, home: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(home / "data" / "nerve.sock"))
-        self.buf = b""
-
-    def emit(self, channel: str, payload: object) -> dict:
-        self.sock.sendall(json.dumps({"op": "emit", "channel": channel, "payload": payload}).encode() + b"\n")
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("engine closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 # -- 1. latency ---------------------------------------------------------------------
 
 def latency(n: int = 600) -> tuple[list[float], list[float], list[float]]:
@@ -139,13 +129,7 @@ def latency(n: int = 600) -> tuple[list[float], list[float], list[float]]:
     with instance(LATENCY_CONFIG, {"l": LISTENER, "a": HOP, "p": PLAIN_HOP}) as home:
         with Engine(home) as engine:
             engine.wait_ready(groups=3)
-            client = Client(home)
-            next_at = time.monotonic()
-            for _ in range(n + WARMUP):
-                next_at += 0.005
-                client.emit("go", {"t": time.monotonic_ns()})
-                time.sleep(max(0.0, next_at - time.monotonic()))
-            client.close()
+            paced_emits(home, "go", n + WARMUP)
             wait_until(lambda: len(signals(home, "a")) >= n + WARMUP and len(signals(home, "p")) >= n + WARMUP, 20)
         emit = [s["payload"]["lat"] / 1000 for s in signals(home, "l") if s["payload"]["lat"] is not None]
         hop = [s["payload"]["hop"] / 1000 for s in signals(home, "a") if s["payload"]["hop"] is not None]

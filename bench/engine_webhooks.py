@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, instance, machine, median, pct, pipe_round_trips, query, signals, us, wait_until
+from _kit import Client, Engine, Report, instance, machine, median, pct, pipe_round_trips, query, signals, us, wait_until
 
 WARMUP = 30
 SECRET = "bench-secret"
@@ -89,28 +89,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class SocketClient:
-    """One control-socket connection: what `nerve emit` sends."""
-
-    def __init__(self, home: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(home / "data" / "nerve.sock"))
-        self.buf = b""
-
-    def emit(self, channel: str, payload: object) -> dict:
-        self.sock.sendall(json.dumps({"op": "emit", "channel": channel, "payload": payload}).encode() + b"\n")
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("engine closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def signed_post(client: http.client.HTTPConnection, payload: object, delivery: str) -> int:
     body = json.dumps(payload).encode()
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
@@ -128,7 +106,7 @@ def latency(n: int = 400) -> tuple[list[float], list[float]]:
     with instance(config, {"l": LISTENER, "w": LISTENER}) as home:
         with Engine(home, env={"NERVE_BENCH_HOOK_SECRET": SECRET}) as engine:
             engine.wait_ready(groups=2)
-            sock = SocketClient(home)
+            sock = Client(home)
             web = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # one keep-alive connection
             next_at = time.monotonic()
             for i in range(n + WARMUP):
@@ -173,7 +151,7 @@ def throughput(web: bool) -> tuple[float, int, int]:
                 client.close()
 
             def over_socket(share: int) -> None:
-                client = SocketClient(home)
+                client = Client(home)
                 for i in range(share):
                     assert client.emit("load", {"i": i})["ok"]
                 client.close()

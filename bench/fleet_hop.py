@@ -33,8 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _kit import Engine, Report, instance, machine, median, pct, query, signals, us, wait_until
-from engine_events import Client
+from _kit import Engine, Report, instance, machine, median, paced_emits, pct, query, signals, us, wait_until
 from fleetkit import NatsServer
 
 HOPS = 600  # per direction
@@ -167,13 +166,7 @@ def emit_hops(n: int = 300) -> list[float]:
     with instance(EMITTED, {"got": HEARD}) as home:
         with Engine(home) as engine:
             engine.wait_ready(groups=1)
-            client = Client(home)
-            next_at = time.monotonic()
-            for _ in range(n + WARMUP):
-                next_at += 0.005
-                client.emit("go", {"t": time.monotonic_ns()})
-                time.sleep(max(0.0, next_at - time.monotonic()))
-            client.close()
+            paced_emits(home, "go", n + WARMUP)
             wait_until(lambda: count(home, "got") >= n + WARMUP, 20)
         return hops(home, "got")
 
