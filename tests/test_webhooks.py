@@ -137,6 +137,8 @@ def test_bounded_connections_request_timeout_and_a_kill_during_a_burst(home: Pat
         fourth = socket.create_connection((host, int(port)))
         fourth.settimeout(10)
         assert fourth.recv(4096).startswith(b"HTTP/1.1 503")
+        busy = wait_for(lambda: read_logs(home, "system", "webhooks_busy"), what="the siege's log row")
+        assert [b["payload"] for b in busy] == [{"what": "connections", "held": 3, "limit": 3}]
         idle[0].sendall(b"POST /emit/open HTTP/1.1\r\nHost: x\r\n")  # headers that never end
         for sock in idle:
             sock.settimeout(10)
@@ -208,3 +210,97 @@ channels:
     assert {c.name for c in report.channels} == {"hook", "nobody"}
     refused = nerve("run", "--webhooks", "nowhere", home=home)
     assert refused.returncode == 1 and "--webhooks: expected HOST:PORT" in refused.stderr + refused.stdout
+
+
+def _post_raw(host: str, port: int, head: bytes, body_chunks: int, chunk: bytes) -> bytes:
+    """Send a request's head, then up to `body_chunks` chunks of its body (never all it declared), and
+    return what the server answers (it answers a refused post before the body ends)."""
+    with socket.create_connection((host, port)) as sock:
+        sock.settimeout(30)
+        sock.sendall(head)
+        try:
+            for _ in range(body_chunks):
+                sock.sendall(chunk)
+        except OSError:  # refused mid-body: the server answered and closed
+            pass
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer:
+                got = sock.recv(65536)
+                if not got:
+                    return answer
+                answer += got
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(body) < length and (got := sock.recv(65536)):
+                body += got
+            return head + b"\r\n\r\n" + body
+        except OSError:
+            return answer
+
+
+def test_unauthenticated_bodies_are_bounded_in_memory_and_odd_signatures_are_refused_not_crashed(home: Path) -> None:
+    """A signed channel holds a body until its signature is checked: the bytes held at once are bounded over
+    every connection (32 parallel 64 MB posts took an engine to 2 GB), a post without the header is refused
+    before its body is read, a signature header with non-ASCII bytes is a 401 (it was a 500 with a traceback),
+    and a listener beyond loopback with unsigned channels is logged, not only printed."""
+    import psutil
+
+    from nerve_cli.kernel.ingress.webhooks import MAX_BODY, MAX_IN_FLIGHT
+
+    hooked_instance(home)
+    home.joinpath("nerve.yaml").write_text(home.joinpath("nerve.yaml").read_text().replace(
+        "webhooks: 127.0.0.1:0", "webhooks: 0.0.0.0:0"))
+    engine, url = start(home)
+    host, port = "127.0.0.1", int(url.split("//")[1].split("/")[0].rsplit(":", 1)[1])
+    with engine:
+        warned = wait_for(lambda: [r for r in read_logs(home, "system", "warning")
+                                   if r["ref"] == "webhooks"], what="the exposed-listener warning row")
+        assert "open" in warned[0]["payload"]["message"] and "no secret_env" in warned[0]["payload"]["message"]
+
+        odd = _post_raw(host, port, b"POST /emit/gh.push HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                                    b"X-Hub-Signature-256: sha256=\xc3\xa9\xff\r\n\r\n{}", 0, b"")
+        assert odd.startswith(b"HTTP/1.1 401"), odd[:200]
+        declared = MAX_BODY - 1
+        unsigned = _post_raw(host, port, b"POST /emit/gh.push HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                             % declared, 0, b"")
+        assert unsigned.startswith(b"HTTP/1.1 401") and b"no X-Hub-Signature-256" in unsigned
+
+        proc = psutil.Process(engine.proc.pid)
+        before = proc.memory_info().rss
+        chunk = b"[" + b"1," * (512 * 1024)  # 1 MiB of a JSON array that never ends
+        per_post = (MAX_IN_FLIGHT // 2 + len(chunk) - 1) // len(chunk)  # two posts fill the budget
+        head = (b"POST /emit/gh.push HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                b"X-Hub-Signature-256: sha256=%s\r\n\r\n" % (declared, b"0" * 64))
+        answers: list[bytes] = []
+        peak = [before]
+
+        def post() -> None:
+            answers.append(_post_raw(host, port, head, per_post, chunk))
+
+        def watch() -> None:
+            while len(answers) < 4:
+                peak[0] = max(peak[0], proc.memory_info().rss)
+                time.sleep(0.02)
+
+        threads = [threading.Thread(target=post) for _ in range(4)] + [threading.Thread(target=watch)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        busy = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
+        assert busy and all(b"retry-after: 1" in a.lower() for a in busy), [a[:120] for a in answers]
+        grown = (peak[0] - before) / 2**20
+        assert grown < MAX_IN_FLIGHT / 2**20 + 64, f"the engine grew {grown:.0f} MiB receiving 4 bodies"
+        rows = wait_for(lambda: [r for r in read_logs(home, "system", "webhooks_busy")
+                                 if r["payload"]["what"] == "bytes"], what="the bytes siege's log row")
+        assert len(rows) == 1 and rows[0]["payload"]["limit"] == MAX_IN_FLIGHT
+        signed_body = json.dumps({"after": "siege"}).encode()
+        ok = httpx.post(url.replace("0.0.0.0", "127.0.0.1") + "gh.push", content=signed_body,
+                        headers={"X-Hub-Signature-256": signed(signed_body)}, timeout=30)
+        assert ok.status_code == 202, ok.text  # what was held was given back
+        code, out = engine.stop()
+    assert code == 0, out
+    assert "Traceback" not in out
+    assert [json.loads(p) for (p,) in events_db(home, "SELECT payload FROM events")] == [{"after": "siege"}]

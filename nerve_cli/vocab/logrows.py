@@ -47,6 +47,7 @@ class LogKind(Enum):
     CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
     WEBHOOKS_STARTED = (LogSource.SYSTEM, "webhooks_started")
     METRICS_BUSY = (LogSource.SYSTEM, "metrics_busy")
+    WEBHOOKS_BUSY = (LogSource.SYSTEM, "webhooks_busy")
     ARCHIVED = (LogSource.SYSTEM, "archived")
     # the fleet (ref_id: this host's name in it; fleet_not_sent: the source)
     FLEET_CONNECTED = (LogSource.SYSTEM, "fleet_connected")
@@ -238,6 +239,12 @@ def webhooks_started(url: str, channels: list[str]) -> LogRow:
 def metrics_busy(connections: int, limit: int) -> LogRow:
     """The metrics endpoint reached its connection cap and closes new connections until some end."""
     return LogRow(LogKind.METRICS_BUSY, "metrics", {"connections": connections, "limit": limit})
+
+
+def webhooks_busy(what: str, held: int, limit: int) -> LogRow:
+    """The webhook server reached a bound (`what`: "connections" open, or "bytes" of request bodies being
+    received) and answers 503 to more until it falls to half; once per siege."""
+    return LogRow(LogKind.WEBHOOKS_BUSY, "webhooks", {"what": what, "held": held, "limit": limit})
 
 
 def archived(result: dict[str, Any]) -> LogRow:

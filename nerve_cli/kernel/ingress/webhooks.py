@@ -16,8 +16,13 @@ One request, one answer, decided in `WebhookServer.answer` (in this order):
   its Content-Length before it is read, or as soon as a chunked one passes it;
 - 401 a missing or wrong signature, when the channel has `secret_env`: the
   header (`X-Hub-Signature-256` unless `signature_header` says otherwise)
-  must be `sha256=` and the hex HMAC-SHA256 of the body under the secret;
-  503 when that variable is not set in the engine's environment;
+  must be `sha256=` and the hex HMAC-SHA256 of the body under the secret
+  (a post without the header is refused before its body is read); 503 when
+  that variable is not set in the engine's environment;
+- 503 when the bodies being received at once would pass `MAX_IN_FLIGHT`
+  bytes: a body is held in memory until it is verified and stored, so
+  this, not the connection cap, bounds what unauthenticated posts can make
+  the engine hold (`Retry-After` says when to come back);
 - 400 a body that is not JSON;
 - 202 with the `emit` document once the event is committed, or 200 with it
   (`duplicate: true`, the first event's id) when its delivery id was seen:
@@ -28,7 +33,8 @@ Nothing is stored for any answer but 202. A request must arrive whole
 within `engine.webhook_timeout` (else 408, or the connection is closed
 mid-body), and an idle keep-alive connection is closed after `KEEP_ALIVE`
 seconds. At most `engine.webhook_connections` are open at once (the next is
-answered 503 and closed).
+answered 503 and closed). Reaching either bound is logged once per siege
+(`webhooks_busy`), again only after what is held fell to half of it.
 """
 
 from __future__ import annotations
@@ -55,10 +61,14 @@ from nerve_cli.contract.engine import emit as emit_document
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.names import traceparent_problem
 from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 KEEP_ALIVE = 5.0  # an idle keep-alive connection is closed after this
 MAX_BODY = 4 * MAX_PAYLOAD  # as for `nerve emit`'s text: beyond this no spacing could make the JSON fit
+MAX_IN_FLIGHT = 2 * MAX_BODY  # bytes of request bodies held at once, before each is verified and stored
+RETRY_AFTER = "1"  # seconds, in a 503's Retry-After
 PARSE_OFF_LOOP = 256 * 1024  # bodies larger than this are parsed in a thread, not on the engine's loop
 DELIVERY_HEADERS = ("X-GitHub-Delivery", "X-Gitea-Delivery", "X-Gitlab-Event-UUID", "Webhook-Id", "Idempotency-Key")
 VIA = "webhook"  # how its events arrived, in events.db and their emit log rows
@@ -75,6 +85,8 @@ class Ingress(Protocol):
 
     config: NerveConfig  # read at every request: a reload applies to the next post
 
+    def log(self, row: LogRow) -> None: ...
+
     def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
              traceparent: str | None = None) -> asyncio.Future:
         """Resolves to (StoredEvent, woken senses) once the event is committed."""
@@ -84,6 +96,7 @@ class Ingress(Protocol):
 class Answer:
     status: int
     document: dict[str, Any]
+    retry: bool = False  # a 503 the client may retry shortly (Retry-After)
 
 
 def refused(status: int, message: str, type_: ErrorType = ErrorType.WEBHOOK_REFUSED) -> Answer:
@@ -91,7 +104,7 @@ def refused(status: int, message: str, type_: ErrorType = ErrorType.WEBHOOK_REFU
     return Answer(status, error_docs.error(type_, message, 1))
 
 
-def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
+def signature_ok(secret: bytes, body: bytes | bytearray, header: str | None) -> bool:
     """`sha256=<hex>` (GitHub's X-Hub-Signature-256 form; a bare hex digest too) of the body under `secret`."""
     if not header:
         return False
@@ -99,7 +112,8 @@ def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
     if given.lower().startswith("sha256="):
         given = given[len("sha256="):]
     expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, given.lower())
+    # as bytes: compare_digest refuses a str with non-ASCII characters, and a header may hold any
+    return hmac.compare_digest(expected.encode(), given.lower().encode("utf-8", "surrogateescape"))
 
 
 def delivery_key(channel: str, settings: ChannelConfig, headers: Any) -> str | None:
@@ -114,6 +128,43 @@ def delivery_key(channel: str, settings: ChannelConfig, headers: Any) -> str | N
     return key
 
 
+class Siege:
+    """A bound reached is news once: again only after what is held fell to half of it (a `webhooks_busy` row)."""
+
+    def __init__(self, what: str, limit: int, tell: Callable[[str, int, int], None]) -> None:
+        self.what, self.limit, self.tell = what, limit, tell
+        self._reported = False
+
+    def reached(self, held: int) -> None:
+        if not self._reported:
+            self._reported = True
+            self.tell(self.what, held, self.limit)
+
+    def held(self, held: int) -> None:
+        if held <= self.limit // 2:
+            self._reported = False
+
+
+class BodyBudget:
+    """The bytes of request bodies the server holds at once, over every connection."""
+
+    def __init__(self, limit: int, siege: Siege) -> None:
+        self.limit = limit
+        self.held = 0
+        self.siege = siege
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.limit:
+            self.siege.reached(self.held)
+            return False
+        self.held += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.held -= size
+        self.siege.held(self.held)
+
+
 class WebhookServer:
     def __init__(self, engine: Ingress, address: ListenAddress, report: Callable[[str, str], None]) -> None:
         self.engine = engine
@@ -126,6 +177,12 @@ class WebhookServer:
         self._listeners: dict[str, list[str]] = {}  # channel → the senses whose active reflexes listen to it
         self._server: uvicorn.Server | None = None
         self._unset_warned: set[str] = set()
+        self.bodies = BodyBudget(MAX_IN_FLIGHT, Siege("bytes", MAX_IN_FLIGHT, self._busy))
+
+    def _busy(self, what: str, held: int, limit: int) -> None:
+        self.engine.log(logrows.webhooks_busy(what, held, limit))
+        shown = f"{limit} connections open" if what == "connections" else f"{held / 2**20:.0f} MiB of bodies arriving"
+        self.report("warn", f"webhooks: {shown}, answering 503 to more until that falls to half")
 
     @property
     def url(self) -> str:
@@ -141,8 +198,9 @@ class WebhookServer:
             raise NerveError(f"webhooks {self.host}:{self.port}: cannot listen there ({exc.strerror or exc}); "
                              "pick another port, e.g. --webhooks 127.0.0.1:8788") from None
         self.port = sock.getsockname()[1]
-        protocol = type("BoundedH11", (BoundedH11,), {"max_connections": limits.webhook_connections,
-                                                      "request_timeout": limits.webhook_timeout})
+        protocol = type("BoundedH11", (BoundedH11,), {
+            "max_connections": limits.webhook_connections, "request_timeout": limits.webhook_timeout,
+            "siege": Siege("connections", limits.webhook_connections, self._busy)})
         config = uvicorn.Config(self._asgi, interface="asgi3", http=protocol, lifespan="off", log_config=None, access_log=False,
                                 timeout_keep_alive=int(KEEP_ALIVE), timeout_graceful_shutdown=5,
                                 server_header=False, date_header=False, proxy_headers=False)
@@ -163,9 +221,10 @@ class WebhookServer:
         if not self.address.loopback:
             unsigned = sorted(n for n, c in open_.items() if c.secret_env is None)
             if unsigned:
-                self.report("warn", f"webhooks listen on {self.host} (not loopback): channel(s) "
-                                    f"{', '.join(unsigned)} have no secret_env, so anyone who reaches "
-                                    f"{self.host}:{self.port} can post to them")
+                warning = (f"webhooks listen on {self.host} (not loopback): channel(s) {', '.join(unsigned)} have "
+                           f"no secret_env, so anyone who reaches {self.host}:{self.port} can post to them")
+                self.report("warn", warning)
+                self.engine.log(logrows.warning("webhooks", warning))
 
     async def close(self) -> None:
         """Stop accepting; answer what is in flight (each answer waits for its commit)."""
@@ -181,7 +240,7 @@ class WebhookServer:
             answer = await self.answer(request)
         except ClientDisconnect:
             return  # the client left (or the request timed out mid-body): nothing to answer, nothing stored
-        headers = {"Allow": "POST"} if answer.status == 405 else None
+        headers = {"Allow": "POST"} if answer.status == 405 else {"Retry-After": RETRY_AFTER} if answer.retry else None
         body = orjson.dumps(answer.document)
         await Response(body, answer.status, headers, media_type="application/json")(scope, receive, send)
 
@@ -205,13 +264,23 @@ class WebhookServer:
         length = request.headers.get("content-length", "")
         if length.isdigit() and int(length) > MAX_BODY:
             return refused(413, payload_too_large(int(length), "the request body is"))
-        body = await _read_body(request)
-        if body is None:
-            return refused(413, f"the request body is over {MAX_BODY:,} bytes (no spacing makes that much JSON fit "
-                                f"{MAX_PAYLOAD:,}); nothing was stored")
-        problem = self._signature_problem(channel, settings, request, body)
-        if problem is not None:
-            return problem
+        secret = self._secret(channel, settings, request)
+        if isinstance(secret, Answer):  # no secret to check with, or no signature to check: the body is not read
+            return secret
+        held = bytearray()
+        try:
+            problem = await _read_body(request, held, self.bodies)
+            if problem is not None:
+                return problem
+            return await self._verified(channel, settings, request, held, secret)
+        finally:
+            self.bodies.give_back(len(held))
+
+    async def _verified(self, channel: str, settings: ChannelConfig, request: Request, body: bytearray,
+                        secret: bytes | None) -> Answer:
+        if secret is not None and not signature_ok(secret, body, request.headers.get(settings.signature_header)):
+            return refused(401, f"a wrong {settings.signature_header} header: expected sha256= and the hex "
+                                f"HMAC-SHA256 of the body under ${settings.secret_env}; nothing was stored")
         try:
             payload = await _parse(body)
         except orjson.JSONDecodeError as exc:
@@ -222,8 +291,8 @@ class WebhookServer:
         traceparent = traceparent if traceparent is not None and traceparent_problem(traceparent) is None else None
         return await self._store(channel, payload, delivery_key(channel, settings, request.headers), traceparent)
 
-    def _signature_problem(self, channel: str, settings: ChannelConfig, request: Request,
-                           body: bytes) -> Answer | None:
+    def _secret(self, channel: str, settings: ChannelConfig, request: Request) -> bytes | Answer | None:
+        """The channel's secret (None: it takes unsigned posts), or the answer when a post cannot be verified."""
         if settings.secret_env is None:
             return None
         secret = os.environ.get(settings.secret_env)
@@ -234,11 +303,10 @@ class WebhookServer:
                                      "environment, so no post can be verified; set it and restart the engine")
             return refused(503, f"channel {channel!r} cannot verify signatures: its secret "
                                 f"${settings.secret_env} is not set where the engine runs")
-        if not signature_ok(secret.encode(), body, request.headers.get(settings.signature_header)):
-            got = "no" if request.headers.get(settings.signature_header) is None else "a wrong"
-            return refused(401, f"{got} {settings.signature_header} header: expected sha256= and the hex HMAC-SHA256 "
+        if request.headers.get(settings.signature_header) is None:
+            return refused(401, f"no {settings.signature_header} header: expected sha256= and the hex HMAC-SHA256 "
                                 f"of the body under ${settings.secret_env}; nothing was stored")
-        return None
+        return secret.encode()
 
     async def _store(self, channel: str, payload: Any, key: str | None, traceparent: str | None = None) -> Answer:
         try:
@@ -266,18 +334,22 @@ class WebhookServer:
         return self._open
 
 
-async def _read_body(request: Request) -> bytes | None:
-    """The whole body, or None as soon as it passes MAX_BODY (a chunked body has no Content-Length)."""
-    chunks, size = [], 0
+async def _read_body(request: Request, into: bytearray, budget: BodyBudget) -> Answer | None:
+    """Read the whole body into `into`, each chunk counted against `budget` before it is kept; the answer
+    as soon as the body passes MAX_BODY (a chunked body has no Content-Length) or the budget is spent."""
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if len(into) + len(chunk) > MAX_BODY:
+            return refused(413, f"the request body is over {MAX_BODY:,} bytes (no spacing makes that much JSON fit "
+                                f"{MAX_PAYLOAD:,}); nothing was stored")
+        if not budget.take(len(chunk)):
+            busy = refused(503, f"the engine is receiving {budget.limit / 2**20:.0f} MiB of request bodies at once; "
+                                "retry shortly; nothing was stored")
+            return Answer(busy.status, busy.document, retry=True)
+        into.extend(chunk)
+    return None
 
 
-async def _parse(body: bytes) -> Any:
+async def _parse(body: bytes | bytearray) -> Any:
     if len(body) <= PARSE_OFF_LOOP:
         return orjson.loads(body)
     return await asyncio.get_running_loop().run_in_executor(None, orjson.loads, body)
@@ -293,12 +365,15 @@ class BoundedH11(H11Protocol):
 
     max_connections = 256  # the server makes a subclass with its own limits
     request_timeout = 10.0  # seconds from a request's first byte (or the connection's start) to its last
+    siege: Siege | None = None  # told when the cap is reached, and as connections close
     _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.max_connections:
             self.transport = transport
             _close_with(transport, _BUSY, f"{self.max_connections} connections are open; retry shortly")
+            if self.siege is not None:
+                self.siege.reached(len(self.connections))
             return
         super().connection_made(transport)
         self._arm()
@@ -315,6 +390,8 @@ class BoundedH11(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+        if self.siege is not None:
+            self.siege.held(len(self.connections))
 
     def _arm(self) -> None:
         self._deadline = self.loop.call_later(self.request_timeout, self._too_slow)
