@@ -35,6 +35,14 @@ def alias_bomb(levels: int = 9, fan: int = 9, duplicate: bool = False) -> str:
     return "\n".join(lines) + f"\nsenses: *a{levels - 1}\n"
 
 
+def text_bomb(size: int = 20_000, levels: int = 4, fan: int = 10) -> str:
+    """Few values, much text: a 20 KB string aliased `fan` times at each of `levels` levels (10,000 values,
+    200 MB once expanded) under a key whose validation quotes its value."""
+    lines = [f"defs:\n  - &t0 \"{'x' * size}\""]
+    lines += [f"  - &t{i} [{', '.join([f'*t{i - 1}'] * fan)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + f"\nsenses:\n  a:\n    peers: *t{levels}\n"
+
+
 @pytest.fixture
 def instance(home: Path) -> Path:
     shutil.copytree(TEMPLATE, home)
@@ -58,6 +66,24 @@ def test_alias_bomb_is_refused_by_config_check_at_once(instance: Path, duplicate
     assert "aliases" in result.stdout and "100,000 values" in result.stdout
 
 
+def test_an_alias_bomb_of_text_is_refused_before_it_is_expanded(instance: Path) -> None:
+    """10,000 values passed the values bound, and `config check` ran past 60 s at 1 GB: the bytes of text an
+    expanded document may hold are bounded too."""
+    (instance / "nerve.yaml").write_text(text_bomb())
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", "import resource, runpy, sys; sys.argv = ['nerve', 'config', "
+                             f"'check', '--home', {str(instance)!r}]; "
+                             "import atexit; atexit.register(lambda: print('maxrss', resource.getrusage("
+                             "resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
+                             "runpy.run_module('nerve_cli', run_name='__main__')"],
+                            capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "KiB of text once YAML aliases" in result.stdout
+    rss_mib = int(result.stderr.split("maxrss")[1].split()[0]) / 1024
+    assert rss_mib < 200, f"config check took {rss_mib:.0f} MiB"
+
+
 def test_alias_bomb_saved_while_the_engine_runs_is_rejected_and_the_engine_keeps_answering(home: Path) -> None:
     config = "senses:\n  tick: {}\nreflexes:\n  - {sense: tick, interval: 200ms}\n"
     write_instance(home, config, {"tick": "def compute(db, peers):\n    return 1\n"})
@@ -66,6 +92,10 @@ def test_alias_bomb_saved_while_the_engine_runs_is_rejected_and_the_engine_keeps
         (home / "nerve.yaml").write_text(alias_bomb(levels=10, fan=10, duplicate=True))
         rejected = wait_for(lambda: read_logs(home, "system", "config_rejected"), 15, what="the rejection")
         assert "aliases" in " ".join(rejected[0]["payload"]["problems"])
+        (home / "nerve.yaml").write_text(text_bomb())
+        rejected = wait_for(lambda: read_logs(home, "system", "config_rejected")[1:], 15, what="the second one")
+        assert "KiB of text" in " ".join(rejected[0]["payload"]["problems"])
+        assert len(str(rejected[0]["payload"])) < 10_000  # one line, not 204 MB of the expanded text
         assert engine.status()["senses"]["tick"]["group"] == "default"  # the old config still runs
         (home / "nerve.yaml").write_text(config.replace("200ms", "300ms"))  # the next valid edit is applied
         wait_for(lambda: read_logs(home, "system", "config_reloaded"), 15, what="the next good save")

@@ -195,3 +195,25 @@ def test_query_filters_limit_and_after_id(db: Path) -> None:
     assert [r["payload"]["i"] for r in query_logs(db, after_id=8)] == [8, 9]
     assert [r["payload"]["i"] for r in query_logs(db, ref="s0", type="t")] == [0, 3, 6, 9]
     assert query_logs(db.parent / "missing.db") == []
+
+
+def test_no_row_is_larger_than_the_largest_payload_whatever_it_was_made_from(db: Path) -> None:
+    """A row built from text Nerve did not bound (a config's problems quoting a hostile file wrote one
+    config_rejected row of 204 MB) is cut to MAX_ROW, stays valid JSON and says how large it was."""
+    import json
+
+    from nerve_cli.store.logs import MAX_ROW
+    from nerve_cli.vocab import logrows
+
+    store = LogStore(db)
+    store.write(logrows.config_rejected(["x" * (3 * MAX_ROW)] + ["problem"] * (MAX_ROW // 4), []))
+    store.write(logrows.config_rejected(["kept whole"], []))
+    store.flush()
+    store.close()
+    rows = sqlite3.connect(db).execute("SELECT payload FROM logs ORDER BY id").fetchall()
+    big, small = (json.loads(p) for (p,) in rows)
+    assert len(rows[0][0]) <= MAX_ROW
+    assert big["truncated_from_bytes"] > 3 * MAX_ROW
+    assert big["problems"][0].startswith("xxx") and "more characters" in big["problems"][0]
+    assert "more items" in big["problems"][-1]
+    assert small == {"problems": ["kept whole"], "warnings": []}

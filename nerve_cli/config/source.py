@@ -6,9 +6,11 @@ also means `off`/`yes` stay strings instead of silently becoming booleans.
 
 The file is read with bounds, because the engine re-reads it on every save and
 a config is never big: at most `MAX_BYTES`, nested at most `MAX_DEPTH` levels,
-at most `MAX_VALUES` values once YAML aliases are expanded (nine levels of nine
-aliases is a 1.4 KB file that expands to 387 million values). Anything past a
-bound is one problem, found before the work it would cost is done.
+at most `MAX_VALUES` values and `MAX_EXPANDED_BYTES` bytes of scalars once YAML
+aliases are expanded (nine levels of nine aliases is a 1.4 KB file that expands
+to 387 million values; a 20 KB string aliased ten times at four levels is 10,000
+values but 200 MB). Anything past a bound is one problem, found before the work
+it would cost is done.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ _DUPLICATE = re.compile(r'found duplicate key "(.*?)"')
 MAX_BYTES = 256 * 1024  # a thousand senses with their reflexes take about 110 KB
 MAX_DEPTH = 32  # nerve.yaml itself needs 5 (top level, section, entry, list, value)
 MAX_VALUES = 100_000  # after alias expansion
+MAX_EXPANDED_BYTES = 4 * MAX_BYTES  # the scalars' text after alias expansion (without aliases: at most MAX_BYTES)
 # Flow brackets outside comments and quoted scalars. ruamel's scanner looks ahead
 # over every open flow bracket (quadratic: 3,000 of them take seconds), so their
 # depth is counted before ruamel sees the text. A quote opens a quoted scalar only
@@ -145,14 +148,15 @@ def _load_bounded(yaml: Any, text: str, file: str) -> tuple[Any, list[Problem]]:
 
 
 def _past_the_bound(root: Any) -> Any:
-    """The first collection node that expands to more than `MAX_VALUES` values, or None.
+    """The first collection node that expands to more than `MAX_VALUES` values or `MAX_EXPANDED_BYTES` bytes
+    of scalar text, or None.
 
     Each node is counted once (by identity), children before parents, so the
     walk is linear in the text however far aliases multiply it, and iterative:
     aliases of aliases nest far deeper than the text (and than Python's stack).
     An alias back into the collection that holds it adds nothing more.
     """
-    sizes: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}  # node → (values, bytes of scalar text) once expanded
     open_: set[int] = set()  # collections whose children are still being counted
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
@@ -167,8 +171,12 @@ def _past_the_bound(root: Any) -> Any:
             stack.extend((child, False) for child in children if id(child) not in sizes and id(child) not in open_)
             continue
         open_.discard(key)
-        sizes[key] = 1 + sum(sizes.get(id(child), 0) for child in children)
-        if sizes[key] > MAX_VALUES:
+        values, size = 1, len(node.value) if isinstance(node.value, str) else 0
+        for child in children:
+            child_values, child_size = sizes.get(id(child), (0, 0))
+            values, size = values + child_values, size + child_size
+        sizes[key] = values, size
+        if values > MAX_VALUES or size > MAX_EXPANDED_BYTES:
             return node
     return None
 
@@ -181,7 +189,8 @@ def _children(node: Any) -> list[Any]:
 
 
 def _too_many_values() -> str:
-    return f"more than {MAX_VALUES:,} values once YAML aliases (*name) are expanded; use fewer aliases, or none"
+    return (f"more than {MAX_VALUES:,} values or {MAX_EXPANDED_BYTES // 1024:,} KiB of text once YAML aliases (*name) "
+            "are expanded; use fewer aliases, or none")
 
 
 def _too_deep() -> str:

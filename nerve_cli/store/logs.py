@@ -22,6 +22,11 @@ from nerve_cli.schema import views
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.states import LIVE, ThreadStatus
+from nerve_cli.wire.limits import MAX_LINE
+
+# The most a row's payload may take: as much as the largest signal or event it may carry (an emit row
+# holds the event's payload), never more, whatever the text it was made from.
+MAX_ROW = MAX_LINE
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS logs (id INTEGER PRIMARY KEY AUTOINCREMENT, source TEXT NOT NULL, type TEXT NOT NULL,
@@ -66,10 +71,37 @@ _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPD
 
 
 def dumps(payload: Any) -> str | None:
-    """Payload → JSON text (orjson; non-JSON values fall back to str)."""
+    """Payload → JSON text (orjson; non-JSON values fall back to str), at most `MAX_ROW` bytes (see `_fit`)."""
     if payload is None:
         return None
-    return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    text = orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS)
+    return (text if len(text) <= MAX_ROW else _fit(payload, len(text))).decode()
+
+
+def _fit(payload: Any, size: int) -> bytes:
+    """A row too large to keep whole (a payload is checked where it is made, so only text Nerve did not bound
+    gets here, e.g. problems quoting a hostile file): its strings and lists are cut, shorter each try, until
+    it fits, and it says how large it was (`truncated_from_bytes`). The row stays valid JSON."""
+    cap = MAX_ROW // 4
+    while True:
+        cut = _cut(payload, cap)
+        if isinstance(cut, dict):
+            cut["truncated_from_bytes"] = size
+        text = orjson.dumps(cut, default=str, option=orjson.OPT_NON_STR_KEYS)
+        if len(text) <= MAX_ROW or cap <= 16:
+            return text
+        cap //= 4
+
+
+def _cut(value: Any, cap: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= cap else value[:cap] + f"… ({len(value) - cap:,} more characters)"
+    if isinstance(value, dict):
+        return {k: _cut(v, cap) for k, v in list(value.items())[:cap]}
+    if isinstance(value, (list, tuple)):
+        kept = [_cut(v, cap) for v in value[:cap]]
+        return kept + [f"… ({len(value) - cap:,} more items)"] if len(value) > cap else kept
+    return value
 
 
 def iso_ms(ts: int) -> str:
