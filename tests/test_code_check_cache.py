@@ -100,3 +100,39 @@ def test_an_unwritable_cache_is_no_cache(home: Path, mark: Path, tmp_path: Path,
     assert code_problems(check(home)) == ["senses/broken/sense.py"]
     assert code_problems(check(home)) == ["senses/broken/sense.py"]
     assert imports(mark) == 2
+
+
+def test_links_out_of_the_instance_and_special_files_are_never_read(home: Path, mark: Path, tmp_path: Path) -> None:
+    """`notes.txt -> /dev/zero` grew config check to 2 GB, and a FIFO or a link to `/` hung it: only regular
+    files inside the instance are read; a link out counts by where it points (its target's time and size),
+    so a change there still counts, and a linked folder inside the instance is still followed."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    write_instance(home, CONFIG, {"good": GOOD, "broken": BROKEN})
+    (home / "notes.txt").symlink_to("/dev/zero")
+    (home / "root").symlink_to("/")
+    os.mkfifo(home / "senses" / "good" / "pipe")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "lib.py").write_text("X = 1\n")
+    (home / "senses" / "good" / "lib").symlink_to(shared)
+    (home / "senses" / "mine").mkdir()
+    (home / "senses" / "mine" / "helper.py").write_text("Y = 1\n")
+    (home / "senses" / "good" / "mine").symlink_to(home / "senses" / "mine")
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "nerve_cli", "config", "check", "--json", "--home", str(home)],
+                         capture_output=True, text=True, timeout=30, env=os.environ)
+    assert time.monotonic() - started < 15
+    assert code_problems(json.loads(run.stdout)) == ["senses/broken/sense.py"], run.stderr
+    assert imports(mark) == 1
+    check(home)
+    assert imports(mark) == 1  # the same fingerprint: the answer kept
+    (home / "senses" / "mine" / "helper.py").write_text("Y = 2\n")  # through a link inside: read, by content
+    check(home)
+    assert imports(mark) == 2
+    os.utime(shared, ns=(time.time_ns(), time.time_ns() + 10**9))  # the linked-out folder changed
+    check(home)
+    assert imports(mark) == 3

@@ -8,7 +8,12 @@ these and used only while the fingerprint is unchanged:
 
 - every file of the instance but nerve.yaml (which only picks what is checked),
   `data/`, `attic/` and hidden ones, by content (over 1 MiB by size and time): a
-  sense may import another sense's modules or any file of the instance;
+  sense may import another sense's modules or any file of the instance. Only
+  regular files are read (a FIFO or a device in the instance is counted by its
+  name and kind, never opened); a link is followed while it stays inside the
+  instance, and a link leading out of it counts by where it points and that
+  target's time and size (never read or walked: a link to `/` or `/dev/zero`
+  costs nothing);
 - Nerve's own modules, the interpreter, its version and every `site-packages`
   folder of its path (a folder's time changes when a package is installed or
   removed), by path, time and size;
@@ -26,6 +31,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Iterator
 
 import orjson
@@ -98,24 +104,21 @@ def fingerprint(home: Path) -> str:
     for name, value in sorted(os.environ.items()):
         if name not in SHELL_VARIABLES:
             digest.update(f"env\0{name}\0{value}\0".encode())
-    for path in _instance_files(home):
-        try:
-            stat = path.stat()
-            content = path.read_bytes() if stat.st_size <= HASHED_SIZE else b""
-        except OSError:
-            continue
-        name = path.relative_to(home).as_posix()
-        stamp = stat.st_mtime_ns if stat.st_size > HASHED_SIZE else 0
-        digest.update(f"file\0{name}\0{stat.st_size}\0{stamp}\0".encode())
+    for name, kind, stat, content in _instance_files(home):
+        stamp = stat.st_mtime_ns if kind != "file" or stat.st_size > HASHED_SIZE else 0
+        digest.update(f"{kind}\0{name}\0{stat.st_size}\0{stamp}\0".encode())
         digest.update(content)
     for where, stat in _stamps():
         digest.update(f"stamp\0{where}\0{stat.st_mtime_ns}\0{stat.st_size}\0".encode())
     return digest.hexdigest()
 
 
-def _instance_files(home: Path) -> Iterator[Path]:
-    """The instance's files in a stable order, without data/, attic/, nerve.yaml, hidden folders and caches.
-    Linked folders are followed (once each)."""
+def _instance_files(home: Path) -> Iterator[tuple[str, str, os.stat_result, bytes]]:
+    """(name in the instance, kind, stat, content) of the instance's files in a stable order, without data/,
+    attic/, nerve.yaml, hidden folders and caches. Kind: `file` (content read when at most HASHED_SIZE),
+    `outside` (a link leading out of the instance: its target, by time and size), `special` (neither read
+    nor followed). Linked folders inside the instance are followed, once each."""
+    base = os.path.realpath(home)
     seen: set[tuple[int, int]] = set()
     for root, dirs, files in os.walk(str(home), followlinks=True):
         here = os.stat(root)
@@ -124,10 +127,61 @@ def _instance_files(home: Path) -> Iterator[Path]:
             continue
         seen.add((here.st_dev, here.st_ino))
         top = root == str(home)
-        dirs[:] = sorted(d for d in dirs if not (d.startswith(".") or d == "__pycache__" or (top and d in SKIPPED_TOP)))
+        kept = []
+        for d in sorted(dirs):
+            if d.startswith(".") or d == "__pycache__" or (top and d in SKIPPED_TOP):
+                continue
+            path = os.path.join(root, d)
+            if os.path.islink(path) and not _inside(os.path.realpath(path), base):
+                entry = _outside(home, path)
+                if entry is not None:
+                    yield entry
+                continue
+            kept.append(d)
+        dirs[:] = kept
         for name in sorted(files):
             if not (top and name in SKIPPED_TOP) and not name.startswith("."):
-                yield Path(root, name)
+                entry = _file(home, os.path.join(root, name), base)
+                if entry is not None:
+                    yield entry
+
+
+def _inside(path: str, base: str) -> bool:
+    return path == base or path.startswith(base + os.sep)
+
+
+def _outside(home: Path, path: str) -> tuple[str, str, os.stat_result, bytes] | None:
+    try:
+        return Path(path).relative_to(home).as_posix(), "outside", os.stat(path), os.readlink(path).encode()
+    except OSError:
+        return None
+
+
+def _file(home: Path, path: str, base: str) -> tuple[str, str, os.stat_result, bytes] | None:
+    """A file's entry; opened only when it is a regular file inside the instance, without blocking (a FIFO
+    put in its place between the look and the open is not waited on)."""
+    if os.path.islink(path) and not _inside(os.path.realpath(path), base):
+        return _outside(home, path)
+    name = Path(path).relative_to(home).as_posix()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        try:
+            return name, "special", os.stat(path), b""
+        except OSError:
+            return None
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            return name, "special", stat, b""
+        if stat.st_size > HASHED_SIZE:
+            return name, "file", stat, b""
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return name, "file", stat, handle.read(HASHED_SIZE + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _stamps() -> Iterator[tuple[str, os.stat_result]]:
