@@ -4,6 +4,7 @@ was stopped arrive at its next start; a pattern into the instance's own data/ is
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,59 @@ def test_config_check_refuses_data_and_warns_about_a_missing_folder(home: Path, 
     mesh = json.loads(cli("mesh", "--json", "--home", str(home)).stdout)
     assert {n["kind"] for n in mesh["nodes"] if n["name"] == f"{tmp_path}/nowhere/*.md"} == {"files"}
     assert any(e["source"] == f"files:{tmp_path}/nowhere/*.md" and e["target"] == "sense:store" for e in mesh["edges"])
+
+
+def test_links_below_a_root_are_not_followed_by_the_watcher_or_the_scan(home: Path, tmp_path: Path) -> None:
+    """A link to `/` made the watcher report paths through /proc, a link to another folder reported its
+    files, and after a restart a linked folder's file was reported deleted and added again (the scan did not
+    follow links, the watcher did). One rule for both: links below the root are not followed, and each linked
+    folder is named once."""
+    tree, elsewhere = tmp_path / "tree", tmp_path / "elsewhere"
+    (tree / "real").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("not the tree's\n")
+    (tree / "out").symlink_to(elsewhere)
+    (tree / "again").symlink_to(tree / "real")
+    (tree / "root").symlink_to("/")
+    (tree / "file-link.txt").symlink_to(elsewhere / "secret.txt")
+    (tree / "real" / "mine.txt").write_text("the tree's\n")
+    write_instance(home, f"""
+        senses:
+          store: {{}}
+        reflexes:
+          - {{sense: store, paths: ["{tree}/**/*.txt"]}}
+    """, {})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    for run in range(2):
+        with RunningEngine(home) as engine:
+            engine.wait_ready()
+            wait_for(lambda: len(read_logs(home, "system", "warning")) >= 2 * (run + 1), 15,
+                     what="the linked folders named")
+            (elsewhere / "secret.txt").write_text(f"changed {run}\n")  # through `out` and `file-link.txt`
+            (tree / "real" / f"new{run}.txt").write_text("made in the tree\n")
+            wait_for(lambda: len(changes(home)) == 2 * run + 1, 15, what="the tree's own file")
+            (tree / f"made{run}").mkdir()  # beside the links: the tree is watched around them
+            deeper = tree / f"made{run}" / "deeper.txt"
+
+            def written_and_seen() -> bool:  # until its folder's watch has started: a write a second
+                with deeper.open("a") as f:
+                    f.write("in a folder made while running\n")
+                until = time.monotonic() + 1
+                while time.monotonic() < until:
+                    if ("deeper.txt", "added") in changes(home)[2 * run:]:
+                        return True
+                    time.sleep(0.05)
+                return False
+
+            wait_for(written_and_seen, 30, what="the file in the folder made while running")
+            code, out = engine.stop()
+        assert code == 0, out
+    seen = [c for c in changes(home) if c != ("deeper.txt", "modified")]  # writes once its watch had started
+    assert seen == [("new0.txt", "added"), ("deeper.txt", "added"),  # nothing through a link, no churn
+                    ("new1.txt", "added"), ("deeper.txt", "added")]
+    paths = [p["path"] for _, _, p in got(home, "store")]
+    assert all(Path(p).parent in (tree / "real", tree / "made0", tree / "made1") for p in paths), paths
+    warned = {r["payload"]["message"].split(" is a link")[0] for r in read_logs(home, "system", "warning")
+              if r["ref"] == "paths"}
+    assert warned == {f"file reflexes: {tree / name}" for name in ("out", "again", "root")}

@@ -19,6 +19,16 @@ The watchers start before that scan, so nothing falls between the two.
 The instance's data/ is never looked at (config refuses a pattern reaching
 into it; this module drops its paths anyway). Stats, walks and writes run
 in one thread of their own, never on the engine's loop.
+
+Links below a pattern's root are not followed, by the scan or by the
+watcher: a linked folder is not entered, and a link is not a file (the root
+itself may be, or lie under, a link). watchfiles follows links when it adds
+its watches, so a path it reports through a linked folder is dropped here;
+so a recursively watched root that holds linked folders is watched around
+them (found by a walk in the thread before the watchers start), and each is
+named once (a warning row). A link made while the engine runs is followed by
+the watcher until the next restart or save of nerve.yaml; what it reports
+through the link is dropped.
 """
 
 from __future__ import annotations
@@ -96,6 +106,8 @@ class FileReflexes:
         self._stop = asyncio.Event()
         self._roots: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._pending: set[asyncio.Future] = set()
+        self._warned_links: set[str] = set()
+        self._around: frozenset[str] = frozenset()  # folders watched one level deep because links lie below them
         self.closed = False
 
     # lifecycle --------------------------------------------------------------------------------
@@ -108,11 +120,29 @@ class FileReflexes:
             burst = self._bursts.pop(key)
             if burst.timer is not None:
                 burst.timer.cancel()
-        self._restart_watchers()
-        for watch in self.watches:
-            fresh = [p for p in watch.patterns if (watch.sense, p.text) not in old]
-            if fresh:
-                self._submit(watch, self._scan_all, watch.sense, fresh)
+        fresh = [(watch, [p for p in watch.patterns if (watch.sense, p.text) not in old]) for watch in self.watches]
+        self._replan([(w, ps) for w, ps in fresh if ps])
+
+    def _replan(self, fresh: list[tuple[Watch, list[PathPattern]]]) -> None:
+        """Work out the folders to watch in the thread (a walk, to go around linked folders), then scan `fresh`
+        patterns whole: the watchers start on the loop before the thread scans, so nothing falls between."""
+        planned = asyncio.get_running_loop().run_in_executor(self._executor, _roots, self.watches, self.data)
+        self._pending.add(planned)
+        planned.add_done_callback(lambda done: self._planned(done, fresh))
+
+    def _planned(self, done: asyncio.Future, fresh: list[tuple[Watch, list[PathPattern]]]) -> None:
+        self._pending.discard(done)
+        if self.closed or done.cancelled():
+            return
+        if done.exception() is not None:
+            self.report("error", f"file reflexes: could not work out the folders to watch: {done.exception()}")
+            return
+        roots, links = done.result()
+        self._warn_links(links)
+        self._around = frozenset(roots[1]) if links else frozenset()
+        self._restart_watchers(roots)
+        for watch, patterns in fresh:
+            self._submit(watch, self._scan_all, watch.sense, patterns)
 
     async def close(self) -> None:
         self.closed = True
@@ -133,8 +163,7 @@ class FileReflexes:
             self._conn = None
 
     # watching ---------------------------------------------------------------------------------
-    def _restart_watchers(self) -> None:
-        roots = _roots(self.watches, self.data)
+    def _restart_watchers(self, roots: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
         if roots == self._roots and all(not t.done() for t in self._watchers):
             return
         self._stop.set()
@@ -161,9 +190,11 @@ class FileReflexes:
 
     def _seen(self, paths: set[str]) -> None:
         now = time.monotonic()
+        if self._around and any(os.path.dirname(p) in self._around and os.path.isdir(p) for p in paths):
+            self._replan([])  # a folder made beside a link: watched recursively from now on
         for watch in self.watches:
-            hits = {p.text: {path for path in paths if p.matches(path) or _folder_event(p, path)}
-                    for p in watch.patterns}
+            hits = {p.text: {path for path in paths if (p.matches(path) or _folder_event(p, path))
+                             and not _through_link(p.root, path)} for p in watch.patterns}
             hits = {text: found for text, found in hits.items() if found}
             if not hits:
                 continue
@@ -215,6 +246,16 @@ class FileReflexes:
         if not self.closed:
             self.trigger(watch.sense, Reason.files(next(iter(changes))))
 
+    def _warn_links(self, links: list[str]) -> None:
+        for link in links:
+            if link not in self._warned_links:
+                self._warned_links.add(link)
+                warning = (f"file reflexes: {link} is a link to a folder ({os.path.realpath(link)}); links are not "
+                           "followed, so nothing changed through it is reported (name its target in a pattern of "
+                           "its own to watch it)")
+                self.log(logrows.warning("paths", warning))
+                self.report("warn", warning)
+
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = connect(self.layout.events_db)
@@ -233,15 +274,56 @@ class FileReflexes:
             return {p.text: record(conn, sense, p.text, look) for p, look in looks}
 
 
-def _roots(watches: Iterable[Watch], data: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(folders watched recursively, folders watched one level deep), existing ones only, none inside another
-    recursively watched one."""
+def _roots(watches: Iterable[Watch], data: Path) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], list[str]]:
+    """((folders watched recursively, folders watched one level deep), the linked folders found below them).
+    Existing folders only, none inside another recursively watched one. A recursive root holding linked
+    folders is watched around them (watchfiles would follow each link, a link to / into the whole disk):
+    the folders on the way to a link one level deep, their other folders recursively. Runs in the thread."""
     deep = sorted({p.root for w in watches for p in w.patterns if p.recursive and os.path.isdir(p.root)})
     deep = [f for f in deep if not any(f != g and f.startswith(g.rstrip("/") + "/") for g in deep)]
     flat = sorted({p.root for w in watches for p in w.patterns if not p.recursive and os.path.isdir(p.root)}
                   - set(deep))
     flat = [f for f in flat if not any(f.startswith(g.rstrip("/") + "/") for g in deep)]
-    return tuple(deep), tuple(flat)
+    around: list[str] = []
+    links: list[str] = []
+    for root in deep:
+        found = _linked_folders(root, str(data))
+        if not found:
+            around.append(root)
+            continue
+        links.extend(found)
+        on_the_way = {root}
+        for link in found:
+            folder = os.path.dirname(link)
+            while folder not in on_the_way:
+                on_the_way.add(folder)
+                folder = os.path.dirname(folder)
+        flat.extend(sorted(on_the_way))
+        for folder in sorted(on_the_way):
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                child = os.path.join(folder, name)
+                if child not in on_the_way and child != str(data) and os.path.isdir(child) and not os.path.islink(child):
+                    around.append(child)
+    return (tuple(around), tuple(sorted(set(flat)))), links
+
+
+def _linked_folders(root: str, data: str) -> list[str]:
+    """The links to folders below `root` (not followed), outside data/."""
+    found = []
+    for folder, dirs, _files in os.walk(root):
+        kept = []
+        for name in dirs:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                found.append(path)
+            elif path != data:
+                kept.append(name)
+        dirs[:] = kept
+    return found
 
 
 def _folder_event(pattern: PathPattern, path: str) -> bool:
@@ -260,10 +342,19 @@ class _Filter(DefaultFilter):
         return not path.startswith(self.data) and super().__call__(change, path)
 
 
+def _through_link(root: str, path: str) -> bool:
+    """Whether `path` lies below `root` through a linked folder (so its real place is elsewhere)."""
+    parent = os.path.dirname(path)
+    rel = os.path.relpath(parent, root)
+    if rel == "." or rel.startswith(".."):
+        return False
+    return os.path.realpath(parent) != os.path.join(os.path.realpath(root), rel)
+
+
 def _stat(path: str) -> Stat | None:
-    """(mtime_ns, size) of a regular file; None when it is not one (gone, a folder, unreadable)."""
+    """(mtime_ns, size) of a regular file; None when it is not one (gone, a folder, a link, unreadable)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size) if stat_mode.S_ISREG(st.st_mode) else None
@@ -276,7 +367,7 @@ def _look(pattern: PathPattern, paths: set[str], data: Path) -> Look:
     for path in paths:
         if pattern.matches(path):
             seen[path] = _stat(path)
-        if os.path.isdir(path):
+        if os.path.isdir(path) and not os.path.islink(path):  # a folder moved in (a link to one is not entered)
             seen.update(scan(pattern, data, under=path))
         elif not os.path.exists(path):
             gone.append(path)
@@ -285,7 +376,7 @@ def _look(pattern: PathPattern, paths: set[str], data: Path) -> Look:
 
 def scan(pattern: PathPattern, data: Path, under: str | None = None) -> dict[str, Stat]:
     """Every regular file the pattern matches (below `under`, when given), never inside data/ or the folders
-    watchfiles ignores; symlinked folders are not followed."""
+    watchfiles ignores; linked folders are not followed."""
     top = under or pattern.root
     found: dict[str, Stat] = {}
     if pattern.single_file:
