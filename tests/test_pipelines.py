@@ -151,3 +151,38 @@ def test_a_step_whose_do_runs_an_irreversible_command_waits_for_a_person_whateve
     tree = cli("mesh").stdout
     assert "⛩ ship (builder; gate: irreversible: its `do` runs git push)" in tree, tree
     assert "⛩ clean (builder; gate: irreversible)" in tree and "⛩ build" not in tree
+
+
+def test_commands_written_to_dodge_the_check_still_wait_for_a_person(home: Path) -> None:
+    """Three steps whose commands the old patterns passed (`git -C repo push`, `rm -f -r`, `$G push`) ran
+    without a person. Each is gated, warned with its line, and nothing runs until someone approves."""
+    instance(home, """
+        roles: release_roles
+        steps:
+          - id: push
+            who: builder
+            do: git -C repo push origin main
+          - id: clean
+            who: builder
+            needs: [push]
+            do: rm -f -r build/
+          - id: hidden
+            who: builder
+            needs: [clean]
+            do: $G push
+    """)
+    warned = [(p["line"], p["message"].split(":")[0]) for p in json.loads(cli("workflow", "check", "--json").stdout)
+              ["problems"] if p["severity"] == "warning"]
+    assert warned == [(6, "step `push` runs git push, which cannot be taken back"),
+                      (10, "step `clean` runs rm -r, which cannot be taken back"),
+                      (14, "step `hidden` runs a command that cannot be read statically (a variable or substitution "
+                           "as the program, eval, or a shell reading a pipe), so what it does cannot be checked")]
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        run = nerve("workflow", "run", "release", "--prompt", "v2", home=home)
+        assert run.returncode == 5, run.stdout + run.stderr  # waits for a person before the first step
+        shown = json.loads(cli("thread", "show", "run-1", "--json").stdout)
+        engine.stop()
+    assert {s["id"]: (s["state"], s["gate"].split(":")[0]) for s in shown["steps"]} == {
+        "push": ("waiting", "irreversible"), "clean": ("pending", "irreversible"), "hidden": ("pending", "irreversible")}
+    assert [m["role"] for m in shown["messages"]] == ["__start__", "gate:push"]  # no step ran

@@ -8,10 +8,10 @@ whether a person must approve it before it runs (`gate`). A step's `risk`
 (R0..R3) and `irreversible` say what an error would cost: an irreversible
 step, or one at or above the file's `gate_risk` (R2 unless set), always waits
 for a person, whatever `gate` says. So does a step whose `do` runs a command
-that cannot be taken back (`IRREVERSIBLE_COMMANDS`: git push, rm -r, DROP
-TABLE, a package publish, terraform apply...), matched in the text whatever
-the step says of itself: a step's own `risk` is not the only word on whether a
-person is needed.
+that cannot be taken back (git push, rm -r, DROP TABLE, a package publish,
+terraform apply..., read as a shell reads the text: `config.commands`), or one
+that cannot be read statically, whatever the step says of itself: a step's own
+`risk` is not the only word on whether a person is needed.
 
 It compiles to the same automaton as a Python workflow (`automaton.pipeline`:
 the moderator and each step's state read from a chain; `roles.pipeline`: the
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.commands import UNREADABLE, irreversible_command
 from nerve_cli.config.problems import Problem
 from nerve_cli.config.rules import hint
 from nerve_cli.config.source import line_of, parse, to_plain
@@ -42,22 +43,6 @@ DEFAULT_GATE_RISK = "R2"
 GATE_PREFIX = "gate:"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Commands whose effect cannot be taken back: a step whose `do` runs one waits for a person, whatever its own
-# `risk` and `irreversible` say (its author may have misjudged it; the list is mechanical and reviewable).
-IRREVERSIBLE_COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(rx)) for label, rx in (
-    ("git push", r"\bgit\s+push\b"),
-    ("rm -r", r"\brm\s+(?:-\w*[rR]\w*|--recursive)\b"),
-    ("DROP", r"(?i)\bdrop\s+(?:table|database|schema)\b"),
-    ("TRUNCATE", r"(?i)\btruncate\s+table\b"),
-    ("DELETE FROM", r"\bDELETE\s+FROM\b"),
-    ("a package publish", r"\b(?:npm|yarn|pnpm|cargo|poetry|uv|gem)\s+(?:publish|push)\b|\btwine\s+upload\b"),
-    ("docker push", r"\bdocker\s+push\b"),
-    ("gh release create", r"\bgh\s+release\s+create\b"),
-    ("terraform apply/destroy", r"\bterraform\s+(?:apply|destroy)\b"),
-    ("kubectl delete", r"\bkubectl\s+delete\b"),
-    ("mkfs", r"\bmkfs(?:\.\w+)?\b"),
-    ("dd to a device", r"\bdd\b[^\n]*\bof=/dev/"),
-))
 TOP_KEYS = ("title", "done", "roles", "model", "gate_risk", "steps")
 STEP_KEYS = ("id", "title", "who", "do", "needs", "gate", "risk", "irreversible", "model", "done", "why")
 
@@ -81,12 +66,8 @@ class Step:
 
     @property
     def runs_irreversible(self) -> str | None:
-        """The irreversible command its `do` runs (IRREVERSIBLE_COMMANDS' label), or None."""
+        """The irreversible command its `do` runs (`config.commands`' label), or None."""
         return irreversible_command(self.do)
-
-
-def irreversible_command(text: str) -> str | None:
-    return next((label for label, pattern in IRREVERSIBLE_COMMANDS if pattern.search(text)), None)
 
 
 @dataclass(frozen=True)
@@ -298,8 +279,10 @@ def _steps(found: _Found, raw: Any, top: dict[str, Any]) -> list[Step]:
         steps.append(step)
         command = step.runs_irreversible
         if command is not None and not step.irreversible and not step.by_person:
-            found.warn((*loc, "do"), f"step `{step.id}` runs {command}, which cannot be taken back: it waits for a "
-                                     "person whatever its risk says; say so in the file with `irreversible: true`")
+            what = (f"runs {UNREADABLE}, so what it does cannot be checked" if command == UNREADABLE
+                    else f"runs {command}, which cannot be taken back")
+            found.warn((*loc, "do"), f"step `{step.id}` {what}: it waits for a person whatever its risk says; say "
+                                     "so in the file with `irreversible: true`")
     for step in steps:
         loc = ("steps", seen[step.id])
         for j, need in enumerate(step.needs):
