@@ -8,7 +8,7 @@ import re
 import socket
 from typing import Any, Mapping
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
 NAME_MAX = 64
 
 
@@ -35,9 +35,9 @@ def channel_problem(value: object) -> str | None:
 
 # -- the fleet: host names, and names that travel inside a NATS subject -----------
 
-HOST_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+HOST_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 HOST_MAX = 64
-SUBJECT_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+$")  # one subject token: no '.', '*', '>', spaces
+SUBJECT_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")  # one subject token: no '.', '*', '>', spaces
 SUBJECT_NAME_MAX = 200
 
 
@@ -74,7 +74,7 @@ def default_host() -> str:
 
 # -- W3C trace context (https://www.w3.org/TR/trace-context/): the parent an event's trace continues ---------
 
-TRACEPARENT_RE = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+TRACEPARENT_RE = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}\Z")
 
 
 def traceparent_problem(value: object) -> str | None:
@@ -87,7 +87,7 @@ def traceparent_problem(value: object) -> str | None:
     return None
 
 
-PARAM_RE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")  # a binding value naming a parameter: `$repo`
+PARAM_RE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)\Z")  # a binding value naming a parameter: `$repo`
 
 
 def binding_param(value: object) -> str | None:

@@ -31,7 +31,7 @@ LAYERS = [
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
     ["config"],               # nerve.yaml: model, load, edit, lifecycle, mesh
     ["instance"],             # scaffold, git
-    ["home", "names", "usercode", "eventloop", "words", "durations", "address", "clock"],
+    ["home", "names", "usercode", "eventloop", "words", "durations", "address", "clock", "atomicfile"],
     ["errors", "vocab", ""],  # "" is nerve_cli/__init__.py | vocab: typed reasons, outcomes, states, log rows
 ]
 ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS) for name in row}

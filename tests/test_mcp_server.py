@@ -462,3 +462,36 @@ def test_an_agent_writes_tries_and_switches_on_a_sense_and_hears_its_signals(hom
         _mcp(home, body, message_handler=heard)
         engine.stop()
     assert CHECKED.kinds >= set(AUTHORING.values()), set(AUTHORING.values()) - CHECKED.kinds
+
+
+def test_authoring_matches_names_whole_and_never_writes_through_a_planted_file(home: Path, tmp_path: Path) -> None:
+    """`new_sense` took the name "x\\n" (the pattern's `$` matched before a trailing newline) and made a folder,
+    a nerve.yaml key and a database with a newline in their names; `write_sense_file` wrote through a link
+    planted at its temporary file's name (`.sense.py.<pid>.new`) and overwrote a file outside the instance."""
+    from nerve_cli.config.load import validate_text
+    from nerve_cli.mcp.authoring import write_sense_file
+
+    write_instance(home, "senses:\n  counter: {}\n", {"counter": COUNTER}, {"counter": SCHEMA})
+
+    async def body(session: ClientSession) -> None:
+        for name in ("x\n", "bad\nname", "x\r"):
+            refused = await _error(session, "new_sense", name=name)
+            assert "name" in refused["message"], refused
+
+    _mcp(home, body)
+    assert sorted(p.name for p in (home / "senses").iterdir()) == ["counter"]
+    assert "x" not in (home / "nerve.yaml").read_text().split("senses:")[1].split("\n", 2)[1]
+    _, problems = validate_text('senses:\n  "x\\n": {}\n')
+    assert any("x\\n" in str(p) or "name" in str(p) for p in problems), problems
+    cli_made = nerve("sense", "new", "y\n", home=home)
+    assert cli_made.returncode != 0 and not (home / "senses" / "y\n").exists()
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    planted = home / "senses" / "counter" / f".sense.py.{os.getpid()}.new"
+    planted.symlink_to(outside)
+    written = write_sense_file(home, "counter", "sense.py", "def compute(db, peers):\n    return 2\n")
+    assert written["changed"] is True
+    assert outside.read_text() == "keep me\n"
+    assert (home / "senses" / "counter" / "sense.py").read_text().endswith("return 2\n")
+    assert not (home / "senses" / "counter" / "sense.py").is_symlink()

@@ -36,6 +36,8 @@ from typing import Any, Iterator
 
 import orjson
 
+from nerve_cli.atomicfile import write_atomic
+
 VERSION = 1
 SKIPPED_TOP = {"data", "attic", "nerve.yaml"}
 HASHED_SIZE = 1 << 20  # larger files (data kept beside the code) count by size and time, not content
@@ -81,16 +83,11 @@ class CodeCache:
             by_entry[entry].append(item)
         self.answers.update(by_entry)
         data = orjson.dumps({"version": VERSION, "home": str(self.home), "key": self.key, "answers": self.answers})
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(data)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, data, 0o600)
         except OSError:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass  # no folder to hold it: nothing was written
+            pass  # no folder to hold it: nothing was written
 
 
 def _entries(senses: list[str], workflows: list[str]) -> list[str]:

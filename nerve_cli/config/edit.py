@@ -9,14 +9,13 @@ leave the file invalid is refused and the file is not touched.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Literal, cast
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from nerve_cli.atomicfile import write_atomic
 from nerve_cli.config.lifecycle_marks import marks, rename_mark
 from nerve_cli.config.load import SECTIONS, config_path, read_config, validate
 from nerve_cli.config.model import check_name
@@ -67,28 +66,6 @@ def _refuse_if_invalid(path: Path, original: str, text: str) -> None:
             f"{path} is already invalid, so it was not edited; fix it first (`nerve config check`)", errors
         )
     raise ConfigError(f"edit refused: it would make {path} invalid ({count_words(errors)}); the file is unchanged", errors)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder + fsync + os.replace: readers see old or new, never half."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
 
 
 def add_sense(home: Path, name: str, settings: dict, reflex: dict | None = None) -> None:

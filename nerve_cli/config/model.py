@@ -56,7 +56,7 @@ def check_name(value: object) -> str:
     return value
 
 
-SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)$")
+SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)\Z")
 _SIZE_BYTES = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
@@ -103,8 +103,8 @@ def _check_channel(value: str) -> str:
 
 Channel = Annotated[str, AfterValidator(_check_channel)]
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP field name: the characters a header name may hold
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an HTTP field name: the characters a header name may hold
 
 
 def _check_env_name(value: object) -> str:
@@ -212,7 +212,7 @@ def _check_path_pattern(value: object) -> str:
 
 
 PathText = Annotated[str, BeforeValidator(_check_path_pattern)]
-BINDING_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+BINDING_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 BindingLiteral = StrictStr | StrictInt | StrictFloat | StrictBool
 
 

@@ -41,8 +41,8 @@ PERSON_WHO, MODEL_WHO = "person", "model"
 RISKS = ("R0", "R1", "R2", "R3")
 DEFAULT_GATE_RISK = "R2"
 GATE_PREFIX = "gate:"
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+_ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 TOP_KEYS = ("title", "done", "roles", "model", "gate_risk", "steps")
 STEP_KEYS = ("id", "title", "who", "do", "needs", "gate", "risk", "irreversible", "model", "done", "why")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from nerve_cli.durations import parse_duration
 
-EPOCH_RE = re.compile(r"^\d{9,11}(\.\d+)?$")  # epoch seconds: 1973 … 5138; more digits are milliseconds
+EPOCH_RE = re.compile(r"^\d{9,11}(\.\d+)?\Z")  # epoch seconds: 1973 … 5138; more digits are milliseconds
 ACCEPTED = ("a duration ago like 90s, 10m, 1h30m, 2d or 1w; a date 2026-08-01; an ISO time "
             "2026-08-01T12:00[:00][Z|+02:00]; or epoch seconds like 1785600000")
 

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nerve_cli.atomicfile import write_atomic
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
 
@@ -30,7 +31,7 @@ USER_SESSION = ("is a systemd user session running? `loginctl enable-linger` kee
 STOP_MARGIN = 10  # seconds beyond engine.shutdown_timeout before the supervisor kills the engine
 
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -261,12 +262,7 @@ def _env_path(unit: Unit) -> Path:
 def _write_private(path: Path, text: str) -> None:
     """Written 0600 from its first byte (a folder of its own 0700): it holds keys."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    write_atomic(path, text, 0o600)
 
 
 def status(home: Path, unit: Unit) -> ServiceState:

@@ -11,10 +11,10 @@ command does. The engine reloads the sense by itself; schema.py wants
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.atomicfile import write_atomic
 from nerve_cli.config.model import check_name
 from nerve_cli.contract import VERSION
 from nerve_cli.errors import NerveError, SenseError
@@ -45,9 +45,7 @@ def write_sense_file(home: Path, sense: str, file: str, text: str) -> dict[str, 
         return _document(sense, file, relative, len(data), False, None)
     change = Change(layout.home, f"mcp write {relative}", [path])
     change.protect()
-    tmp = path.with_name(f".{file}.{os.getpid()}.new")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data)  # never through a file planted at a predictable temporary name
     return _document(sense, file, relative, len(data), True, change.commit([path]))
 
 

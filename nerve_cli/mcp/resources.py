@@ -32,9 +32,9 @@ WAITING = "nerve://threads/waiting"
 SENSE = "nerve://sense/{name}"
 SCHEMA = "nerve://sense/{name}/schema.py"
 THREAD = "nerve://thread/{run_id}"
-_SENSE_RE = re.compile(r"^nerve://sense/([^/]+)$")
-_SCHEMA_RE = re.compile(r"^nerve://sense/([^/]+)/schema\.py$")
-_THREAD_RE = re.compile(r"^nerve://thread/([^/]+)$")
+_SENSE_RE = re.compile(r"^nerve://sense/([^/]+)\Z")
+_SCHEMA_RE = re.compile(r"^nerve://sense/([^/]+)/schema\.py\Z")
+_THREAD_RE = re.compile(r"^nerve://thread/([^/]+)\Z")
 
 
 def sense_uri(name: str) -> str:

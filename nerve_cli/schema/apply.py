@@ -17,7 +17,7 @@ from nerve_cli.clock import now_ms
 from nerve_cli.errors import MigrationError
 from nerve_cli.schema import views
 
-FILE_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_.-]+\.sql$")
+FILE_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_.-]+\.sql\Z")
 
 # Who this database is: a random id written once, when the file is made. A listener keeps it beside its cursor
 # on each source, so a source database deleted and rebuilt (its ids starting again at 1) is told from the one

@@ -32,7 +32,7 @@ _SCALARS: dict[Any, tuple[str, str]] = {
     list: ("TEXT", "json"),
 }
 SUPPORTED = "int, float, str, bytes, bool, datetime, date, dict/list (stored as JSON), or X | None of these"
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 SPEC_ATTR = "__nerve_table__"
 
 

@@ -29,7 +29,7 @@ from nerve_cli.store.sqlitefile import open_reader
 
 # a digest standing alone: not part of a longer run of hex digits
 _DIGEST = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
-_BLOB_NAME = re.compile(r"^[0-9a-f]{62}$")
+_BLOB_NAME = re.compile(r"^[0-9a-f]{62}\Z")
 
 
 class Unreadable(Exception):

@@ -18,7 +18,7 @@ from pathlib import Path
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.store.sqlitefile import private_dir
 
-_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_SHA_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class BlobNotFound(NerveError):
