@@ -62,6 +62,10 @@ def test_malformed_and_oversized_requests_get_errors_and_the_engine_carries_on(e
     assert b"expected" in _raw(home, b"[1, 2]\n")
     assert b"unknown op" in _raw(home, b'{"op": "reboot"}\n')
     assert b"larger than" in _raw(home, b'{"op": "status", "x": "' + b"y" * (MAX_REQUEST + 1) + b'"}\n')
+    big = b"1" + b"0" * 30  # an integer past 64 bits: the line is read by json, which took NaN and 1e400 as numbers
+    for number in (b"NaN", b"-Infinity", b"1e400"):
+        line = b'{"op": "emit", "channel": "ping", "payload": [' + big + b", " + number + b"]}\n"
+        assert b"not JSON" in _raw(home, line) or b"largest JSON number" in _raw(home, line), number
     assert request(home, "status")["pid"] == engine.proc.pid
 
 

@@ -10,12 +10,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from contractkit import Checked
 from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
+from loadclock import scaled
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -367,6 +369,28 @@ def test_malformed_requests_are_answered_and_query_sense_bounds_value_size_and_r
         assert (document["row_count"], document["truncated"], document["truncated_by"]) == (4, True, "bytes")
         CHECKED.doc("sense-query", document, "query_sense (bytes)")
         assert client.call(6, "list_senses")["structuredContent"]["senses"]  # still serving
+
+        # one SQLite step that outruns the progress handler: instr over 16 MB ran 8.6 s with timeout_s=1
+        started = time.monotonic()
+        slow = client.call(7, "query_sense", sense="counter", timeout_s=1,
+                           sql="SELECT instr(printf('%.*c', 16000000, 'a'), printf('%.*c', 200000, 'a') || 'b')")
+        took = time.monotonic() - started
+        assert slow["isError"] and "time limit" in slow["content"][0]["text"], slow
+        assert took < scaled(1.0) + 2.0, f"answered after {took:.1f}s"
+        assert client.call(8, "query_sense", sense="counter", sql="SELECT 41 + 1")["structuredContent"]["rows"] == [[42]]
+
+        for bad in (9.5, True, {"a": 1}, None):  # ids no JSON-RPC request may have: answered, with id null
+            client.send({"jsonrpc": "2.0", "id": bad, "method": "ping"})
+            answer = client.answer()
+            assert answer["id"] is None and answer["error"]["code"] == -32600, (bad, answer)
+        for number in (b"NaN", b"Infinity", b"1e400", b"[1, -1e999]"):  # JSON has no such number: not stored as null
+            client.send(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "emit", '
+                        b'"arguments": {"channel": "poke", "payload": ' + number + b"}}}")
+            refused = client.answer()
+            assert refused["id"] == 9 and refused["result"]["isError"], (number, refused)
+            assert "not a JSON number" in refused["result"]["content"][0]["text"], refused
+        assert not (home / "data" / "events.db").exists() or not sqlite3.connect(home / "data" / "events.db").execute(
+            "SELECT count(*) FROM events").fetchone()[0]
     finally:
         client.close()
 

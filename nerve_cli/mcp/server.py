@@ -16,13 +16,14 @@ at registration to build its JSON schema.
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from nerve_cli import __version__
 from nerve_cli.contract import errors as error_docs
@@ -74,7 +75,23 @@ def document(kind: str) -> Any:
 
 # any JSON value, typed as each of the six (MCP clients' strict checks refuse an untyped `{}`)
 JsonValue = Annotated[Any, WithJsonSchema({"anyOf": [{"type": t} for t in ("object", "array", "string", "number",
-                                                                           "boolean", "null")]})]
+                                                                           "boolean", "null")]}),
+                      AfterValidator(lambda value: _finite(value))]
+
+
+def _finite(value: Any) -> Any:
+    """A JSON value as JSON can hold it: the client's parser may read NaN, Infinity or 1e400 (as inf), which
+    would be stored as null; they are refused, as the CLI and the control socket refuse them."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{item} is not a JSON number (NaN, Infinity and numbers past about 1.8e308 have none)")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
 Sense = Annotated[str, Field(description="the sense's name (senses: in nerve.yaml; list_senses lists them)")]
 Bind = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
     "a lazy sense's parameter values, for one whose bindings take parameters, e.g. {\"repo\": \"me/app\"}"))]

@@ -44,7 +44,7 @@ from nerve_cli.ops.workflows.threads import list_threads, thread_detail
 from nerve_cli.schema.instance import migrate_senses
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import now_ms
-from nerve_cli.store.readquery import read_query
+from nerve_cli.store.querychild import QueryChildren
 
 LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT = 1000, 500, 500
 
@@ -61,6 +61,7 @@ class Tools:
         self.home = Path(home)
         self.layout = Layout(self.home)
         self._checked: dict[str, tuple[Any, dict[str, Any] | None]] = {}  # sense → (code_stamp, load problem)
+        self._queries = QueryChildren()  # a query runs in a child killed at its deadline (one step can outrun it)
 
     # -- reading the files ---------------------------------------------------------
     def list_senses(self) -> dict[str, Any]:
@@ -96,7 +97,7 @@ class Tools:
         a lazy sense is brought up to date first (for `bind`'s parameter values)."""
         require_sense(self.home, sense)
         reading = self._read(sense, bind)
-        result = read_query(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
+        result = self._queries.run(self.layout.sense_db(sense), sql, params, max_rows=max_rows, timeout=timeout_s)
         return {"version": VERSION, "sense": sense, **result.to_json(), "read": sense_docs.read(reading)}
 
     def query_logs(self, source: str | None = None, type: str | None = None, ref: str | None = None,

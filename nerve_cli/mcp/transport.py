@@ -47,14 +47,28 @@ class ScreenedLines:
             if not line.strip():
                 continue
             try:
-                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception as exc:  # whatever the SDK's model refuses, it would drop
                 error = error_answer(line, exc)
                 if error is not None:
                     await self.answer.send(SessionMessage(error))
                 continue
+            if isinstance(message, types.JSONRPCNotification) and _has_bad_id(line):
+                # a request whose id no JSON-RPC id can be (9.5, true, an object) reads as a notification to
+                # the SDK's model, which then answers nothing; the client waits for an answer to its id
+                await self.answer.send(SessionMessage(types.JSONRPCError(
+                    jsonrpc="2.0", id=None, error=types.ErrorData(
+                        code=INVALID_REQUEST, message="not a valid request: id: a request's id is a string or an "
+                                                      "integer"))))
+                continue
             return line
         raise StopAsyncIteration
+
+
+def _has_bad_id(line: str) -> bool:
+    """Whether the line is an object with an `id` member that is neither a string nor an integer."""
+    found = _top_level_id(line)
+    return found is not _NO_ID and (isinstance(found, bool) or not isinstance(found, (str, int)))
 
 
 def error_answer(line: str, exc: Exception) -> types.JSONRPCError | None:

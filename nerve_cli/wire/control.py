@@ -24,8 +24,22 @@ _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 def loads(data: bytes) -> Any:
     """A line of the socket, decoded: by orjson (several times faster than json), except a line holding a run
     of 19 digits, which orjson would read as a float if it is an integer past 64 bits, silently changing it;
-    json keeps it whole. Raises ValueError (both libraries' decode errors are ValueErrors) or RecursionError."""
-    return json.loads(data) if _LONG_DIGITS.search(data) else orjson.loads(data)
+    json keeps it whole. Raises ValueError (both libraries' decode errors are ValueErrors) or RecursionError.
+    Both refuse what JSON has no number for (NaN, Infinity, 1e400): stored, it would become null."""
+    if _LONG_DIGITS.search(data):
+        return json.loads(data, parse_constant=_not_json, parse_float=_finite)
+    return orjson.loads(data)
+
+
+def _not_json(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON (JSON has no NaN or Infinity)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is past the largest JSON number a double holds (about 1.8e308)")
+    return value
 
 
 def dumps(body: Any) -> bytes:
