@@ -291,3 +291,27 @@ def test_a_chain_too_long_to_hand_to_a_worker_fails_its_resume_with_the_reason(h
         small = nerve("workflow", "run", "bulky", "--prompt", "small", home=home)  # the slot and the worker are free
         assert small.returncode == 5 and "run-2 waits for a person" in small.stdout, small.stdout + small.stderr
         engine.stop()
+
+
+def test_one_damaged_row_in_a_waiting_thread_is_named_and_passed_over_the_engine_starts(home: Path) -> None:
+    """A single message row whose payload is `[1]` in a waiting thread's chain made `nerve run` exit 1 with an
+    AttributeError traceback, and `thread show` too: the row is named, the thread cannot be resumed from it,
+    and everything else runs."""
+    _instance(home)
+    assert nerve("workflow", "run", "gated", "--prompt", "the notes", home=home).returncode == 5
+    conn = sqlite3.connect(home / "data" / "logs.db")
+    with conn:
+        row_id = conn.execute("SELECT id FROM logs WHERE type = 'message' AND ref_id = 'run-1' ORDER BY id "
+                              "LIMIT 1 OFFSET 1").fetchone()[0]
+        conn.execute("UPDATE logs SET payload = '[1]' WHERE id = ?", (row_id,))
+    conn.close()
+    shown = nerve("thread", "show", "run-1", home=home)
+    text = shown.stdout + shown.stderr
+    assert "Traceback" not in text and f"row {row_id}" in text, text
+    answered = nerve("thread", "approve", "run-1", home=home)
+    assert "Traceback" not in answered.stdout + answered.stderr, answered.stderr
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        assert engine.status()["pid"] == engine.proc.pid  # it started
+        code, out = engine.stop()
+    assert code == 0 and "Traceback" not in out, out

@@ -76,6 +76,10 @@ def show(
     if json_:
         output.print_json(doc)
         return
+    if doc["damaged_rows"]:
+        rows = ", ".join(str(i) for i in doc["damaged_rows"])
+        output.warn(f"{doc['run_id']}: log row {rows} of logs.db is damaged (its payload is not a JSON object); "
+                    "shown without it, and the thread cannot resume from its chain (`nerve doctor` checks logs.db)")
     if transcript:
         thread_view.transcript(doc)
         return

@@ -75,6 +75,8 @@ def thread_show(d: dict[str, Any]) -> dict[str, Any]:
         "messages": [message(m) for m in d["messages"]],
         # a pipeline thread: its steps with the state the chain gives each (null for other threads)
         "steps": d.get("steps"),
+        # ids of the thread's log rows whose payload is not an object (damaged): shown without them
+        "damaged_rows": d.get("damaged_rows", []),
     }
 
 

@@ -77,6 +77,11 @@ def _copy_tree(src: Path, dst: Path, root: Path, report: BackupReport, private: 
             os.symlink(os.readlink(entry), target)
         elif entry.is_dir():
             _copy_tree(entry, target, root, report, inside)
+        elif not entry.is_file():  # a FIFO or a device: reading it would wait for ever or never end
+            if entry.suffix == ".db":
+                raise NerveError(f"{entry} is not a database file (a FIFO or a device is where it belongs): move it "
+                                 "aside or restore it; nothing was backed up")
+            continue  # it holds no data to copy, as a socket holds none
         elif entry.suffix == ".db" and _is_sqlite(entry):
             copy_database(entry, target, private=inside)
             size = target.stat().st_size

@@ -21,7 +21,7 @@ import orjson
 
 from nerve_cli.store.jsonl import encode
 from nerve_cli.store.logs import LIVE_STATUSES, log_row, parse_payload
-from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, check_file
 
 DAY_MS = 86_400_000
 WATERMARK = "archived_up_to"
@@ -74,6 +74,7 @@ class ArchiveDb:
             # opened for writing, an empty file gets a fresh header: a truncated database would then read as a
             # new, empty one (a listener's cursors gone, every event delivered again). Left for its owner to refuse.
             raise sqlite3.DatabaseError(f"{path} is empty (0 bytes): it was truncated; not archived")
+        check_file(path)
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # our few commits must survive a power cut, not just a crash

@@ -44,7 +44,7 @@ from nerve_cli.store.bindings import read_binding, where
 from nerve_cli.store.cursor import Cursor
 from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
-from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, open_reader, open_writer
+from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, check_file, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
@@ -370,6 +370,7 @@ def received_by_host(path: Path) -> dict[str, dict[str, Any]]:
 
 def checkpoint(path: Path) -> None:
     """Copy events.db's WAL into the database (PASSIVE: never waits for readers or writers), on its own connection."""
+    check_file(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

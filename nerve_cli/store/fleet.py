@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nerve_cli.store.events import BUSY_TIMEOUT_MS, Cursor, connect_readonly, head, rebuilt, source_identity, source_path
+from nerve_cli.store.sqlitefile import check_file
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS sent (kind TEXT NOT NULL, name TEXT NOT NULL, last_id INTEGER NOT NULL, "
           "ts INTEGER NOT NULL, PRIMARY KEY (kind, name))")
@@ -46,6 +47,7 @@ class OutboxStore:
         self.data = Path(data)
         self.path = self.data / "fleet.db"
         self.data.mkdir(parents=True, exist_ok=True)
+        check_file(self.path)
         self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA journal_mode = WAL")

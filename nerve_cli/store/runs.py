@@ -25,7 +25,8 @@ MESSAGE_FIELDS = ("role", "content", "meta", "timestamp")
 def queued_request(logs_path: Path, run_id: str) -> dict[str, Any]:
     """The payload of the run's `queued` row: prompt, max_rounds, origin ({} if none)."""
     rows = query_logs(logs_path, source="workflow", type="queued", ref=run_id, limit=1)
-    return (rows[0]["payload"] or {}) if rows else {}
+    payload = rows[0]["payload"] if rows else None
+    return payload if isinstance(payload, dict) else {}  # none, or damaged: nothing it was queued with
 
 
 def run_counts(logs_path: Path) -> dict[str, dict[str, int]]:
@@ -56,6 +57,9 @@ def chain_of(rows: list[dict[str, Any]], run_id: str) -> list[WorkflowMessage]:
     by_seq: dict[int, Any] = {}
     for row in rows:
         payload = row["payload"] or {}
+        if not isinstance(payload, dict):  # a damaged row: the chain cannot be trusted past it
+            raise ValueError(f"{run_id} log row {row.get('id')}: its payload is {type(payload).__name__}, not a "
+                             "message object")
         seq = payload.get("seq")
         if row["type"] == "message" and isinstance(seq, int) and not isinstance(seq, bool) and seq not in by_seq:
             by_seq[seq] = {k: payload.get(k) for k in MESSAGE_FIELDS}
@@ -85,7 +89,7 @@ def thread_record(home: Path, run_id: str) -> ThreadRecord | None:
     rows = query_logs(Layout(home).logs_db, source="workflow", ref=run_id)
     if not any(r["type"] == "queued" for r in rows):
         rows = read_logs(home, source="workflow", ref=run_id, since_ms=0).rows
-    queued = [r["payload"] or {} for r in rows if r["type"] == "queued"]
+    queued = [r["payload"] if isinstance(r["payload"], dict) else {} for r in rows if r["type"] == "queued"]
     if not queued:
         return None
     chain = chain_of(rows, run_id)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -91,15 +92,37 @@ def is_damage(exc: BaseException) -> bool:
 
 
 def _not_a_file(path: Path, fix: str) -> DamagedDatabase | None:
-    """A folder, or an empty file, where a database belongs (SQLite would say "disk I/O error" or read no tables)."""
-    if path.is_dir():
-        return damaged(path, "it is a folder, not a database file", fix)  # SQLite: "disk I/O error"
+    """A folder, a FIFO or a device, or an empty file, where a database (or its -wal and -shm) belongs: SQLite
+    would say "disk I/O error", read no tables, or wait for ever on a FIFO's other end."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = os.stat(file).st_mode
+        except OSError:
+            continue
+        where = "" if file == path else f" (its {file.name[len(path.name):]} file)"
+        if stat.S_ISDIR(mode):
+            return damaged(path, f"it is a folder, not a database file{where}", fix)
+        if not stat.S_ISREG(mode):
+            return damaged(path, f"it is a {_kind(mode)}, not a database file{where}", fix)
     try:
         if path.is_file() and path.stat().st_size == 0:
             return damaged(path, "it is empty (0 bytes): it was truncated", fix)
     except OSError:
         return None
     return None
+
+
+def _kind(mode: int) -> str:
+    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+
+
+def check_file(path: Path, fix: str = "") -> None:
+    """Raise DamagedDatabase when something that is not a database file sits where one belongs (for the few
+    places that open a database without `open_reader`/`open_writer`)."""
+    problem = _not_a_file(Path(path), fix or READ_FIX)
+    if problem is not None:
+        raise problem
 
 
 def header_problem(path: Path) -> DamagedDatabase | None:
@@ -126,8 +149,9 @@ def open_writer(path: Path, *, fix: str) -> sqlite3.Connection:
     `fix` tells the user what to do if the file turns out to be damaged.
     """
     path = Path(path)
-    if path.is_dir():
-        raise damaged(path, "it is a folder, not a database file", fix)
+    problem = _not_a_file(path, fix)
+    if problem is not None:
+        raise problem
     try:
         private_dir(path.parent)
         _create(path)

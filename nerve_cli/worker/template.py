@@ -74,7 +74,8 @@ def preload() -> None:
 def serve(sock: socket.socket) -> Forked | None:
     """Fork a worker per request; returns only in a forked child (its request) or when the kernel is gone."""
     fork = sibling_fork()
-    sock.send(warm.hello(os.getpid()))
+    if not _answer(sock, warm.hello(os.getpid())):
+        return None  # the kernel stopped before the template was ready: nothing to serve
     space = socket.CMSG_SPACE(warm.WORKER_FDS * array.array("i").itemsize)
     while True:
         try:

@@ -41,7 +41,7 @@ from nerve_cli.store.events import (
     write_cursors,
 )
 from nerve_cli.store.logs import LogStore
-from nerve_cli.store.sqlitefile import immediate
+from nerve_cli.store.sqlitefile import check_file, immediate
 from nerve_cli.vocab import logrows
 
 BUSY_TIMEOUT_MS = 5000
@@ -157,6 +157,7 @@ def _write(path: Path, source: str, cursor: int, identity: str | None) -> None:
     compute in progress to commit first."""
     if not path.exists():
         return  # it never consumed anything: every event it will read starts at 0 anyway
+    check_file(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

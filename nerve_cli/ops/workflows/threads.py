@@ -129,6 +129,9 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         rows = _with_archive(logs_path, run_id)
     if not rows:
         raise unknown_run(logs_path, run_id)
+    # a row whose payload is not an object (damaged, or written by hand) is named and passed over
+    damaged = [r["id"] for r in rows if r["payload"] is not None and not isinstance(r["payload"], dict)]
+    rows = [r if isinstance(r["payload"], dict) else {**r, "payload": None} for r in rows]
     events = [r for r in rows if r["type"] != "message"]
     queued = next((r["payload"] or {} for r in events if r["type"] == "queued"), {})
     statuses = [r for r in events if r["type"] in STATUSES]  # role_failed rows tell the story, not the status
@@ -163,6 +166,7 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "messages": chain,
         "steps": pipeline_steps(logs_path.parent.parent, (status_row["payload"] or {}).get("workflow")
                                 if status_row else None, chain),
+        "damaged_rows": damaged,
     }
 
 
