@@ -191,3 +191,53 @@ def test_a_fifo_where_a_database_belongs_is_named_by_the_engine_not_waited_on(ba
     named = file.split("/")[-1].removesuffix("-wal")
     assert named in text and "FIFO" in text, text[-3000:]
     assert result.returncode == (1 if file.startswith("logs.db") else 0), text[-3000:]
+
+
+@pytest.mark.parametrize("kind", ["empty", "pages", "garbage"])
+def test_doctor_names_every_damaged_database(base: Path, tmp_path: Path, kind: str) -> None:
+    """The damage messages send users to `nerve doctor`, which exited 0 saying nothing about a 0-byte or
+    page-corrupt sense database."""
+    import json
+
+    home = tmp_path / "home"
+    shutil.copytree(base, home)
+    damage(home / "data" / "senses" / "cpu-percent.db", kind)
+    damage(home / "data" / "events.db", kind)
+    code, text = run(home, ["doctor"], tmp_path)
+    assert code == 1 and "cpu-percent.db is damaged" in text and "events.db is damaged" in text, text
+    code, text = run(home, ["doctor", "--json"], tmp_path)
+    found = {d["database"] for d in json.loads(text)["damaged"]}
+    assert code == 1 and found == {"senses/cpu-percent.db", "events.db"}, text
+    clean = tmp_path / "clean"
+    shutil.copytree(base, clean)
+    code, text = run(clean, ["doctor"], tmp_path)
+    assert code == 0 and "every database under data/ reads whole" in text, text
+
+
+class AnsweringWrongly(ResettingEngine):
+    """A program on the engine's socket that answers each request with JSON that is not an object."""
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(b"[1, 2, 3]\n")
+            conn.close()
+
+
+def test_a_socket_answering_what_the_engine_never_says_is_one_line_not_a_traceback(base: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(base, home)
+    engine = AnsweringWrongly(home)
+    try:
+        for args in (["status"], ["sense", "compute", "cpu-percent"], ["emit", "door", "{}"],
+                     ["workflow", "run", "nosuch", "--prompt", "x"], ["thread", "approve", "run-1"]):
+            result = nerve(*args, home=home)
+            text = result.stdout + result.stderr
+            assert result.returncode == 1 and "Traceback" not in text, (args, text[-1500:])
+            assert "not the engine's" in text, (args, text)
+    finally:
+        engine.close()

@@ -145,3 +145,18 @@ def test_type_print_finds_the_rows_the_table_shows_as_print(instance: Layout) ->
         assert len(rows) == 2 and rows[1].split("\t")[2:] == ["print", "cpu", '"#4 hello"'], type_
     both = CliRunner().invoke(app, ["logs", "--type", "print", "--prints", "--json"])
     assert both.exit_code == 0 and json.loads(both.stdout)["type"] == "output"
+
+
+def test_a_time_before_1970_is_a_usage_error_not_a_traceback(instance: Layout) -> None:
+    """`nerve logs --since 99999999999d` and MCP's query_logs raised ValueError (a day before year 1)."""
+    from nerve_cli.mcp.tools import BadArgument, Tools
+
+    store = LogStore(instance.logs_db)
+    store.append("system", "tick", None, {"n": 1})
+    store.close()
+    for args in (["--since", "99999999999d"], ["--until", "99999999999d"], ["--since", "9" * 40 + "d"]):
+        result = CliRunner().invoke(app, ["logs", *args])
+        assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit), args
+        assert "before 1970-01-01" in result.output, (args, result.output)
+    with pytest.raises(BadArgument, match="before 1970"):
+        Tools(instance.home).query_logs(since="99999999999d")

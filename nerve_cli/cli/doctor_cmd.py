@@ -18,8 +18,10 @@ def doctor(
     would fail to load (schema.py out of step with its migrations, with the
     `nerve sense migrate` to run; syntax and import errors). Then compares
     workflow_runs with what the logs say, archived days included (--fix
-    rewrites it; refused while an engine runs), and warns about log rows of a
-    kind outside the log's vocabulary. Exits 1 when a problem remains.
+    rewrites it; refused while an engine runs), warns about log rows of a
+    kind outside the log's vocabulary, and checks every database under data/
+    (read-only: empty, not SQLite, pages that do not read). Exits 1 when a
+    problem remains.
 
     Example: nerve doctor --fix
     """
@@ -33,7 +35,7 @@ def doctor(
     problems, skipped = _code_problems(root)
     report = check(root, fix=fix)
     models = llm_environments(root)
-    failed = bool(problems or skipped) or bool(report.differences and not report.fixed)
+    failed = bool(problems or skipped or report.damaged) or bool(report.differences and not report.fixed)
     if json_:
         from nerve_cli.contract.threads import doctor as doctor_document
 
@@ -73,6 +75,11 @@ def _render_code(problems: list, skipped: str | None) -> None:
 def _render_runs(report) -> None:
     from nerve_cli.cli import output
     from nerve_cli.words import plural
+
+    for _path, problem in report.damaged:
+        output.error(problem)
+    if not report.damaged:
+        output.info("every database under data/ reads whole", style="green")
 
     for u in report.unknown:
         output.warn(f"logs.db holds {plural(u.rows, 'row')} of source {u.source}, type {u.type}: no kind of the log's "

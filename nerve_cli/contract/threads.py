@@ -147,4 +147,5 @@ def doctor(report: Any, code_problems: list[Any] | None = None, models: tuple[An
                     "same": None if here is None or engine is None else engine.same_models(here)},
             "differences": [{"run_id": d.run_id, "field": d.field, "workflow_runs": d.table, "logs": d.logs}
                             for d in report.differences],
-            "unknown_kinds": [{"source": u.source, "type": u.type, "rows": u.rows} for u in report.unknown]}
+            "unknown_kinds": [{"source": u.source, "type": u.type, "rows": u.rows} for u in report.unknown],
+            "damaged": [{"database": path, "problem": why} for path, why in report.damaged]}

@@ -77,11 +77,14 @@ def parse_instant(text: str, *, now_ms: int, utc: bool = False) -> int:
         return int(round(float(raw) * 1000))
     if raw[0].isdigit() and "-" not in raw and ":" not in raw:
         try:
-            return now_ms - int(round(parse_duration(raw) * 1000))
-        except ValueError as exc:
+            back = int(round(parse_duration(raw) * 1000))
+        except (ValueError, OverflowError) as exc:
             if "largest first" in str(exc):  # a duration, only misordered: say just that
                 raise
             raise ValueError(f"{raw!r} is not a time: expected {ACCEPTED}") from None
+        if back > now_ms:  # before 1970: no log row, signal or event is that old, and no date can show it
+            raise ValueError(f"{raw!r} ago is before 1970-01-01, older than anything Nerve keeps; expected {ACCEPTED}")
+        return now_ms - back
     try:
         when = datetime.fromisoformat(raw.replace(" ", "T", 1) if len(raw) > 10 else raw)
     except ValueError:

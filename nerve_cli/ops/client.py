@@ -109,7 +109,10 @@ def request(home: Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[
         answer = loads(bytes(data))
     except (ValueError, RecursionError):
         raise NerveError(f"the engine's answer to `{op}` was cut off or not JSON; try again") from None
+    if not isinstance(answer, dict):  # no engine of ours answers so: another program holds data/nerve.sock
+        raise NerveError(f"the answer to `{op}` on {path} is not the engine's (JSON {type(answer).__name__}, not an "
+                         "object): is another program listening there? Stop it, or restart the engine")
     if not answer.get("ok"):
-        kind = ERRORS.get(answer.get("error_type"), NerveError)
+        kind = ERRORS.get(str(answer.get("error_type")), NerveError)
         raise kind(answer.get("error", f"the engine refused `{op}`"))
     return answer

@@ -139,6 +139,36 @@ def header_problem(path: Path) -> DamagedDatabase | None:
     return None if head == b"SQLite format 3\x00" else damaged(path, "it is not a database file", READ_FIX)
 
 
+def integrity_problem(conn: sqlite3.Connection) -> str | None:
+    """SQLite's first complaint about the file (`PRAGMA quick_check`), or None when it finds none."""
+    try:
+        found = conn.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    if found and found[0] == "ok":
+        return None
+    return "quick_check: " + (" ".join(str(found[0]).replace("*** in database main ***", "").split()) if found
+                              else "no answer")
+
+
+def database_problem(path: Path) -> str | None:
+    """What is wrong with the database file at `path` (not a file, empty, no header, pages that do not read),
+    found read-only; None when it is sound."""
+    path = Path(path)
+    found = header_problem(path)
+    if found is not None:
+        return str(found)
+    try:
+        conn = open_reader(path)
+    except (sqlite3.DatabaseError, DamagedDatabase) as exc:
+        return str(exc) if isinstance(exc, DamagedDatabase) else str(damaged(path, str(exc), READ_FIX))
+    try:
+        problem = integrity_problem(conn)
+    finally:
+        conn.close()
+    return None if problem is None else str(damaged(path, problem, READ_FIX))
+
+
 def damaged(path: Path, why: str, fix: str) -> DamagedDatabase:
     return DamagedDatabase(f"{path} is damaged ({why}): {fix}")
 

@@ -23,7 +23,7 @@ from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.migrate import apply_migrations
 from nerve_cli.store.blobs import BlobStore
 from nerve_cli.store.sensedb import Peers, SenseDB, damage_fix, write_archive_map
-from nerve_cli.store.sqlitefile import damaged, is_damage
+from nerve_cli.store.sqlitefile import damaged, integrity_problem, is_damage
 from nerve_cli.wire.protocol import ErrorInfo
 from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.worker.compute import LoadedSense, compute_arity, file_id, signature_problem
@@ -200,7 +200,7 @@ def _open_db(layout: Layout, name: str, folder: Path, specs: list[TableSpec], bl
         apply_migrations(db.conn, layout.migrations(name))
         write_archive_map(db.conn, specs)
     except BaseException as exc:
-        problem = None if isinstance(exc, NerveError) else _integrity_problem(db.conn)
+        problem = None if isinstance(exc, NerveError) else integrity_problem(db.conn)
         db.close()
         if is_damage(exc):  # a header that reads, pages that do not
             raise _LoadFailed(ErrorInfo("DamagedDatabase", str(damaged(path, str(exc), damage_fix(path))))) from exc
@@ -211,10 +211,3 @@ def _open_db(layout: Layout, name: str, folder: Path, specs: list[TableSpec], bl
     return db
 
 
-def _integrity_problem(conn: sqlite3.Connection) -> str | None:
-    """SQLite's first complaint about the file (`PRAGMA quick_check`), or None when it finds none."""
-    try:
-        found = conn.execute("PRAGMA quick_check(1)").fetchone()
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-    return None if found and found[0] == "ok" else f"quick_check: {found[0] if found else 'no answer'}"

@@ -21,6 +21,7 @@ from nerve_cli.home import Layout
 from nerve_cli.ops.client import engine_running
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import STATUSES, iter_logs, open_db, open_readonly
+from nerve_cli.store.sqlitefile import database_problem
 from nerve_cli.vocab.logrows import LogKind
 
 
@@ -153,12 +154,25 @@ def unknown_kinds(logs_path: Path) -> list[UnknownKind]:
     return [UnknownKind(str(s), str(t), n) for s, t, n in counts if (s, t) not in known]
 
 
+def damaged_databases(layout: Layout) -> list[tuple[str, str]]:
+    """Every database under data/ that is not sound (read-only: SQLite's quick_check), as (path in data/, why)."""
+    found = []
+    for path in sorted(layout.data.rglob("*.db")) if layout.data.is_dir() else []:
+        if "archive" in path.relative_to(layout.data).parts:
+            continue
+        problem = database_problem(path)
+        if problem is not None:
+            found.append((str(path.relative_to(layout.data)), problem))
+    return found
+
+
 @dataclass(frozen=True)
 class DoctorReport:
     runs: int  # runs the logs know
     differences: list[Difference]
     fixed: bool
     unknown: list[UnknownKind] = field(default_factory=list)  # log rows of kinds outside the vocabulary
+    damaged: list[tuple[str, str]] = field(default_factory=list)  # (database under data/, what is wrong with it)
 
 
 def doctor(home: Path, fix: bool = False) -> DoctorReport:
@@ -167,12 +181,13 @@ def doctor(home: Path, fix: bool = False) -> DoctorReport:
     rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")
     differences = compare_runs(current_runs(layout.logs_db), rebuilt)
     unknown = unknown_kinds(layout.logs_db)
+    damaged = damaged_databases(layout)
     if not fix or not differences:
-        return DoctorReport(len(rebuilt), differences, False, unknown)
+        return DoctorReport(len(rebuilt), differences, False, unknown, damaged)
     if engine_running(layout.home):
         raise NerveError("an engine is running for this instance; stop it before `nerve doctor --fix` "
                          "(the engine is the only writer of data/logs.db)")
     with InstanceLock(layout.home, "nerve doctor --fix"):
         rebuilt = rebuild_runs(layout.logs_db, layout.archive / "logs")  # again, under the lock
         rewrite_runs(layout.logs_db, rebuilt)
-    return DoctorReport(len(rebuilt), differences, True, unknown)
+    return DoctorReport(len(rebuilt), differences, True, unknown, damaged)
