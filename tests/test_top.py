@@ -259,8 +259,10 @@ workflow = WorkflowDefinition(roles={"writer": writer, "critic": critic, "publis
 
 
 def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) -> None:
+    from textual.widgets import Static
+
     from nerve_cli.ops.workflows.threads import thread_detail
-    from nerve_cli.top.app import NerveTop, ThreadScreen
+    from nerve_cli.top.app import ConfirmScreen, NerveTop, ThreadScreen
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "gated.py").write_text(GATED)
@@ -282,14 +284,33 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ThreadScreen), 5, "the thread screen")
             assert "waiting for a person: Publish the draft?" in text_of(app.screen.query_one("#transcript"))
-            await pilot.press("a")
+            await pilot.press("a")  # the question is shown first, and nothing is sent until it is confirmed
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the confirmation")
+            assert "q1: Publish the draft?" in " ".join(text_of(w) for w in app.screen.query(Static))
+            await pilot.press("y")
             await until(pilot, lambda: status(first) == "completed", 20, f"{first} to resume and complete")
             await until(pilot, lambda: "published: approved" in text_of(app.screen.query_one("#transcript")),
                         5, "the screen to show the resumed rounds")
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, ThreadScreen), 5, "back on the dashboard")
-            # from the dashboard: x rejects the one still waiting
+            # from the dashboard: x with no thread selected answers nothing
+            app.screen.query_one("#senses").focus()
             await pilot.press("x")
+            await until(pilot, lambda: any("select a waiting thread first" in str(n.message)
+                                           for n in app._notifications), 5, "the notice that none is selected")
+            assert status(second) == "waiting"
+            # x on the selected one, refused at the confirmation: still waiting; then confirmed
+            threads = app.screen.query_one("#threads")
+            threads.focus()
+            threads.move_cursor(row=[r[0] for r in table_rows(threads)].index(second))
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the confirmation")
+            await pilot.press("n")
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), 5, "back on the dashboard")
+            assert status(second) == "waiting"
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the confirmation again")
+            await pilot.press("y")
             await until(pilot, lambda: status(second) == "completed", 20, f"{second} to end on the rejection")
             await until(pilot, lambda: {r[0]: r[2] for r in table_rows(app.screen.query_one("#threads"))}
                         == {first: "completed", second: "completed"}, 5, "the table to follow")
@@ -326,7 +347,7 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
     """Tab goes from table to table as the keys say; a new thread shows above the older ones; a waiting
     thread is answered with the engine stopped, as `nerve thread approve` does offline."""
     from nerve_cli.ops.workflows.threads import thread_detail
-    from nerve_cli.top.app import NerveTop
+    from nerve_cli.top.app import ConfirmScreen, NerveTop
 
     (home / "workflows").mkdir(exist_ok=True)
     (home / "workflows" / "gated.py").write_text(GATED)
@@ -356,7 +377,15 @@ def test_a_stopped_dashboard_moves_focus_with_tab_lists_threads_newest_first_and
             assert third.returncode == 5, third.stderr  # it waits for an event
             await until(pilot, lambda: [(r[0], r[2]) for r in table_rows(threads)] == [
                 ("run-3", "waiting ⏸"), ("run-2", "waiting ✋"), ("run-1", "waiting ✋")], 10, "what each waits for")
-            await pilot.press("a")  # the first waiting for a person: run-2 (not run-3), written for the next start
+            await pilot.press("a")  # nothing selected in the threads table: nothing is answered
+            await until(pilot, lambda: any("select a waiting thread first" in str(n.message)
+                                           for n in app._notifications), 5, "the notice that none is selected")
+            await pilot.press("tab")
+            assert app.focused is threads
+            threads.move_cursor(row=1)  # run-2, written for the next start once confirmed
+            await pilot.press("a")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the confirmation")
+            await pilot.press("y")
             try:
                 await until(pilot, lambda: thread_detail(logs_db, "run-2")["status"] == "queued", 10, "the answer")
             except AssertionError as exc:  # seen once under load: say what the dashboard said

@@ -11,6 +11,7 @@ from pathlib import Path
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
 
 from nerve_cli.ops.client import request
+from nerve_cli.store.answers import Answer
 
 GATED = textwrap.dedent('''
     from nerve_cli.sdk import END, PERSON, RoleResult, WorkflowDefinition, ask_person
@@ -89,7 +90,8 @@ def test_a_waiting_thread_survives_a_restart_and_approve_resumes_it_with_the_not
     person, published = shown["messages"][3], shown["messages"][4]
     assert (person["content"], person["round"]) == ("ship it, fix the typo", None)  # not a round
     assert person["meta"] == {"decision": "approve", "approved": True, "note": "ship it, fix the typo",
-                              "by": "Ada Lovelace", "via": "nerve thread approve"}  # who, then how
+                              "by": "Ada Lovelace", "via": "nerve thread approve",  # who, then how
+                              "question": "q1", "settles": True}  # the question it settled
     assert published["content"] == "published with the note: ship it, fix the typo"
     assert published["round"] == 3 and shown["rounds"] == 3
     assert [e["type"] for e in shown["events"]] == [
@@ -113,7 +115,8 @@ def test_a_waiting_thread_holds_no_slot_and_reject_ends_it_as_the_moderator_deci
         answer = nerve("thread", "reject", first, "--note", "too long", "--json", home=home)
         assert answer.returncode == 0, answer.stderr
         assert json.loads(answer.stdout) == {"version": 1, "run_id": first, "decision": "reject",
-                                             "status": "started", "via": "engine"}
+                                             "status": "started", "via": "engine", "answered": ["q1"],
+                                             "settled": ["q1"], "open": [], "resumes": True}
         wait_for(lambda: thread_statuses(home).get(first) == "completed", 20, what="the rejected thread to end")
         again = nerve("thread", "approve", first, home=home)
         assert again.returncode == 1 and "run-1 is completed, not waiting" in again.stderr
@@ -218,13 +221,13 @@ def test_thread_timeout_counts_running_time_not_the_wait_and_a_waiting_thread_ca
         await async_wait_for(lambda: status_of(logs, first) == "waiting", 20, "the first thread to wait")
         await asyncio.sleep(2.2)  # longer than thread_timeout, spent waiting for a person
         assert status_of(logs, first) == "waiting"
-        assert mgr.answer(first, "approve", None, "test")["status"] == "started"
+        assert mgr.answer(Answer(first, "approve", "test", "test"))["status"] == "started"
         await async_wait_for(lambda: status_of(logs, first) in ("completed", "failed"), 20, "the first to end")
         # a short wait, then a role that runs past the first start's deadline but within its own
         third = mgr.launch("w", "1.4", None, {})["run_id"]
         await async_wait_for(lambda: status_of(logs, third) == "waiting", 20, "the third thread to wait")
         await asyncio.sleep(1.0)
-        mgr.answer(third, "approve", None, "test")
+        mgr.answer(Answer(third, "approve", "test", "test"))
         await async_wait_for(lambda: status_of(logs, third) in ("completed", "failed"), 20, "the third to end")
         second = mgr.launch("w", "0", None, {})["run_id"]
         await async_wait_for(lambda: status_of(logs, second) == "waiting", 20, "the second thread to wait")

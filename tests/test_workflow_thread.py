@@ -365,7 +365,8 @@ def test_a_role_asking_a_person_persists_the_question_and_waits() -> None:
     outcome = asyncio.run(run_thread(defn, fresh(), persist, ThreadContext(clock=lambda: 5)))
     assert (outcome.status, outcome.reason) == ("waiting", "Publish this draft?")
     assert [(seq, m.role, m.content, dict(m.meta)) for seq, m in persisted] == [
-        (1, "critic", "Publish this draft?", {"score": 7, "ask_person": True})]
+        (1, "critic", "Publish this draft?", {"score": 7, "ask_person": True, "questions": [
+            {"id": "q1", "question": "Publish this draft?", "schema": None}]})]
     # run again from the persisted chain without an answer: still waiting, no role called
     again = asyncio.run(run_thread(defn, outcome.messages, persist, ThreadContext()))
     assert (again.status, again.reason, len(persisted)) == ("waiting", "Publish this draft?", 1)

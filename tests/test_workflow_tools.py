@@ -138,7 +138,10 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
         shown = thread_show(thread_detail(home / "data" / "logs.db", refused))
         # the question: the call, then what the model said with it
         assert shown["question"].splitlines()[0] == 'Allow the tool call deploy({"env":"prod"})?'
-        assert shown["waiting_for"] == {"kind": "person", "question": shown["question"], "schema": None}
+        asked = shown["waiting_for"]["questions"]
+        assert shown["waiting_for"] == {"kind": "person", "question": shown["question"], "schema": None,
+                                        "questions": asked}
+        assert [(q["id"], q["call"]["name"], q["approvals"]) for q in asked] == [("q1", "deploy", [])]
         answer_thread(home, refused, "reject", "not on a Friday", via="nerve thread reject")
         wait_for(lambda: status(refused) == "completed", 30, what="the refused thread to end")
         assert _tool_results(_messages(home, refused)[-1]["content"]) == ["Rejected by a person: not on a Friday"]
@@ -213,7 +216,7 @@ def test_an_approval_in_a_round_that_cannot_wait_is_refused_and_the_model_is_tol
     asked = _run(role, _calls(("deploy", {"env": "prod"})))
     assert isinstance(asked, AskPerson)
     assert asked.content.splitlines()[0] == 'Allow the tool call deploy({"env":"prod"})?'
-    assert calls == ["dev"] and asked.meta["tool_approval"]["call"]["arguments"] == {"env": "prod"}
+    assert calls == ["dev"] and asked.meta["tool_approval"]["calls"][0]["arguments"] == {"env": "prod"}
 
 
 def test_tool_calls_count_against_the_roles_timeout(llm_home: Path) -> None:

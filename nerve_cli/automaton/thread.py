@@ -34,6 +34,7 @@ from nerve_cli.automaton.model import (
     is_round,
     rounds_used,
 )
+from nerve_cli.automaton.questions import next_id
 from nerve_cli.automaton.waits import WaitForEvent, pending_wait, tool_continuation, wait_meta
 from nerve_cli.clock import now_ms
 from nerve_cli.vocab.states import ThreadStatus
@@ -132,11 +133,13 @@ def check_choice(choice: Any, roles: Mapping[str, Any]) -> str | None:
     return None
 
 
-def to_message(role: str, result: Any, timestamp: int, round_started: int | None = None) -> WorkflowMessage | str:
+def to_message(role: str, result: Any, timestamp: int, round_started: int | None = None,
+               first_question: int = 1) -> WorkflowMessage | str:
     """The role's result as the next link of the chain, or why it cannot be one.
 
     A result that waits (a person, an event) gets the wait in its meta; an event wait counts the events
-    committed from `round_started` (default: `timestamp`) on.
+    committed from `round_started` (default: `timestamp`) on; a person's questions are numbered from
+    `q{first_question}` (the thread's questions so far + 1).
     """
     if not isinstance(result, RoleResult):
         return f"role {role!r} returned {_name(result)}, expected RoleResult(content, meta)"
@@ -155,7 +158,7 @@ def to_message(role: str, result: Any, timestamp: int, round_started: int | None
                 f"carries at most {MAX_PAYLOAD:,} bytes ({MAX_PAYLOAD / 2**20:.1f} MiB). Keep large data in a file "
                 "or a sense's table and put its path or a summary in the message")
     if waits(result):
-        wait_meta(result, meta, timestamp if round_started is None else round_started)
+        wait_meta(result, meta, timestamp if round_started is None else round_started, first_question)
     return WorkflowMessage(role, result.content, meta, timestamp)
 
 
@@ -260,7 +263,7 @@ async def run_thread(
         refused = last_round_refusal(choice, result, rounds, limit) if waits(result) else None
         if refused is not None:
             return Outcome(FAILED, refused, tuple(chain))
-        message = to_message(choice, result, ctx.clock(), began)
+        message = to_message(choice, result, ctx.clock(), began, next_id(chain) if waits(result) else 1)
         if isinstance(message, str):
             return Outcome(FAILED, message, tuple(chain))
         await persist(len(chain), message)

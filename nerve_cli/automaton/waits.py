@@ -27,35 +27,43 @@ from nerve_cli.automaton.model import (
     ANSWER_SCHEMA,
     ASKS_PERSON,
     EVENT,
-    PERSON,
     TOOL,
     M,
     RoleResult,
     WorkflowMessage,
-    asks_person,
     is_round,
 )
+from nerve_cli.automaton.questions import QUESTIONS, TOOL_APPROVAL, Question, build, open_questions, settled
 from nerve_cli.names import channel_problem
 from nerve_cli.vocab.states import WaitKind
 
 WAITS_FOR_EVENT = "wait_for_event"  # meta key of a role's message that waits for an event: the EventWait
-TOOL_APPROVAL = "tool_approval"  # meta key of a role's question asking a person to allow one tool call
 MAX_TIMEOUT = 366 * 86400.0  # a wait longer than a year is a mistake (and would overflow a timer)
 SHOWN_PAYLOAD = 2000  # characters of an event's payload shown in the content of the message it becomes
 
 
 @dataclass(frozen=True)
 class PersonWait:
-    """The thread waits for `nerve thread approve|reject` (with an answer matching `schema`, when it has one)."""
+    """The thread waits for `nerve thread approve|reject`: its open `questions` (each with its id; an answer
+    matching its schema, when it has one). `question` and `schema`: the one open question's, or a summary."""
 
     question: str
     schema: Mapping[str, Any] | None = None
+    questions: tuple[Question, ...] = ()
+
+    @classmethod
+    def of(cls, questions: Sequence[Question]) -> PersonWait:
+        if len(questions) == 1:
+            return cls(questions[0].text, questions[0].schema, tuple(questions))
+        heads = "; ".join(f"{q.id}: {(q.text.strip().splitlines() or [''])[0]}" for q in questions)
+        return cls(f"{len(questions)} questions: {heads}", None, tuple(questions))
 
     def describe(self) -> str:
         return self.question
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": WaitKind.PERSON.value, "question": self.question, "schema": self.schema}
+        return {"kind": WaitKind.PERSON.value, "question": self.question, "schema": self.schema,
+                "questions": [q.to_dict() for q in self.questions]}
 
 
 @dataclass(frozen=True)
@@ -137,18 +145,21 @@ def pending_wait(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any
     last = messages[-1]
     role, content, meta = ((last.role, last.content, last.meta) if isinstance(last, WorkflowMessage)
                            else (last.get("role"), last.get("content"), last.get("meta")))
-    if not isinstance(meta, Mapping) or not is_round(role):
+    if not isinstance(meta, Mapping):
         return None
-    if asks_person(last):
-        schema = meta.get(ANSWER_SCHEMA)
-        return PersonWait(str(content), schema if isinstance(schema, Mapping) else None)
+    open_ = open_questions(messages)
+    if open_:
+        return PersonWait.of(open_)
+    if not is_round(role):
+        return None
     if WAITS_FOR_EVENT in meta:
         return EventWait.from_dict(meta[WAITS_FOR_EVENT])
     return None
 
 
-def wait_meta(result: RoleResult[Any], meta: dict[str, Any], round_started_ms: int) -> None:
-    """Mark the meta of a role's message that waits (the round began at `round_started_ms`)."""
+def wait_meta(result: RoleResult[Any], meta: dict[str, Any], round_started_ms: int, first_question: int = 1) -> None:
+    """Mark the meta of a role's message that waits (the round began at `round_started_ms`; its questions
+    are numbered from `q{first_question}`)."""
     if isinstance(result, WaitForEvent):
         wait = EventWait(result.wait.source, result.wait.match, result.wait.timeout_s, round_started_ms)
         meta[WAITS_FOR_EVENT] = wait.to_dict()
@@ -157,6 +168,7 @@ def wait_meta(result: RoleResult[Any], meta: dict[str, Any], round_started_ms: i
         schema = getattr(result, "schema", None)
         if schema is not None:
             meta[ANSWER_SCHEMA] = schema
+        meta[QUESTIONS] = build(meta, result.content, first_question)
 
 
 def event_message(wait: EventWait, event_id: int, kind: str, ts: int, payload: Any, timestamp: int) -> WorkflowMessage:
@@ -242,32 +254,44 @@ def _duration(seconds: float) -> str:
 
 
 def tool_continuation(messages: Sequence[WorkflowMessage], clock: Callable[[], int]) -> tuple[str, WorkflowMessage] | None:
-    """(role, note) when the chain must go back to the role that asked a person to allow a tool call.
+    """(role, note) when the chain must go back to the role that asked a person to allow tool calls.
 
-    A person answered the role's question about a tool call: that role is
-    called again at once (its moderator is not asked), after `note` — a TOOL
-    message saying what was decided — is persisted, so the call runs at most
-    once: a note at the end of the chain means the role began acting on the
-    decision and never answered (its worker stopped); the next note says the
-    call is not run again. None otherwise.
+    A person settled every question of the role's round (one per tool call, answered in any order): that
+    role is called again at once (its moderator is not asked), after `note` — a TOOL message saying what was
+    decided for each call — is persisted, so each call runs at most once: a note at the end of the chain
+    means the role began acting on the decisions and never answered (its worker stopped); the next note
+    says the approved calls are not run again. None otherwise.
     """
-    if len(messages) >= 2 and messages[-1].role == PERSON and TOOL_APPROVAL in messages[-2].meta \
-            and asks_person(messages[-2]):
-        ask, answer = messages[-2], messages[-1]
-        call = dict(ask.meta[TOOL_APPROVAL].get("call") or {})
-        decision = "approve" if answer.meta.get("approved") else "reject"
-        meta = {"role": ask.role, "call": call, "decision": decision, "note": answer.meta.get("note"),
-                "by": answer.meta.get("by"), "via": answer.meta.get("via"), "interrupted": False}
-        done = "approved" if decision == "approve" else "rejected"
-        return ask.role, WorkflowMessage(TOOL, f"{done}: {_call_text(call)}", meta, clock())
+    done = settled(messages)
+    if done is not None:
+        index, answers = done
+        ask = messages[index]
+        if TOOL_APPROVAL in ask.meta:
+            decisions: list[dict[str, Any]] = [{"call": dict(q.call or {}), "question": q.id,
+                          "decision": "approve" if vote.meta.get("approved") else "reject",
+                          "note": vote.meta.get("note"), "by": vote.meta.get("by"), "via": vote.meta.get("via")}
+                         for q, vote in answers]
+            meta = {"role": ask.role, "decisions": decisions, "interrupted": False}
+            text = "; ".join(f"{'approved' if d['decision'] == 'approve' else 'rejected'}: {_call_text(d['call'])}"
+                             for d in decisions)
+            return ask.role, WorkflowMessage(TOOL, text, meta, clock())
     if messages and messages[-1].role == TOOL and isinstance(messages[-1].meta.get("role"), str):
         last = messages[-1]
         meta = {**last.meta, "interrupted": True}
-        text = (f"not run again: {_call_text(last.meta.get('call') or {})} was "
-                f"{'approved' if last.meta.get('decision') == 'approve' else 'answered'} and its role stopped "
-                "before it answered (its worker stopped)")
+        shown = [_call_text(d.get("call") or {}) for d in note_decisions(last.meta)]
+        text = (f"not run again: {', '.join(shown)} answered and its role stopped before it answered "
+                "(its worker stopped)")
         return last.meta["role"], WorkflowMessage(TOOL, text, meta, clock())
     return None
+
+
+def note_decisions(note: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The decisions of a TOOL note: one per call (a note from before several calls has one)."""
+    decisions = note.get("decisions")
+    if isinstance(decisions, list):
+        return [d for d in decisions if isinstance(d, Mapping)]
+    return [{"call": note.get("call") or {}, "decision": note.get("decision"), "note": note.get("note"),
+             "by": note.get("by"), "via": note.get("via")}]
 
 
 def _call_text(call: Mapping[str, Any]) -> str:

@@ -97,10 +97,20 @@ Answer = Annotated[Optional[str], typer.Option("--answer", help="A structured an
                                                "question); the moderator reads it in the answer's meta[\"answer\"].")]
 
 
+Question = Annotated[Optional[str], typer.Option("--question", "-q", help="The id of the one question to answer "
+                                                  "(q1, q2, ...: `nerve thread show` lists them); default: every "
+                                                  "open question of the thread.")]
+
+
 @app.command("approve")
-def approve(run_id: WaitingRun, note: Note = None, answer: Answer = None, home: HomeOption = None,
-            json_: JsonOption = False) -> None:
+def approve(run_id: WaitingRun, note: Note = None, answer: Answer = None, question: Question = None,
+            home: HomeOption = None, json_: JsonOption = False) -> None:
     """Approve a thread that waits for a person; it resumes with your answer as its next message.
+
+    A round may ask several questions (one per tool call a model asked to run), each
+    with its id: answer them one by one with --question ID, in any order, or all at
+    once without it. The thread resumes once every question is settled: by a
+    rejection, or by the approvals its workflow's `approvers:` ask for.
 
     The answer is a message from role `__person__` with meta {"decision": "approve",
     "approved": true, "note": ..., "answer": ...}. A question that declares a JSON
@@ -112,24 +122,29 @@ def approve(run_id: WaitingRun, note: Note = None, answer: Answer = None, home: 
     Example: nerve thread approve run-7 --note "ship it, but fix the typo"
 
     Example: nerve thread approve run-8 --answer '{"env": "staging", "replicas": 2}'
+
+    Example: nerve thread approve run-9 --question q2
     """
-    _answer(run_id, "approve", note, answer, home, json_)
+    _answer(run_id, "approve", note, answer, question, home, json_)
 
 
 @app.command("reject")
-def reject(run_id: WaitingRun, note: Note = None, answer: Answer = None, home: HomeOption = None,
-           json_: JsonOption = False) -> None:
+def reject(run_id: WaitingRun, note: Note = None, answer: Answer = None, question: Question = None,
+           home: HomeOption = None, json_: JsonOption = False) -> None:
     """Reject a thread that waits for a person; it resumes and its moderator decides what follows.
 
     Like approve, with meta {"decision": "reject", "approved": false, "note": ...}.
+    A rejection settles its question at once, whatever `approvers:` ask.
 
     Example: nerve thread reject run-7 --note "too long; cut it to 3 bullets"
+
+    Example: nerve thread reject run-9 --question q3 --note "not prod on a Friday"
     """
-    _answer(run_id, "reject", note, answer, home, json_)
+    _answer(run_id, "reject", note, answer, question, home, json_)
 
 
-def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str], home: Optional[Path],
-            json_: bool) -> None:
+def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str], question: Optional[str],
+            home: Optional[Path], json_: bool) -> None:
     from nerve_cli.automaton.model import NO_ANSWER
     from nerve_cli.cli import output
     from nerve_cli.contract.threads import answer
@@ -138,12 +153,17 @@ def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str]
     from nerve_cli.store.events import parse_payload_text
 
     data = NO_ANSWER if text is None else parse_payload_text(text, "the answer")
-    result = answer_thread(require_instance(home), run_id, decision, note, via=f"nerve thread {decision}", data=data)
+    result = answer_thread(require_instance(home), run_id, decision, note, via=f"nerve thread {decision}", data=data,
+                           question=question)
     if json_:
         output.print_json(answer(result))
         return
-    done = "approved" if decision == "approve" else "rejected"
-    if result["via"] == "offline":
+    done = ("approved" if decision == "approve" else "rejected") + (
+        f" ({', '.join(result['answered'])})" if result.get("answered") else "")
+    if result.get("open"):
+        output.info(f"{result['run_id']} {done}; it waits on for {', '.join(result['open'])} "
+                    f"(`nerve thread show {result['run_id']}` lists them)", style="green")
+    elif result["via"] == "offline":
         output.info(f"{result['run_id']} {done}; no engine is running: it resumes at the next `nerve run`",
                     style="green")
     elif result["status"] == "started":

@@ -144,7 +144,14 @@ def thread_header(d: dict) -> None:
             output.info(f"{e.get('role')}: attempt {e.get('attempt')}/{e.get('attempts')} failed at "
                         f"{output.when(event['time_ms'], millis=True)}: {e.get('reason')}; retried after "
                         f"{e.get('retry_in_s')}s", style="yellow")
-    if d.get("question"):
+    questions = (d.get("waiting_for") or {}).get("questions") or []
+    if len(questions) > 1:  # several questions: each is answered on its own, in any order
+        output.show(output.table("open questions", ["id", "question", "approvals"],
+                                 [(q["id"], q["question"], ", ".join(q.get("approvals") or []) or "-")
+                                  for q in questions]))
+        output.info(f"answer each with `nerve thread approve|reject {d['run_id']} --question ID [--note TEXT]`, "
+                    "or all at once without --question", style="magenta")
+    elif d.get("question"):
         data = " --answer JSON" if (d.get("waiting_for") or {}).get("schema") else ""
         output.info(f"answer with `nerve thread approve {d['run_id']}{data} [--note TEXT]` or "
                     f"`nerve thread reject {d['run_id']} [--note TEXT]`", style="magenta")

@@ -312,6 +312,16 @@ class ChannelConfig(_Model):
         return self
 
 
+PersonName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ApproverRule(_Model):
+    """`approvers: {names: [ada, bob, cy], count: 2}`: two of these three settle a question."""
+
+    names: list[PersonName] = Field(default_factory=list)
+    count: StrictInt = Field(default=1, ge=1, le=20)
+
+
 class WorkflowConfig(_Model):
     concurrency: StrictInt = Field(default=1, ge=1)
     overflow: Literal["drop", "queue"] = "queue"
@@ -327,6 +337,19 @@ class WorkflowConfig(_Model):
     model: ModelId | None = None  # llm model id or alias for model-backed roles (overridden by the role)
     system: str | None = None  # system prompt for model-backed roles (overridden by the role)
     enabled: StrictBool = True
+    # who settles a person's question: a count of distinct people, the names who may answer, or both
+    approvers: Annotated[StrictInt, Field(ge=1, le=20)] | list[PersonName] | ApproverRule | None = None
+    self_approval: StrictBool = True  # false: the person who started a thread may not approve its questions
+
+    def approval_count(self) -> int:
+        """Distinct approvals that settle a question (1 unless `approvers` asks for more)."""
+        rule = self.approvers
+        return rule if isinstance(rule, int) else rule.count if isinstance(rule, ApproverRule) else 1
+
+    def approver_names(self) -> list[str]:
+        """The only people who may answer (empty: anyone)."""
+        rule = self.approvers
+        return list(rule) if isinstance(rule, list) else list(rule.names) if isinstance(rule, ApproverRule) else []
 
 
 NATS_SCHEMES = ("nats", "tls", "ws", "wss")

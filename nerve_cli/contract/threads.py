@@ -89,7 +89,9 @@ def waiting_for(d: dict[str, Any]) -> dict[str, Any] | None:
         return {"kind": WaitKind.PERSON.value, "question": d["question"], "schema": None} if asked else None
     if wait.get("kind") != WaitKind.EVENT:
         schema = wait.get("schema") if isinstance(wait.get("schema"), dict) else None
-        return {"kind": WaitKind.PERSON.value, "question": wait.get("question") or d.get("question") or "", "schema": schema}
+        questions = wait.get("questions") if isinstance(wait.get("questions"), list) else []
+        return {"kind": WaitKind.PERSON.value, "question": wait.get("question") or d.get("question") or "", "schema": schema,
+                "questions": questions}
     timeout, since = wait.get("timeout_s"), d.get("waiting_since_ts")
     until = since + round(timeout * 1000) if timeout is not None and since is not None else None
     match = wait.get("match") if isinstance(wait.get("match"), dict) else {}
@@ -101,7 +103,8 @@ def waiting_for(d: dict[str, Any]) -> dict[str, Any] | None:
 def answer(result: dict[str, Any]) -> dict[str, Any]:
     """`thread approve|reject`: the answer given, and whether the thread resumed now (engine) or later (offline)."""
     return {"version": VERSION, "run_id": result["run_id"], "decision": result["decision"],
-            "status": result["status"], "via": result["via"]}
+            "status": result["status"], "via": result["via"],
+            **{k: result[k] for k in ("answered", "settled", "open", "resumes") if k in result}}
 
 
 def cancelled(result: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,9 @@ Note = Annotated[str | None, Field(description="the answer the thread's moderato
 StructuredAnswer = Annotated[JsonValue, Field(description="a structured answer (any JSON value but null), checked "
                                                           "against the JSON Schema the question declared (show_thread: "
                                                           "waiting_for.schema)")]
+QuestionId = Annotated[str | None, Field(description="the id of the one question to answer (show_thread: "
+                                                     "waiting_for.questions[].id); default: every open question",
+                                         max_length=40)]
 Reason = Annotated[str | None, Field(description="why it is cancelled: kept as the thread's reason", max_length=2000)]
 FromRound = Annotated[int | None, Field(description="start from the old thread's messages up to this round (0: its "
                                                     "prompt alone)", ge=0, le=100000)]
@@ -272,17 +275,18 @@ def build(home: Path) -> MCPServer:
         return call(tools.start_thread, workflow, prompt, max_rounds, client_name(ctx))
 
     @app.tool(title="Approve a waiting thread", annotations=ACT)
-    def approve_thread(run_id: RunId, ctx: Context, note: Note = None,
-                       answer: StructuredAnswer = None) -> document("thread-answer"):
+    def approve_thread(run_id: RunId, ctx: Context, note: Note = None, answer: StructuredAnswer = None,
+                       question: QuestionId = None) -> document("thread-answer"):
         """Approve a thread waiting for a person; the note (and the structured answer, when its question declares
-        a JSON Schema: see show_thread's waiting_for.schema) is the next message its moderator sees."""
-        return call(tools.answer_thread, run_id, "approve", note, client_name(ctx), answer)
+        a JSON Schema: see show_thread's waiting_for.schema) is the next message its moderator sees. A round
+        asking several questions (show_thread's waiting_for.questions) resumes once every one is settled."""
+        return call(tools.answer_thread, run_id, "approve", note, client_name(ctx), answer, question)
 
     @app.tool(title="Reject a waiting thread", annotations=ACT)
-    def reject_thread(run_id: RunId, ctx: Context, note: Note = None,
-                      answer: StructuredAnswer = None) -> document("thread-answer"):
+    def reject_thread(run_id: RunId, ctx: Context, note: Note = None, answer: StructuredAnswer = None,
+                      question: QuestionId = None) -> document("thread-answer"):
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
-        return call(tools.answer_thread, run_id, "reject", note, client_name(ctx), answer)
+        return call(tools.answer_thread, run_id, "reject", note, client_name(ctx), answer, question)
 
     @app.tool(title="Cancel a thread",
               annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))

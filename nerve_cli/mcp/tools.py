@@ -145,11 +145,13 @@ class Tools:
         return {"version": VERSION, "run_id": answer["run_id"], "status": answer["status"]}
 
     def answer_thread(self, run_id: str, decision: str, note: str | None = None, client: str | None = None,
-                      answer: Any = None) -> dict[str, Any]:
-        """`nerve thread approve|reject run-N [--answer JSON] --json`: through the engine, or written for the next
-        start. A null `answer` is no structured answer."""
+                      answer: Any = None, question: str | None = None) -> dict[str, Any]:
+        """`nerve thread approve|reject run-N [--question ID] [--answer JSON] --json`: through the engine, or
+        written for the next start. A null `answer` is no structured answer; a null `question` answers every
+        open question."""
         data = NO_ANSWER if answer is None else answer
-        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client), data=data))
+        return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client), data=data,
+                                                question=question))
 
     def cancel_thread(self, run_id: str, reason: str | None = None, client: str | None = None) -> dict[str, Any]:
         """`nerve thread cancel run-N --json`: through the engine, or written to the log with none running."""

@@ -42,7 +42,7 @@ from typing import Any
 
 from nerve_cli.automaton.context import current_thread
 from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError, WorkflowMessage, ask_person
-from nerve_cli.automaton.waits import TOOL_APPROVAL
+from nerve_cli.automaton.questions import TOOL_APPROVAL, call_question
 from nerve_cli.roles.blocking import in_daemon_thread
 from nerve_cli.roles.llm_env import llm_env
 from nerve_cli.roles.tools import TOOL_CALLS, ToolRound, approval_question, as_spec, resumption
@@ -130,7 +130,7 @@ class LlmRole:
         back = resumption(messages)
         calls = ToolRound(self.tools, self.max_tool_calls, sync=not is_async,
                           can_wait=info.can_wait if info is not None else True,
-                          decision=back.decision if back is not None else None)
+                          decisions=back.decisions if back is not None else None)
         hooks = {"tools": calls.llm_tools(), "before_call": calls.before_call, "options": self.options}
         if back is not None:  # the history ends with the call the person answered: llm runs it first
             history = [llm.parts.Message.from_dict(m) for m in back.history]  # type: ignore[arg-type]
@@ -142,8 +142,8 @@ class LlmRole:
         earlier = back.calls if back is not None else []
         try:
             content = await chain.text() if is_async else await in_daemon_thread(chain.text)
-        except llm.PauseChain as pause:  # a call needs a person's approval: ask, with what it takes to go on
-            return await _ask_about(chain, pause, calls.after(earlier), started, is_async)
+        except llm.PauseChain as pause:  # calls need a person's approval: ask, with what it takes to go on
+            return await _ask_about(chain, pause, calls, earlier, started, is_async)
         meta: dict[str, Any] = {"model": model.model_id, "usage": await _chain_usage(chain, is_async),
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
                                 TOOL_CALLS: calls.after(earlier)}
@@ -181,26 +181,49 @@ def _since(messages: Sequence[WorkflowMessage], conv: Any) -> Sequence[WorkflowM
     return messages
 
 
-async def _ask_about(chain: Any, pause: Any, calls: list[dict[str, Any]], started: float,
+async def _ask_about(chain: Any, pause: Any, calls: ToolRound, earlier: list[dict[str, Any]], started: float,
                      is_async: bool) -> RoleResult[dict[str, Any]]:
-    """The question a paused chain becomes: the call to allow, and llm's history up to it (to go on from)."""
-    import llm
+    """The questions a paused chain becomes: every call of the model's turn that needs a person's approval
+    (one question each, answered in any order), and llm's history up to them (to go on from)."""
+    import llm  # loaded already by resolve_model
 
-    last = chain._responses[-1]  # the response whose tool calls are being run (llm keeps them in order)
-    said = await last.messages() if is_async else last.messages()
-    history = [*last.prompt.messages, *said]
-    if pause.tool_results:  # the calls beside it that ran: their results are part of the history
+    if chain._responses:  # the response whose tool calls were being run (llm keeps them in order)
+        last = chain._responses[-1]
+        said = await last.messages() if is_async else last.messages()
+        history = [*last.prompt.messages, *said]
+    else:  # paused while running the calls a resumed history ends with: that history is where it stands
+        said, history = [], list(chain.prompt.messages)
+    if pause.tool_results:  # the calls beside them that ran: their results are part of the history
         history.append(llm.parts.Message(role="tool", parts=[
             llm.parts.ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
             for r in pause.tool_results]))
     text = "".join(p.text for m in said for p in m.parts if isinstance(p, llm.parts.TextPart))
-    call = pause.tool_call
-    meta = {TOOL_APPROVAL: {"call": {"name": call.name, "arguments": dict(call.arguments or {}),
-                                     "tool_call_id": call.tool_call_id},
+    asked = [{"name": c.name, "arguments": dict(c.arguments or {}), "tool_call_id": c.tool_call_id}
+             for c in _unanswered(history) if calls.asks(c.tool_call_id, c.name, dict(c.arguments or {}))]
+    meta = {TOOL_APPROVAL: {"calls": asked, "questions": [call_question(c) + _said(text) for c in asked],
                             "history": [m.to_dict() for m in history]},
-            TOOL_CALLS: calls, "model": chain.model.model_id, "usage": await _chain_usage(chain, is_async),
+            TOOL_CALLS: calls.after(earlier), "model": chain.model.model_id,
+            "usage": await _chain_usage(chain, is_async),
             "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
-    return ask_person(approval_question(call, text), meta)
+    return ask_person(approval_question(asked, text), meta)
+
+
+def _said(text: str) -> str:
+    return f"\n\n{text.strip()}" if text.strip() else ""
+
+
+def _unanswered(history: Sequence[Any]) -> list[Any]:
+    """The tool calls of the history's last assistant message that no later tool message answers."""
+    import llm  # loaded already by resolve_model
+
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        calls = [p for p in message.parts if isinstance(p, llm.parts.ToolCallPart) and not p.server_executed]
+        if message.role == "assistant" and calls:
+            answered = {p.tool_call_id for m in history[index + 1:] for p in m.parts
+                        if isinstance(p, llm.parts.ToolResultPart)}
+            return [c for c in calls if c.tool_call_id not in answered]
+    return []
 
 
 async def _chain_usage(chain: Any, is_async: bool) -> dict[str, Any]:

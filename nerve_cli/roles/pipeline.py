@@ -64,7 +64,8 @@ def _gate(step: Step, pipeline: Pipeline) -> Role:
     async def role(messages: Sequence[WorkflowMessage]) -> RoleResult[Any]:
         return ask_person(f"Approve step `{step.id}` ({pipeline.why_gated(step)}, risk {step.risk}) — "
                           f"{_described(step)}? Reject to stop the pipeline before it.",
-                          {"step": step.id, "gate": True, "risk": step.risk})
+                          {"step": step.id, "gate": True, "risk": step.risk,
+                           "irreversible": step.irreversible or step.runs_irreversible is not None})
     return role
 
 

@@ -14,14 +14,15 @@ goes on. Calls run inside the role's call, so they count against
 abandons); a round asking for more than `max_tool_calls` fails the thread.
 
 A call needing approval (`approval=True`, or a function of the call's
-arguments returning True) is not run: the role stops the thread with the
-proposed call as its question (`ask_person`, meta `tool_approval`). When a
-person answers, the thread goes back to that role at once (its moderator is not
-asked; `workflow.waits.tool_continuation`): approve runs the call — once, even
-across a restart — and the model goes on with its result; reject hands the
-model the person's note as the tool's result. The conversation so far travels
-in the question's meta (llm's message history), so the model resumes where it
-stopped, on any worker.
+arguments returning True) is not run: the role stops the thread with one
+question per such call of the model's turn (`ask_person`, meta `tool_approval`:
+the calls and llm's history; `automaton.questions` numbers them). When a person
+has settled every one, in any order, the thread goes back to that role at once
+(its moderator is not asked; `automaton.waits.tool_continuation`): each
+approved call runs — once, even across a restart — each rejected one hands the
+model the person's note as its result, and the model goes on with every result
+in one call. The conversation so far travels in the question's meta (llm's
+message history), so the model resumes where it stopped, on any worker.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from typing import Any
 import orjson
 
 from nerve_cli.automaton.model import PERSON, TOOL, RoleSetupError, WorkflowMessage
-from nerve_cli.automaton.waits import TOOL_APPROVAL
+from nerve_cli.automaton.questions import TOOL_APPROVAL, call_question
+from nerve_cli.automaton.waits import note_decisions
 from nerve_cli.roles.blocking import in_daemon_thread
 
 TOOL_CALLS = "tool_calls"  # meta key: every tool call of the round
@@ -106,7 +108,7 @@ class Decision:
 
     def outcome(self) -> str | None:
         """What the model gets instead of running the call, or None: run it."""
-        if self.interrupted:
+        if self.interrupted and self.decision == "approve":
             return ("Not run: this call was approved, but the worker stopped while acting on it, so it may "
                     "have run already; it is not run again. Check its effect before trying again.")
         if self.decision != "approve":
@@ -121,12 +123,12 @@ class ToolRound:
     """One round's tool calls: the llm Tools the chain gets, the cap, the record, a decision to apply."""
 
     def __init__(self, specs: Sequence[ToolSpec], cap: int, *, sync: bool, can_wait: bool,
-                 decision: Decision | None = None) -> None:
+                 decisions: Mapping[str, Decision] | None = None) -> None:
         self.specs = {spec.name: spec for spec in specs}
         self.cap = cap
         self.sync = sync
         self.can_wait = can_wait
-        self.decision = decision
+        self.decisions = dict(decisions or {})  # tool_call_id → a person's answer to it
         self.calls: dict[str, dict[str, Any]] = {}  # tool_call_id → its record, in the order they were asked
         self.count = 0
 
@@ -137,7 +139,8 @@ class ToolRound:
     def after(self, earlier: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The round's record following `earlier` ones (a round a person's answer resumed): the call that
         was asked about takes the place of its earlier record."""
-        out = [self.calls.get(str(c.get("id")), c) if isinstance(c, dict) else c for c in earlier]
+        out = [self.calls.get(str(c.get("id"))) or {**c, "earlier": True} if isinstance(c, dict) else c
+               for c in earlier]  # `earlier`: ran (or was asked) in the round's first part, not again now
         shown = {c.get("id") for c in out if isinstance(c, dict)}
         return out + [c for c in self.calls.values() if c.get("id") not in shown]
 
@@ -201,8 +204,8 @@ class ToolRound:
         call = _CALL.get()
         record = self.calls.setdefault(getattr(call, "tool_call_id", None) or f"call-{len(self.calls)}",
                                        {"name": spec.name, "arguments": arguments})
-        decided = self.decision
-        if decided is not None and call is not None and decided.tool_call_id == call.tool_call_id:
+        decided = self.decisions.get(call.tool_call_id) if call is not None else None
+        if decided is not None:
             record["approval"] = {"decision": decided.decision, "by": decided.by, "via": decided.via,
                                   "note": decided.note}
             if decided.interrupted:
@@ -211,12 +214,7 @@ class ToolRound:
             if instead is not None:
                 record["result"] = instead
             return record, instead
-        try:
-            needed = spec.needs_approval(arguments)
-        except Exception as exc:  # a broken approval rule must not let the call through
-            needed = True
-            record["approval_rule_error"] = f"{type(exc).__name__}: {exc}"
-        if not needed:
+        if not self._needs_approval(spec, arguments, record):
             return record, None
         if not self.can_wait:
             instead = ("Not run: this call needs a person's approval, and this round cannot wait for one "
@@ -226,6 +224,29 @@ class ToolRound:
             return record, instead
         record["approval"] = {"decision": "asked"}
         raise llm.PauseChain(f"{spec.name} needs a person's approval")
+
+    def _needs_approval(self, spec: ToolSpec, arguments: dict[str, Any], record: dict[str, Any]) -> bool:
+        try:
+            return spec.needs_approval(arguments)
+        except Exception as exc:  # a broken approval rule must not let the call through
+            record["approval_rule_error"] = f"{type(exc).__name__}: {exc}"
+            return True
+
+    def asks(self, call_id: str | None, name: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call of the paused turn is a question for a person: one that asked already, or one that
+        never started (a sync turn stops at its first question) and needs approval. Its record says so."""
+        record = self.calls.get(call_id or "")
+        if record is not None and (record.get("approval") or {}).get("decision") == "asked":
+            return True
+        spec = self.specs.get(name)
+        if record is not None or spec is None or call_id in self.decisions:
+            return False
+        record = self.calls.setdefault(call_id or f"call-{len(self.calls)}",
+                                       {"id": call_id, "name": name, "arguments": dict(arguments)})
+        if not self._needs_approval(spec, arguments, record):
+            return False
+        record["approval"] = {"decision": "asked"}
+        return True
 
 
 @contextmanager
@@ -261,15 +282,15 @@ def _recordable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Resumption:
-    """What a role needs to go on after a person answered its tool call: the answer and the saved history."""
+    """What a role needs to go on after a person settled its tool calls: the answers and the saved history."""
 
-    decision: Decision
-    history: list[dict[str, Any]]  # llm messages (to_dict) ending in the unanswered call
+    decisions: dict[str, Decision]  # tool_call_id → the person's answer
+    history: list[dict[str, Any]]  # llm messages (to_dict) ending in the unanswered calls
     calls: list[dict[str, Any]]  # the tool calls recorded before it stopped
 
 
 def resumption(messages: Sequence[WorkflowMessage]) -> Resumption | None:
-    """Set when the chain ends with a TOOL note: the role is called back about the call it asked."""
+    """Set when the chain ends with a TOOL note: the role is called back about the calls it asked."""
     if not messages or messages[-1].role != TOOL:
         return None
     note = messages[-1].meta
@@ -279,15 +300,17 @@ def resumption(messages: Sequence[WorkflowMessage]) -> Resumption | None:
         approval = message.meta.get(TOOL_APPROVAL)
         if not isinstance(approval, Mapping):
             return None
-        call = note.get("call") or {}
-        decision = Decision(call.get("tool_call_id"), str(note.get("decision")), note.get("note"), note.get("by"),
-                            note.get("via"), bool(note.get("interrupted")))
-        return Resumption(decision, list(approval.get("history") or []), list(message.meta.get(TOOL_CALLS) or []))
+        decisions = {}
+        for d in note_decisions(note):
+            call = d.get("call") or {}
+            decisions[str(call.get("tool_call_id"))] = Decision(
+                call.get("tool_call_id"), str(d.get("decision")), d.get("note"), d.get("by"), d.get("via"),
+                bool(note.get("interrupted")))
+        return Resumption(decisions, list(approval.get("history") or []), list(message.meta.get(TOOL_CALLS) or []))
     return None
 
 
-def approval_question(call: Any, text: str) -> str:
-    """The question a tool call needing approval becomes."""
-    arguments = orjson.dumps(call.arguments or {}, option=orjson.OPT_NON_STR_KEYS).decode()
-    asked = f"Allow the tool call {call.name}({arguments})?"
+def approval_question(calls: Sequence[Mapping[str, Any]], text: str) -> str:
+    """The question the tool calls needing approval become (one line per call, then what the model said)."""
+    asked = "\n".join(call_question(c) for c in calls)
     return f"{asked}\n\n{text.strip()}" if text.strip() else asked

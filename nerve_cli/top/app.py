@@ -150,20 +150,21 @@ class Dashboard(Screen):
             self.app.push_screen(ThreadScreen(self.app.home, key))  # type: ignore[attr-defined]
 
     async def action_answer(self, decision: str) -> None:
-        """Approve or reject the thread selected in the threads table (the first waiting one if none is)."""
+        """Approve or reject the thread selected in the threads table, and only that one (after showing its
+        question and asking to confirm): with none selected, nothing is answered."""
         table = self.query_one("#threads", DataTable)
         rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
-        asks = lambda run_id: self.waits.get(run_id, (None, None))[0] == WaitKind.PERSON  # noqa: E731
         selected = rows[table.cursor_row] if self.focused is table and rows else None
-        if selected is not None and selected in self.waits and not asks(selected):  # an event: nobody answers it
-            self.app.notify(f"{selected} {self.waits[selected][1] or 'waits for an event'}, not for a person",
+        if selected is None:
+            self.app.notify("select a waiting thread first: tab to the threads table, move to it, then a or x",
                             severity="warning")
             return
-        waiting = selected if selected is not None and asks(selected) else next((r for r in rows if asks(r)), None)
-        if waiting is None:
-            self.app.notify("no thread is waiting for a person", severity="warning")
+        kind, why = self.waits.get(selected, (None, None))
+        if kind != WaitKind.PERSON:
+            self.app.notify(f"{selected} {why or 'waits for an event'}, not for a person" if kind is not None
+                            else f"{selected} is not waiting for a person", severity="warning")
             return
-        await self.app.answer(waiting, decision)  # type: ignore[attr-defined]
+        await self.app.answer(selected, decision)  # type: ignore[attr-defined]
 
     async def action_compute(self) -> None:
         table = self.query_one("#senses", DataTable)
@@ -307,8 +308,48 @@ class ThreadScreen(Screen):
             text += Text(f"\nwaiting for {wait.get('description')}\n", style="bold yellow")
         elif d["status"] == "waiting":
             text += Text(f"\nwaiting for a person: {d.get('question') or ''}\n", style="bold yellow")
-            text += Text("a approves · x rejects (the moderator sees the answer as the next message)\n", style="dim")
+            text += Text("a approves · x rejects, after showing the questions (the moderator sees the answer as the "
+                         "next message)\n", style="dim")
         self.query_one("#transcript", Static).update(text)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """What an answer would settle, shown before it is sent: each open question, the tool call or step it is
+    about and whether it is irreversible. y sends it; n or Escape leaves without answering."""
+
+    BINDINGS = [Binding("y", "yes", "Yes, send it"), Binding("n,escape", "no", "No")]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    #confirm-box { width: 76; height: auto; max-height: 22; border: round $warning; background: $surface; }
+    """
+
+    def __init__(self, run_id: str, decision: str, detail: dict[str, Any]) -> None:
+        super().__init__()
+        self.run_id, self.decision, self.detail = run_id, decision, detail
+
+    def compose(self) -> ComposeResult:
+        wait = waiting_for(self.detail) or {}
+        questions = wait.get("questions") or [{"id": "", "question": self.detail.get("question") or ""}]
+        verb = "Approve" if self.decision == "approve" else "Reject"
+        with VerticalScroll(id="confirm-box"):
+            yield Static(Text(f"{verb} {self.run_id} ({self.detail.get('workflow')})?", style="bold"))
+            for q in questions:
+                text = Text(f"\n{q.get('id') or 'question'}: ", style="bold cyan") + Text(str(q.get("question")))
+                call = q.get("call")
+                if call:
+                    text += Text(f"\ntool call: {call.get('name')}({json.dumps(call.get('arguments') or {})})",
+                                 style="yellow")
+                if q.get("step"):
+                    text += Text(f"\nstep: {q['step']}", style="yellow")
+                text += Text("\nirreversible" if q.get("irreversible") else "", style="bold red")
+                yield Static(text)
+            yield Static(Text("\ny: send it · n: leave it waiting", style="dim"))
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
 
 
 class AnswerScreen(ModalScreen[Any]):
@@ -410,15 +451,27 @@ class NerveTop(App):
             return
 
     async def answer(self, run_id: str, decision: str) -> None:
-        """A person's answer to a waiting thread: through the running engine it resumes at once; with the engine
+        """A person's answer to a waiting thread, once they have seen its questions (the tool calls, the steps,
+        irreversible or not) and confirmed: through the running engine it resumes at once; with the engine
         stopped it is written to the log, as `nerve thread approve` does, and resumes at the next start.
 
-        A question that declares a JSON Schema asks for the answer first (approving needs one)."""
+        A question that declares a JSON Schema asks for the answer after the confirmation (approving needs one)."""
         try:
             detail = await asyncio.to_thread(thread_detail, Layout(self.home).logs_db, run_id)
         except NerveError as exc:
             self.notify(str(exc), severity="error")
             return
+        if detail["status"] != "waiting":
+            self.notify(f"{run_id} is {detail['status']}, not waiting", severity="warning")
+            return
+
+        async def confirmed(yes: bool | None) -> None:
+            if yes:
+                await self._answer_confirmed(run_id, decision, detail)
+
+        self.push_screen(ConfirmScreen(run_id, decision, detail), confirmed)
+
+    async def _answer_confirmed(self, run_id: str, decision: str, detail: dict[str, Any]) -> None:
         schema = (waiting_for(detail) or {}).get("schema")
         if schema is not None and decision == "approve":
             async def answered(data: Any) -> None:  # None: the screen was left without an answer

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from nerve_cli.automaton.model import NO_ANSWER
 from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, SenseConfig, format_duration
 from nerve_cli.config.projection import BindError, Reading
@@ -30,6 +31,7 @@ from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import binding_key, channel_problem, traceparent_problem
 from nerve_cli.roles.llm_env import llm_env
+from nerve_cli.store import answers
 from nerve_cli.store.events import has_backlog
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
@@ -335,8 +337,9 @@ def _origin(given: Any) -> dict[str, str]:
 
 
 async def _answer_thread(engine: Target, request: dict) -> dict:
-    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "note"?, "by"?, "via"?,
-    "answer"?}."""
+    """A person's answer to a waiting thread: {"run_id", "decision": "approve"|"reject", "question"? (its id;
+    none: every open question), "note"?, "by"?, "via"?, "answer"?} → {"run_id", "decision", "status",
+    "answered", "settled", "open", "resumes"}."""
     if engine.workflows is None:
         raise NerveError("workflows are not available in this engine")
     run_id, decision, note = request.get("run_id"), request.get("decision"), request.get("note")
@@ -344,14 +347,18 @@ async def _answer_thread(engine: Target, request: dict) -> dict:
         raise NerveError('answer_thread needs a run_id and a decision, "approve" or "reject"')
     if note is not None and not isinstance(note, str):
         raise NerveError("answer_thread: note must be a string")
+    question = request.get("question")
+    if question is not None and not isinstance(question, str):
+        raise NerveError("answer_thread: question is a question's id (a string such as q2)")
     by = request.get("by")
     if not isinstance(by, str):
         by = "control socket"
-    via = request.get("via") if isinstance(request.get("via"), str) else None
-    if "answer" in request:  # a structured answer (any JSON value), checked against the question's schema
-        return engine.workflows.answer(run_id, decision, note, by[:MAX_ORIGIN_TEXT], via and via[:MAX_ORIGIN_TEXT],
-                                       request["answer"])
-    return engine.workflows.answer(run_id, decision, note, by[:MAX_ORIGIN_TEXT], via and via[:MAX_ORIGIN_TEXT])
+    via = request.get("via")
+    if not isinstance(via, str):
+        via = "control socket"
+    given = answers.Answer(run_id, decision, by[:MAX_ORIGIN_TEXT], via[:MAX_ORIGIN_TEXT], note,
+                           request["answer"] if "answer" in request else NO_ANSWER, question)
+    return engine.workflows.answer(given)
 
 
 async def _cancel_thread(engine: Target, request: dict) -> dict:

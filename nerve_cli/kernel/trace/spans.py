@@ -227,7 +227,7 @@ class Tracing:
     def _tool_calls(self, parent: Span, calls: list[Any], now: int) -> None:
         """The round's tool calls (meta `tool_calls`: id, name, arguments, result or error, duration_ms), laid
         end to end before the round's end by their recorded durations: their own start times are not kept."""
-        records = [c for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        records = [c for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str) and _executed(c)]
         durations = [int(c["duration_ms"] * 1e6) if isinstance(c.get("duration_ms"), (int, float)) else 0
                      for c in records]
         start = now - sum(durations)
@@ -257,6 +257,18 @@ class Tracing:
             span.end()
         self.provider.shutdown()
         self.logger_provider.shutdown()
+
+
+def _executed(call: dict[str, Any]) -> bool:
+    """A call that ran in this part of the round: not one waiting for a person, rejected, refused, not run
+    again after an interruption, or recorded again from the part before a person's answer (`earlier`)."""
+    given = call.get("approval")
+    approval: dict[str, Any] = given if isinstance(given, dict) else {}
+    if call.get("earlier") or approval.get("interrupted"):
+        return False
+    if approval and approval.get("decision") != "approve":
+        return False
+    return "result" in call or "error" in call
 
 
 def _error_attributes(error: dict[str, Any] | None, outcome: Outcome) -> dict[str, Any]:

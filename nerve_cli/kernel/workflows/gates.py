@@ -22,17 +22,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from nerve_cli.automaton.answers import answer_problems
-from nerve_cli.automaton.model import NO_ANSWER, WorkflowMessage, person_answer
+from nerve_cli.automaton.model import WorkflowMessage
 from nerve_cli.automaton.waits import EventWait, PersonWait, pending_wait
 from nerve_cli.config.model import WorkflowConfig, format_duration
-from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
-from nerve_cli.store.logs import now_ms, query_logs, workflow_runs
-from nerve_cli.store.runs import persisted_chain, queued_request
+from nerve_cli.store import answers
+from nerve_cli.store.logs import now_ms
+from nerve_cli.store.runs import queued_request
 from nerve_cli.vocab.states import ThreadStatus
 
 WAITING = ThreadStatus.WAITING
@@ -115,29 +112,37 @@ def resume(journal: Journal, kind: Kind, thread: Thread, message: WorkflowMessag
     return True
 
 
-def answer(journal: Journal, kind: Kind, thread: Thread, decision: str, note: str | None, by: str,
-           via: str | None = None, data: Any = NO_ANSWER) -> None:
-    """A person's answer (`by` who gave it, `via` how it came, `data` a structured one): appended to the chain,
-    the thread queued again.
+class _JournalRows:
+    """The store-level answer path's rows, through the engine's journal (its thread follows in memory)."""
 
-    ValueError, with nothing written, for a thread that waits for an event, a decision that is neither
-    approve nor reject, or an answer the question's schema refuses (every problem listed).
-    """
-    if isinstance(thread.wait, EventWait):
-        raise ValueError(f"{thread.run_id} waits for an event ({thread.wait.describe()}), not for a person; "
-                         f"`nerve emit {thread.wait.source} ...` resumes it")
-    schema = thread.wait.schema if isinstance(thread.wait, PersonWait) else None
-    if schema is not None and data is NO_ANSWER and decision == "approve":
-        raise ValueError(f"{thread.run_id}'s question asks for an answer matching its JSON Schema; give it with "
-                         f"--answer JSON (schema: {orjson.dumps(schema).decode()[:300]})")
-    if schema is not None and data is not NO_ANSWER:
-        problems = answer_problems(schema, data)
-        if problems:
-            raise ValueError(f"the answer does not match {thread.run_id}'s question's JSON Schema: "
-                             + "; ".join(problems) + "; nothing was written")
-    message = person_answer(decision, note, by, now_ms(), via, data)
-    detail: dict[str, Any] = {"answer": decision, "by": by, **({"via": via} if via is not None else {})}
-    resume(journal, kind, thread, message, detail)
+    def __init__(self, journal: Journal, kind: Kind, thread: Thread) -> None:
+        self.journal, self.kind, self.thread = journal, kind, thread
+
+    def message(self, seq: int, message: dict[str, Any]) -> None:
+        self.journal.message(self.thread, seq, message)
+
+    def queued(self, **detail: Any) -> None:
+        thread = self.thread
+        _unpark(self.kind, thread)
+        self.journal.status(thread, ThreadStatus.QUEUED, prompt=thread.prompt, max_rounds=thread.max_rounds,
+                            origin=thread.origin, **detail)
+        thread.waiting_since = None
+        thread.started_ms = None
+        thread.resumed = True
+
+
+def answer(journal: Journal, kind: Kind, thread: Thread, given: answers.Answer,
+           cfg: WorkflowConfig | None) -> answers.Recorded:
+    """A person's answer through the one answer path (`store.answers`): its votes appended to the chain;
+    once every question of the round is settled the thread is queued again (`resumes`), else it waits on
+    for the open ones. ValueError, nothing written, for an answer that cannot be taken."""
+    if kind.waiting.get(thread.run_id) is not thread:
+        raise ValueError(f"{thread.run_id} is not waiting")
+    chain = [WorkflowMessage.from_dict(m) for m in thread.messages]
+    done = answers.record(chain, given, answers.policy_of(cfg, thread.origin), _JournalRows(journal, kind, thread))
+    if not done.resumes:
+        thread.wait = pending_wait(thread.messages)
+    return done
 
 
 def _unpark(kind: Kind, thread: Thread) -> None:
@@ -157,30 +162,16 @@ def waiting_thread(logs_path: Path, row: dict) -> Thread:
     request = queued_request(logs_path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
-    try:
-        chain = persisted_chain(logs_path, run_id)
-        thread.wait = pending_wait(chain)
-    except ValueError as exc:
-        raise WorkflowError(f"{run_id} cannot resume: {exc}") from None
-    if thread.wait is None:
-        raise WorkflowError(f"{run_id} is marked waiting but its last message asks nothing; "
-                            "`nerve doctor` shows what its logs say")
+    chain = answers.waiting_chain(logs_path, run_id)
+    thread.wait = pending_wait(chain)
     thread.messages = [m.to_dict() for m in chain]
     if chain:
         thread.max_rounds = int(chain[0].meta.get("maxRounds", thread.max_rounds))
-    rows = query_logs(logs_path, source="workflow", type=WAITING, ref=run_id, limit=1)  # the newest
-    thread.waiting_since = rows[0]["ts"] if rows else row["ts"]
+    thread.waiting_since = answers.waiting_since(logs_path, run_id, row["ts"])
     return thread
 
 
-def not_waiting(logs_path: Path, run_id: str, status: str | None) -> WorkflowError:
-    """Why a thread cannot be answered: it is not waiting (or does not exist)."""
-    if status is None:
-        known = [r["run_id"] for r in workflow_runs(logs_path, status=WAITING)]
-        waiting = f"; waiting now: {', '.join(known)}" if known else "; no thread is waiting"
-        return WorkflowError(f"no thread {run_id}{waiting} (see `nerve thread list --status waiting`)")
-    return WorkflowError(f"{run_id} is {status}, not waiting for a person; only a waiting thread can be "
-                         "approved or rejected (see `nerve thread list --status waiting`)")
+not_waiting = answers.not_waiting
 
 
 def is_person(thread: Thread) -> bool:

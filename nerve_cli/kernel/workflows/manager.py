@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.directive import parse_directive
-from nerve_cli.automaton.model import NO_ANSWER, WorkflowMessage, start_message
+from nerve_cli.automaton.model import WorkflowMessage, start_message
 from nerve_cli.automaton.waits import EventWait, event_message, timeout_message
 from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, WorkflowConfig, format_duration
@@ -46,6 +46,7 @@ from nerve_cli.kernel.workflows.journal import Journal, Listener
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.kernel.workflows.spawn import Emit, Spawner
 from nerve_cli.kernel.workflows.waits import EventWaits, Found, Waiter
+from nerve_cli.store import answers
 from nerve_cli.store.events import EventError, store_event
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts, thread_record
@@ -277,28 +278,30 @@ class WorkflowManager:
         self._pump(kind)
         self._flush()
 
-    def answer(self, run_id: str, decision: str, note: str | None, by: str, via: str | None = None,
-               data: Any = NO_ANSWER) -> dict:
-        """A person's answer to a waiting thread: appended to its chain, the thread resumes (or queues).
+    def answer(self, given: answers.Answer) -> dict:
+        """A person's answer to a waiting thread (`store.answers`, the one answer path): its votes appended to
+        the chain; once every open question is settled the thread resumes (or queues).
 
-        WorkflowError when the thread is not waiting. An answered thread is
+        WorkflowError when the thread is not waiting or the answer cannot be taken. An answered thread is
         never dropped by `overflow: drop`: it waits at the head of the queue.
         """
-        kind, thread = self._waiting(run_id)
+        kind, thread = self._waiting(given.run_id)
         cfg = self.config.workflows.get(kind.name)
         if cfg is None:
-            raise WorkflowError(f"{run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
+            raise WorkflowError(f"{given.run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
         try:
-            gates.answer(self.journal, kind, thread, decision, note, by, via, data)
+            done = gates.answer(self.journal, kind, thread, given, cfg)
         except ValueError as exc:
             raise WorkflowError(str(exc)) from None
-        kind.queue.appendleft(thread)  # it was asked before anything queued now: first in line
-        self._pump(kind)  # starts it at once if there is a free slot
+        if done.resumes:
+            kind.queue.appendleft(thread)  # it was asked before anything queued now: first in line
+            self._pump(kind)  # starts it at once if there is a free slot
         self._flush()
-        status = "started" if thread.run_id in kind.running else "queued"
-        done = "approved" if decision == "approve" else "rejected"
-        self.report("info", f"workflow {kind.name}: {run_id} {done} by {by}; {status}")
-        return {"run_id": run_id, "decision": decision, "status": status}
+        status = ("started" if thread.run_id in kind.running else "queued") if done.resumes else "waiting"
+        verb = "approved" if given.decision == "approve" else "rejected"
+        self.report("info", f"workflow {kind.name}: {given.run_id} {' '.join(done.answered)} {verb} by "
+                            f"{given.by}; {status}")
+        return {**done.to_json(), "status": status}
 
     def _waiting(self, run_id: str) -> tuple[Kind, Thread]:
         for kind in self.kinds.values():

@@ -18,6 +18,7 @@ from typing import Any
 from nerve_cli.config.load import load_config
 from nerve_cli.errors import NerveError
 from nerve_cli.home import Layout
+from nerve_cli.instance.git import person
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.roles.llm_env import LlmEnv, llm_env, mismatch
 from nerve_cli.store.lock import InstanceLock
@@ -36,7 +37,8 @@ def run_workflow(home: Path, name: str, prompt: str, max_rounds: int | None,
                  on_event: OnEvent, report: Report) -> dict[str, Any]:
     """Run one thread to its end, or until it waits for a person; returns {"run_id", "status", "reason", "via"}."""
     if engine_running(home):
-        answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds)
+        origin = {"kind": "cli", "by": person(home), "via": "nerve workflow run"}  # who started it (self_approval)
+        answer = request(home, "start_thread", workflow=name, prompt=prompt, max_rounds=max_rounds, origin=origin)
         differs = _llm_differs(home, name, answer.get("llm"))
         if differs:
             report("warn", differs)

@@ -12,6 +12,8 @@ from typing import Any
 
 from nerve_cli.automaton.model import NOT_ROUNDS, is_round
 from nerve_cli.automaton.pipeline import step_states
+from nerve_cli.automaton.questions import Standing, standings
+from nerve_cli.automaton.waits import PersonWait
 from nerve_cli.config.load import load_config
 from nerve_cli.config.pipeline import PipelineError, pipeline_file, read_pipeline
 from nerve_cli.errors import NerveError
@@ -159,8 +161,8 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         "reason": end_payload.get("reason"),
         "error": end_payload.get("error"),
         # a waiting thread: what it asks a person, what it waits for and since when (None otherwise)
-        "question": (waiting["payload"] or {}).get("question") if waiting else None,
-        "waiting_for": (waiting["payload"] or {}).get("waiting_for") if waiting else None,
+        "question": _question(waiting, chain),
+        "waiting_for": _waiting_for(waiting, chain),
         "waiting_since_ts": waiting["ts"] if waiting else None,
         "events": [{"type": r["type"], "ts": r["ts"], "payload": r["payload"] or {}} for r in events],
         "messages": chain,
@@ -168,6 +170,37 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
                                 if status_row else None, chain),
         "damaged_rows": damaged,
     }
+
+
+def _open(chain: list[dict[str, Any]]) -> list[Standing] | None:
+    try:
+        found = standings(chain)
+    except ValueError:  # a message edited by hand: the waiting row's own account is shown
+        return None
+    return None if found is None else [s for s in found if s.open]
+
+
+def _question(waiting: dict | None, chain: list[dict[str, Any]]) -> str | None:
+    """The question the thread waits on: the chain's open ones (answered ones drop out as votes come)."""
+    if waiting is None:
+        return None
+    open_ = _open(chain)
+    return PersonWait.of([s.question for s in open_]).question if open_ else (waiting["payload"] or {}).get("question")
+
+
+def _waiting_for(waiting: dict | None, chain: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the thread waits for; for a person, each open question with its id and who approved it so far."""
+    if waiting is None:
+        return None
+    given = (waiting["payload"] or {}).get("waiting_for")
+    open_ = _open(chain)
+    if not open_:
+        return given
+    wait = PersonWait.of([s.question for s in open_])
+    out = {**wait.to_dict(), "description": wait.describe()}
+    for item, s in zip(out["questions"], open_):
+        item["approvals"] = list(s.approvals)
+    return out
 
 
 def pipeline_steps(home: Path, workflow: str | None, chain: list[dict[str, Any]]) -> list[dict[str, Any]] | None:

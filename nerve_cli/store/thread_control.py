@@ -1,0 +1,84 @@
+"""Cancel or rerun a thread while no engine runs: the rows the engine would write, under the instance lock.
+
+A cancelled thread is `cancelled` at once (a thread left `started` by a stopped
+engine is not running anywhere); a rerun is `queued`, with the chain it starts
+from, and starts at the next `nerve run`. Both record `by` and `via` as the
+engine does; the running engine's own path is its control socket.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nerve_cli.automaton.fork import fork
+from nerve_cli.automaton.model import is_round, rounds_used
+from nerve_cli.clock import now_ms
+from nerve_cli.config.launch import check_request
+from nerve_cli.config.load import load_config
+from nerve_cli.errors import WorkflowError
+from nerve_cli.home import Layout
+from nerve_cli.store.lock import InstanceLock
+from nerve_cli.store.logs import LogStore, workflow_runs
+from nerve_cli.store.runs import persisted_chain, thread_record
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.states import ThreadStatus
+
+
+def cancel_stopped(home: Path, run_id: str, reason: str | None, by: str, via: str) -> dict[str, Any]:
+    """{"run_id", "status": "cancelled", "was"}; WorkflowError when there is no such thread or it ended."""
+    layout = Layout(Path(home))
+    with InstanceLock(layout.home, f"nerve thread cancel {run_id}"):
+        rows = [r for r in workflow_runs(layout.logs_db) if r["run_id"] == run_id]
+        if not rows:
+            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
+        was = ThreadStatus(rows[0]["status"])
+        if not was.live:
+            raise WorkflowError(f"{run_id} is {was}: only a queued, running or waiting thread can be cancelled "
+                                f"(start it again with `nerve thread rerun {run_id}`)")
+        try:
+            rounds = rounds_used(persisted_chain(layout.logs_db, run_id))
+        except ValueError:
+            rounds = 0  # its rounds are not counted; it is cancelled all the same
+        with LogStore(layout.logs_db) as logs:
+            logs.write(logrows.thread_status(run_id, rows[0]["workflow"], ThreadStatus.CANCELLED,
+                                             reason=reason or f"cancelled by {by}", by=by, was=was.value,
+                                             rounds=rounds, via=via))
+    return {"run_id": run_id, "status": ThreadStatus.CANCELLED.value, "was": was.value}
+
+
+def rerun_stopped(home: Path, run_id: str, from_round: int | None, message: str | None, by: str,
+                  via: str) -> dict[str, Any]:
+    """{"run_id" (the new thread), "status": "queued", "rerun_of"}: queued for the next engine, with the chain
+    it starts from. WorkflowError for an unknown thread, a round out of range, an unknown or disabled workflow."""
+    layout = Layout(Path(home))
+    config = load_config(layout.home)
+    with InstanceLock(layout.home, f"nerve thread rerun {run_id}"):
+        try:
+            record = thread_record(layout.home, run_id)
+        except ValueError as exc:
+            raise WorkflowError(f"{run_id} cannot be run again: {exc}") from None
+        if record is None:
+            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
+        try:
+            chain = fork(record.chain, run_id, from_round, message, now_ms())
+        except ValueError as exc:
+            raise WorkflowError(str(exc)) from None
+        _, rounds = check_request(config, record.workflow, record.prompt, record.max_rounds)
+        origin: dict[str, Any] = {"kind": "rerun", "of": run_id, "by": by, "via": via}
+        if from_round is not None:
+            origin.update(from_round=from_round, edited=message is not None)
+        with LogStore(layout.logs_db) as logs:
+            new = logs.allocate_run_id()
+            payload: dict[str, Any] = {"prompt": record.prompt, "max_rounds": rounds, "origin": origin}
+            if record.max_rounds > rounds:
+                payload["requested_max_rounds"] = record.max_rounds
+            logs.write(logrows.thread_status(new, record.workflow, ThreadStatus.QUEUED, **payload))
+            counted = 0
+            for seq, m in enumerate(chain):
+                meta = {**m.meta, "maxRounds": rounds} if seq == 0 else dict(m.meta)
+                counted += is_round(m.role)
+                extra = {"round": counted} if is_round(m.role) else {}  # as the engine's journal numbers them
+                logs.write(logrows.thread_message(new, record.workflow, {**m.to_dict(), "meta": meta}, seq, **extra))
+    return {"run_id": new, "status": ThreadStatus.QUEUED.value, "rerun_of": run_id}
+
