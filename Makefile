@@ -19,10 +19,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) tools
 
-# tmux runs `nerve top` in a real 80x24 terminal in the tests
+# tmux runs `nerve top` in a real 80x24 terminal in the tests; Debian's chromium is the browser the console's tests
+# drive (Playwright with executable_path: no browser is downloaded)
 tools: $(PROMTOOL) $(DATASETTE1)
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } \
 		|| { echo "tmux is needed by the tests: install it (apt-get install tmux)"; exit 1; }
+	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| { echo "chromium is needed by the console's tests: install it (apt-get install chromium)"; exit 1; }
 
 # Datasette 1.0 (a pre-release, pinned) in a venv of its own: `nerve datasette` is tested under it and under the
 # 0.65 the test extra installs, since 1.0 reads its configuration from -c where 0.65 reads metadata

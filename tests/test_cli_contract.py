@@ -192,7 +192,8 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
                                                                     "senses/fresh/migrations/0001_init.sql")
     assert check.cli("migrate", "sense", "migrate", "fresh", "--json")["senses"][0]["file"] is None  # up to date
     # sense-compute and workflow-run are checked above (as subprocesses); fleet in test_fleet.py, with a nats-server
-    assert check.kinds >= set(CLI_KINDS) - {"sense-compute", "workflow-run", "fleet"}, set(CLI_KINDS) - check.kinds
+    # thread-link in test_links.py (it needs the engine's HTTP listener)
+    assert check.kinds >= set(CLI_KINDS) - {"sense-compute", "workflow-run", "fleet", "thread-link"}, set(CLI_KINDS) - check.kinds
 
 
 def test_naming_rule_check_catches_the_old_shapes() -> None:

@@ -70,12 +70,14 @@ def test_nerve_help_loads_neither() -> None:
 
 
 def test_the_http_server_loads_only_with_webhooks() -> None:
-    """uvicorn and starlette (≈ 0.1 s) are imported by the webhook server alone, itself imported only when
-    webhooks are on: the kernel without them, and every command, never loads them."""
+    """uvicorn and starlette (≈ 0.1 s) are imported by the webhook server and the answer links it serves, itself
+    imported only when webhooks are on, and by `nerve ui`'s own modules: the kernel without webhooks, and every
+    other command, never loads them."""
     web = ("uvicorn", "starlette")
     users = {_module(p) for p in ROOT.rglob("*.py") if "templates" not in p.parts
              and {n.split(".")[0] for n in _all_imports(p)} & set(web)}
-    assert {u for u in users if not u.startswith(ALLOWED_PREFIX)} == {"nerve_cli.kernel.ingress.webhooks"}
+    assert {u for u in users if not u.startswith((ALLOWED_PREFIX, "nerve_cli.ui."))} == {
+        "nerve_cli.kernel.ingress.webhooks", "nerve_cli.kernel.ingress.links"}
     code = ("import sys, nerve_cli.kernel.engine, nerve_cli.cli.run_cmd\n"
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {web!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -22,7 +22,7 @@ SKIP = {"templates"}  # user-code templates the CLI copies out; not part of the 
 LAYERS = [
     ["__main__"],             # python -m nerve_cli
     ["cli"],                  # the nerve command
-    ["top", "mcp"],           # nerve top | nerve mcp (the MCP server and its tools)
+    ["top", "mcp", "ui"],     # nerve top | nerve mcp (the MCP server and its tools) | nerve ui (the web console)
     ["ops"],                  # what the commands do: sense/workflow/thread operations, emit, gc, the socket client
     ["kernel", "worker", "sdk"],  # the engine process | the child processes | what user code imports
     ["roles"],                # ready-made roles and tools (llm_role, nerve_tools: they read the store)
@@ -43,7 +43,8 @@ ROOMS = {
         ["engine"],                 # the Engine: runs the loop, owns one part of each room below
         ["control", "reload", "ingress"],  # socket server, requests, metrics, health | watch and hot reload
                                            # | webhooks and file reflexes
-        ["workflows", "fleet", "trace"],  # the workflow manager | this host in its fleet (NATS) | traces (OTel)
+        ["workflows", "fleet", "trace", "notify"],  # the workflow manager | this host in its fleet (NATS) | traces
+                                                    # (OTel) | notifications (apprise)
         ["supervision"],            # sense worker groups, processes, penalties, guards, watchdog
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
     ],

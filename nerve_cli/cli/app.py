@@ -32,6 +32,7 @@ COMMANDS = {
     "mesh": Lazy("mesh_cmd", "mesh", "Draw the reflex mesh: senses, channels, workflows and what triggers what."),
     "doctor": Lazy("doctor_cmd", "doctor",
                    "Check derived state: the code against its migrations, workflow_runs against the logs."),
+    "ui": Lazy("ui_cmd", "ui", "The web console: senses, threads, the inbox of what waits for a person, the log, the mesh; live."),
     "mcp": Lazy("mcp_cmd", "mcp", "Serve this instance to AI agents over the Model Context Protocol (stdio)."),
     "backup": Lazy("data_cmd", "backup", "Copy the whole instance safely, even while the engine runs."),
     "datasette": Lazy("data_cmd", "datasette", "Browse logs.db and every sense database in Datasette (live, "

@@ -173,6 +173,60 @@ def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str]
         output.info(f"{result['run_id']} {done}; it resumes when a slot of its workflow is free", style="green")
 
 
+@app.command("link")
+def link(
+    run_id: Annotated[Optional[str], typer.Argument(help="A thread waiting for a person, e.g. run-7 (or just 7).",
+                                                    autocompletion=complete.threads)] = None,
+    question: Question = None,
+    expires: Annotated[str, typer.Option("--expires", help="How long the link answers: a duration, e.g. 30m, 1d.")] = "1d",
+    for_: Annotated[Optional[str], typer.Option("--for", help="Whose answer the link records (default: you, git's "
+                                                "user.name); their approval counts toward `approvers:`.")] = None,
+    rotate_key: Annotated[bool, typer.Option("--rotate-key", help="Make a new link key first: every link made "
+                                             "before stops working (401).")] = False,
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Print a URL that answers a waiting thread once: signed, single use, expiring.
+
+    The link opens a page on the engine's HTTP listener (`engine.webhooks`,
+    loopback unless told otherwise) showing the question(s), the tool call or
+    step, and a form; its answer is recorded `via` link, by the person it was
+    made for. The same link again answers 409, a changed one 401, an expired
+    one 410. The key lives in the instance's data/link.key.
+
+    Example: nerve thread link run-7 --question q2 --expires 2h
+
+    Example: nerve thread link --rotate-key
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.config.model import parse_duration
+    from nerve_cli.contract.threads import thread_link
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.workflows.links import make_link
+    from nerve_cli.store.links import rotate_key as new_key
+
+    instance = require_instance(home)
+    try:
+        seconds = parse_duration(expires)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--expires") from None
+    if rotate_key:
+        new_key(instance)
+        if run_id is None:
+            output.info("a new link key: links made before no longer answer", style="green")
+            return
+    if run_id is None:
+        raise typer.BadParameter("name the waiting thread (e.g. run-7), or give --rotate-key alone",
+                                 param_hint="RUN_ID")
+    made = make_link(instance, run_id, question, seconds, for_)
+    if json_:
+        output.print_json(thread_link(made))
+        return
+    output.info(made["url"])
+    output.info(f"answers {made['run_id']} {', '.join(made['questions'])} as {made['by']}, once, until "
+                f"{output.when(made['expires_at'] * 1000)}", style="dim")
+
+
 @app.command("cancel")
 def cancel(
     run_id: Annotated[str, typer.Argument(help="A queued, running or waiting thread, e.g. run-7 (or just 7).",

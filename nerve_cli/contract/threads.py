@@ -107,6 +107,12 @@ def answer(result: dict[str, Any]) -> dict[str, Any]:
             **{k: result[k] for k in ("answered", "settled", "open", "resumes") if k in result}}
 
 
+def thread_link(made: dict[str, Any]) -> dict[str, Any]:
+    """`thread link`: the URL, what it answers, as whom, until when."""
+    return {"version": VERSION, "url": made["url"], "run_id": made["run_id"], "question": made["question"],
+            "questions": list(made["questions"]), "by": made["by"], **stamp("expires", made["expires_at"] * 1000)}
+
+
 def cancelled(result: dict[str, Any]) -> dict[str, Any]:
     """`thread cancel`: cancelled now, or (a running thread) being cancelled on its worker."""
     return {"version": VERSION, "run_id": result["run_id"], "status": result["status"], "was": result["was"],

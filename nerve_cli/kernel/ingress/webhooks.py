@@ -29,7 +29,8 @@ One request, one answer, decided in `WebhookServer.answer` (in this order):
   the delivery header (`delivery_header`, else the first of
   `DELIVERY_HEADERS` present) becomes the emit key, scoped to the channel.
 
-Nothing is stored for any answer but 202. A request must arrive whole
+`/answer/TOKEN` is an answer link's page (`kernel.ingress.links`), served on
+this same listener. Nothing is stored for any answer but 202. A request must arrive whole
 within `engine.webhook_timeout` (else 408, or the connection is closed
 mid-body), and an idle keep-alive connection is closed after `KEEP_ALIVE`
 seconds. At most `engine.webhook_connections` are open at once (the next is
@@ -46,6 +47,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import orjson
@@ -59,6 +61,8 @@ from nerve_cli.config.model import ChannelConfig, NerveConfig
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.engine import emit as emit_document
 from nerve_cli.errors import ErrorType, NerveError
+from nerve_cli.kernel.ingress.links import PREFIX as LINKS
+from nerve_cli.kernel.ingress.links import LinkDesk
 from nerve_cli.names import traceparent_problem
 from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
 from nerve_cli.vocab import logrows
@@ -84,6 +88,8 @@ class Ingress(Protocol):
     """The running engine, as the webhook server uses it."""
 
     config: NerveConfig  # read at every request: a reload applies to the next post
+    home: Path
+    workflows: Any  # its WorkflowManager (None without workflows): answer links answer through it
 
     def log(self, row: LogRow) -> None: ...
 
@@ -178,6 +184,8 @@ class WebhookServer:
         self._server: uvicorn.Server | None = None
         self._unset_warned: set[str] = set()
         self.bodies = BodyBudget(MAX_IN_FLIGHT, Siege("bytes", MAX_IN_FLIGHT, self._busy))
+        # answer links (`nerve thread link`) share this listener: /answer/TOKEN
+        self.links = LinkDesk(engine.home, lambda: engine.workflows.answer if engine.workflows is not None else None)
 
     def _busy(self, what: str, held: int, limit: int) -> None:
         self.engine.log(logrows.webhooks_busy(what, held, limit))
@@ -235,6 +243,9 @@ class WebhookServer:
 
     # the ASGI app ---------------------------------------------------------------------------
     async def _asgi(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope.get("path", "").startswith(LINKS):
+            await self.links(scope, receive, send)
+            return
         request = Request(scope, receive)
         try:
             answer = await self.answer(request)
