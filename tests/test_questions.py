@@ -124,8 +124,8 @@ def test_three_calls_in_one_turn_are_three_questions_answered_in_any_order_acros
             wait_for(lambda: any(s.name == "thread agent" and s.end_ns for s in receiver.spans), 60,
                      what="the thread's spans")
             engine.stop()
-    # each approved call ran once, the rejected one never
-    assert (home / "done.txt").read_text().split("\n")[:-1] == ["merged 1", "merged 2"]
+    # each approved call ran once, the rejected one never (an async role runs a turn's calls at once: any order)
+    assert sorted((home / "done.txt").read_text().split("\n")[:-1]) == ["merged 1", "merged 2"]
     messages = [r["payload"] for r in read_logs(home, "workflow", "message", run_id)]
     assert [m["role"] for m in messages] == ["__start__", "agent", "__person__", "__person__", "__person__",
                                              "__tool__", "agent"]
