@@ -95,6 +95,20 @@ def test_a_dry_run_shows_what_it_would_do_and_changes_no_file(home: Path) -> Non
     assert not (home / "data" / "blobs").exists() or not any((home / "data" / "blobs").rglob("*.*"))
     refused = nerve("sense", "compute", "tasks", "--dry-run", "--event", "no-equals-sign", home=home)
     assert refused.exit_code == 1 and "SOURCE=JSON" in refused.output
+    misspelt = nerve("sense", "compute", "tasks", "--dry-run", "--event", 'task.creatd={"id": 1}', home=home)
+    assert misspelt.exit_code == 1, misspelt.output  # was accepted: an event the real compute never gets
+    assert "tasks does not listen to 'task.creatd'; did you mean `task.created`?" in " ".join(misspelt.output.split())
+
+
+def test_sample_events_of_channels_share_one_id_space_as_events_db_gives_them() -> None:
+    """Dry-run samples got ids from 1 per source, so a sense keyed by event id met one id twice where its real
+    compute (channels share data/events.db's ids) did not."""
+    from nerve_cli.worker.events import sample_events
+
+    got = sample_events([{"source": "a", "kind": "channel"}, {"source": "b", "kind": "channel"},
+                         {"source": "s", "kind": "sense"}, {"source": "a", "kind": "channel"},
+                         {"source": "s", "kind": "sense"}, {"source": "docs/*.md", "kind": "file"}])
+    assert [(e.source, e.id) for e in got] == [("a", 1), ("b", 2), ("s", 1), ("a", 3), ("s", 2), ("docs/*.md", 4)]
 
 
 def test_a_new_sense_with_no_database_runs_on_a_copy_and_creates_nothing(home: Path) -> None:

@@ -186,3 +186,26 @@ def test_commands_written_to_dodge_the_check_still_wait_for_a_person(home: Path)
     assert {s["id"]: (s["state"], s["gate"].split(":")[0]) for s in shown["steps"]} == {
         "push": ("waiting", "irreversible"), "clean": ("pending", "irreversible"), "hidden": ("pending", "irreversible")}
     assert [m["role"] for m in shown["messages"]] == ["__start__", "gate:push"]  # no step ran
+
+
+def test_an_unknown_who_is_found_with_every_other_problem_and_an_unregistered_file_is_named(home: Path) -> None:
+    """A pipeline's unknown `who` was reported only once every other problem was fixed, and a pipeline file
+    nerve.yaml does not register was passed over ("0 workflows checked: no problems")."""
+    instance(home, """
+        roles: release_roles
+        steps:
+          - id: build
+            who: bilder
+            colour: red
+    """)
+    found = [p["message"] for p in json.loads(cli("workflow", "check", "--json").stdout)["problems"]]
+    assert any("unknown step key `colour`" in m for m in found), found
+    assert any("defines no `async def bilder(messages)`; did you mean `builder`?" in m for m in found), found
+
+    write_instance(home, "senses: {}\n", {})  # nothing registered
+    (home / "workflows/nightly.py").write_text("workflow = None\n")
+    for args in (["workflow", "check", "--json"], ["config", "check", "--json"]):
+        doc = json.loads(cli(*args).stdout)
+        warned = sorted(p["message"].split(",")[0] for p in doc["problems"] if p["severity"] == "warning")
+        assert warned == ["workflows/nightly.py is not in nerve.yaml", "workflows/release.pipeline.yaml is not in "
+                          "nerve.yaml"], (args, doc["problems"])  # release_roles.py is the pipeline's roles module

@@ -304,3 +304,16 @@ def test_unauthenticated_bodies_are_bounded_in_memory_and_odd_signatures_are_ref
     assert code == 0, out
     assert "Traceback" not in out
     assert [json.loads(p) for (p,) in events_db(home, "SELECT payload FROM events")] == [{"after": "siege"}]
+
+
+def test_a_signed_channel_whose_secret_is_unset_is_reported_at_start_not_at_the_first_post(home: Path) -> None:
+    hooked_instance(home)
+    engine = RunningEngine(home, env={"NERVE_TEST_HOOK_SECRET": ""})
+    with engine:
+        engine.wait_ready()
+        rows = wait_for(lambda: [r for r in read_logs(home, "system", "warning") if r["ref"] == "webhooks"],
+                        what="the unset secret's warning row, before any post")
+        assert "$NERVE_TEST_HOOK_SECRET is not set" in rows[0]["payload"]["message"]
+        assert "gh.push" in rows[0]["payload"]["message"]
+        code, out = engine.stop()
+    assert code == 0 and "NERVE_TEST_HOOK_SECRET is not set" in out, out

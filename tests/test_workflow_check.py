@@ -86,8 +86,8 @@ def test_every_problem_of_every_definition_at_once_with_its_line(home: Path) -> 
         "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has no docstring",
         "workflows/broken.py:4: warning: workflows.broken: role 'bot': tool 'lookup' has arguments without a type (pr)",
         "workflows/broken.py:11: error: workflows.broken: ask_person(schema=...) is not a valid JSON Schema",
-        "workflows/broken.py:14: warning: workflows.broken: wait_for_event('pr') waits for channel 'pr' (no sense "
-        "has that name): did you mean sense 'prs'?",
+        "workflows/broken.py:14: warning: workflows.broken: wait_for_event('pr') waits for 'pr', which nerve.yaml "
+        "names nowhere (no sense, channel or reflex): did you mean 'prs'?",
         "workflows/broken.py:18: error: workflows.broken: moderator takes 2 required arguments (messages, extra)",
         "workflows/broken.py:19: error: workflows.broken: the moderator returns 'writr', which is not a role",
         "workflows/broken.py:21: error: workflows.broken: role name '__person__' is reserved",
@@ -152,3 +152,36 @@ def test_mesh_draws_what_workflows_wait_for_and_who_they_ask(home: Path) -> None
                      ("channel:pr", "workflow:broken", "wait", "waited for (match n)")}
     tree = cli("mesh").output
     assert "⏸ gated (workflow) (waited for (match pr))  ✋ asks a person; merge call needs approval" in tree
+
+
+def test_a_wait_on_a_misspelt_channel_is_warned_with_the_channel_it_likely_means(home: Path) -> None:
+    """`wait_for_event("ci.dnoe")` beside a declared `ci.done` got no warning and waited out its timeout."""
+    write_instance(home, """
+        senses:
+          prs: {}
+        reflexes:
+          - {sense: prs, on: [review.posted]}
+        channels:
+          ci.done: {}
+        workflows:
+          waits: {}
+    """, {"prs": "def compute(db, peers):\n    return 1\n"})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "waits.py").write_text(textwrap.dedent('''
+        from nerve_cli.sdk import END, WorkflowDefinition, wait_for_event
+
+        async def waiter(messages):
+            if len(messages) == 1:
+                return wait_for_event("ci.dnoe", timeout="1m")
+            return wait_for_event("review.postd", timeout="1m")
+
+        def moderator(messages):
+            return "waiter" if len(messages) < 3 else END
+
+        workflow = WorkflowDefinition(roles={"waiter": waiter}, moderator=moderator)
+    '''))
+    for args in (["workflow", "check"], ["config", "check"]):
+        result = cli(*args)
+        assert "wait_for_event('ci.dnoe') waits for 'ci.dnoe'" in result.output and "did you mean 'ci.done'?" in \
+            result.output, (args, result.output)
+        assert "did you mean 'review.posted'?" in result.output, (args, result.output)

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.config.code import CodeCheck, check_code
-from nerve_cli.config.definitions import PYTHON, by_kind, check_definitions, kind_of, wait_warnings
+from nerve_cli.config.definitions import PYTHON, by_kind, check_definitions, kind_of, sources_named, unregistered, wait_warnings
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.paths import resolve
-from nerve_cli.config.pipeline import roles_modules
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
@@ -95,9 +94,10 @@ def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> li
     found = early.problems(expect=(senses, python)) if early is not None else None
     if found is None:
         found = check_code(home, senses, python, cache=early.cache if early is not None else None)
-    found += wait_warnings(home, python, list(config.senses))
+    named = sources_named(config)
+    found += wait_warnings(home, python, named)
     others = [n for names in grouped.values() for n in names]
-    return found + (check_definitions(home, others, list(config.senses)) if others else [])
+    return found + (check_definitions(home, others, named) if others else [])
 
 
 def _counts(result: Validation) -> dict[str, int]:
@@ -181,10 +181,10 @@ def _unregistered(layout: Any, config: Any) -> list[tuple[tuple, Severity, str]]
             if (folder / "sense.py").is_file() and folder.name not in config.senses:
                 out.append((("senses",), "warning", f"senses/{folder.name}/ is not in nerve.yaml, so it never runs; "
                             f"add it under `senses:` (and a reflex) to use it"))
-    if layout.workflows.is_dir():
-        helpers = roles_modules(layout.home, list(config.workflows))
-        for file in sorted(layout.workflows.glob("*.py")):
-            if file.stem not in config.workflows and file.stem not in helpers and not file.name.startswith("_"):
-                out.append((("workflows",), "warning", f"workflows/{file.name} is not in nerve.yaml, so it can never start; "
-                            f"add `{file.stem}:` under `workflows:` to use it"))
+    for file, name in unregistered(layout.home, list(config.workflows)):
+        out.append((("workflows",), "warning", unregistered_message(file, name)))
     return out
+
+
+def unregistered_message(file: str, name: str) -> str:
+    return f"workflows/{file} is not in nerve.yaml, so it can never start; add `{name}:` under `workflows:` to use it"

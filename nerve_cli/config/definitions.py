@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nerve_cli.config.code import check_code
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.pipeline import SUFFIXES as PIPELINE_SUFFIXES
-from nerve_cli.config.pipeline import check_pipelines
+from nerve_cli.config.pipeline import check_pipelines, roles_modules
 from nerve_cli.config.problems import Problem
 from nerve_cli.home import Layout
 from nerve_cli.names import BUILTIN_SENSES
@@ -51,10 +52,16 @@ def _check_python(home: Path, names: list[str], senses: list[str]) -> list[Probl
     return check_code(home, [], names) + wait_warnings(home, names, senses)
 
 
+def sources_named(config: NerveConfig) -> list[str]:
+    """Every source nerve.yaml names: its senses, its declared channels and what its reflexes listen to."""
+    return list(dict.fromkeys([*config.senses, *config.channels, *(s for r in config.reflexes for s in r.on)]))
+
+
 def wait_warnings(home: Path, workflows: list[str], senses: list[str]) -> list[Problem]:
-    """Warnings for literal `wait_for_event("source", ...)` calls in these Python definitions whose source is no
-    sense but is one letter or so from one (a channel of that name is legal, and likely a typo). Read from the
-    files' text (never imported), here rather than in the check child: it depends on nerve.yaml's senses, the
+    """Warnings for literal `wait_for_event("source", ...)` calls in these Python definitions whose source
+    nerve.yaml never names (`senses`: what it names, `sources_named`) but is one letter or so from one it
+    does (a channel of that name is legal, and likely a typo: `ci.dnoe` beside a declared `ci.done`). Read from
+    the files' text (never imported), here rather than in the check child: it depends on nerve.yaml, the
     child's answer only on the files, so that answer can be kept."""
     known = [*senses, *BUILTIN_SENSES]
     found: list[Problem] = []
@@ -74,9 +81,9 @@ def wait_warnings(home: Path, workflows: list[str], senses: list[str]) -> list[P
             source = first.value
             near = [] if source in known else difflib.get_close_matches(source, known, n=1, cutoff=0.8)
             if near:
-                found.append(Problem(f"workflows.{name}", f"wait_for_event({source!r}) waits for channel {source!r} "
-                                     f"(no sense has that name): did you mean sense {near[0]!r}?", "warning",
-                                     node.lineno, file=f"workflows/{path.name}"))
+                found.append(Problem(f"workflows.{name}", f"wait_for_event({source!r}) waits for {source!r}, which "
+                                     f"nerve.yaml names nowhere (no sense, channel or reflex): did you mean "
+                                     f"{near[0]!r}?", "warning", node.lineno, file=f"workflows/{path.name}"))
     return found
 
 
@@ -97,6 +104,24 @@ def kind_of(home: Path, workflow: str) -> DefinitionKind | None:
         if (Layout(Path(home)).workflows / f"{workflow}{suffix}").is_file():
             return kind
     return None
+
+
+def unregistered(home: Path, registered: list[str]) -> list[tuple[str, str]]:
+    """(file in workflows/, the workflow it would define) for each definition nerve.yaml does not register, so
+    nothing would ever run it: a file of any kind by its name, less Python modules that are not workflows
+    (a pipeline's `roles:` module, a name starting with `_`)."""
+    folder = Layout(Path(home)).workflows
+    if not folder.is_dir():
+        return []
+    suffixes = sorted(((s, k) for k in KINDS.values() for s in k.suffixes), key=lambda x: -len(x[0]))
+    defined = []
+    for path in sorted(folder.iterdir()):
+        match = next(((path.name[: -len(s)], k) for s, k in suffixes if path.name.endswith(s)), None)
+        if match is not None and path.is_file() and not path.name.startswith((".", "_")):
+            defined.append((path.name, *match))
+    helpers = roles_modules(Path(home), [name for _file, name, kind in defined if kind is PIPELINE])
+    return [(file, name) for file, name, kind in defined
+            if name not in registered and not (kind is PYTHON and name in helpers)]
 
 
 def by_kind(home: Path, workflows: list[str]) -> dict[str, list[str]]:

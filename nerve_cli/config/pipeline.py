@@ -122,8 +122,13 @@ def check_pipelines(home: Path, names: list[str], senses: list[str] | None = Non
         path = pipeline_file(home, name)
         if path is None:
             continue
-        pipeline, found = _checked(path, f"workflows/{path.name}")
-        problems += found + (_roles_defined(home, pipeline) if pipeline is not None else [])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(Problem("", f"cannot be read: {exc}", file=f"workflows/{path.name}"))
+            continue
+        _pipeline, found, draft = _read(text, pipeline_name(path) or path.stem, f"workflows/{path.name}")
+        problems += found + (_roles_defined(home, draft) if draft is not None else [])
     return problems
 
 
@@ -200,15 +205,22 @@ def _checked(path: Path, rel: str) -> tuple[Pipeline | None, list[Problem]]:
 
 def check_text(text: str, name: str, rel: str) -> tuple[Pipeline | None, list[Problem]]:
     """(pipeline, problems): every problem at once; the pipeline only when none is an error."""
+    pipeline, problems, _draft = _read(text, name, rel)
+    return pipeline, problems
+
+
+def _read(text: str, name: str, rel: str) -> tuple[Pipeline | None, list[Problem], Pipeline | None]:
+    """As `check_text`, and the draft: the steps that read, whatever else is wrong (for the checks that need
+    them, so every problem of the file is found in one go)."""
     doc, problems = parse(text, rel)
     if problems:
-        return None, problems
+        return None, problems, None
     data = to_plain(doc)
     found = _Found(doc, rel)
     if not isinstance(data, dict):
         found.add((), "a pipeline is a mapping with `steps:` (a list of steps), e.g. steps: [{id: build, who: model, "
                       "do: ...}]")
-        return None, found.problems
+        return None, found.problems, None
     _unknown(found, data, (), TOP_KEYS, "key")
     top = {k: data.get(k) for k in TOP_KEYS}
     for key in ("title", "done", "roles", "model"):
@@ -220,10 +232,11 @@ def check_text(text: str, name: str, rel: str) -> tuple[Pipeline | None, list[Pr
     if gate_risk not in RISKS:
         found.add(("gate_risk",), f"expected one of {', '.join(RISKS)}, got {gate_risk!r}")
     steps = _steps(found, data.get("steps"), top)
-    if found.errors:
-        return None, found.problems
-    return Pipeline(name, rel, tuple(steps), top["title"] or "", top["done"] or "", top["roles"], top["model"],
-                    gate_risk), found.problems
+    roles = top["roles"] if isinstance(top["roles"], str) and _ROLE_RE.match(top["roles"]) else None
+    draft = Pipeline(name, rel, tuple(steps), str(top["title"] or ""), str(top["done"] or ""), roles,
+                     top["model"] if isinstance(top["model"], str) else None,
+                     gate_risk if gate_risk in RISKS else DEFAULT_GATE_RISK)
+    return (None if found.errors else draft), found.problems, draft
 
 
 @dataclass

@@ -187,12 +187,16 @@ def commit_cursors(own: sqlite3.Connection, batch: Batch, ts: int, value: bytes 
 
 
 def sample_events(sample: list[dict[str, Any]]) -> tuple[Event, ...]:
-    """A dry run's given events ({source, kind, payload}), as a compute sees events: ids from 1 per source."""
+    """A dry run's given events ({source, kind, payload}), as a compute sees events: ids as the stores give
+    them, from 1 per sense (a sense's signals are its own) and from 1 over every channel and file pattern
+    together (they share data/events.db), so a compute keyed by event id sees no id twice where the real
+    one would not."""
     counts: dict[str, int] = {}
     ts = now_ms()
     out = []
     for item in sample:
-        source = str(item["source"])
-        counts[source] = counts.get(source, 0) + 1
-        out.append(Event(source, counts[source], ts, item.get("payload"), str(item.get("kind") or "channel")))
+        source, kind = str(item["source"]), str(item.get("kind") or "channel")
+        space = source if kind == "sense" else "events.db"
+        counts[space] = counts.get(space, 0) + 1
+        out.append(Event(source, counts[space], ts, item.get("payload"), kind))
     return tuple(out)

@@ -226,6 +226,13 @@ class WebhookServer:
         if not open_:
             self.report("warn", f"webhooks on {self.url} but no channel accepts them: add "
                                 "`channels: {NAME: {webhook: true}}` to nerve.yaml")
+        for channel, settings in sorted(open_.items()):  # said now, not at the first post it must refuse
+            if settings.secret_env is not None and not os.environ.get(settings.secret_env):
+                self._unset_warned.add(channel)
+                warning = (f"webhook channel {channel}: ${settings.secret_env} is not set in the engine's "
+                           "environment, so every post to it is answered 503; set it and restart the engine")
+                self.report("error", warning)
+                self.engine.log(logrows.warning("webhooks", warning))
         if not self.address.loopback:
             unsigned = sorted(n for n, c in open_.items() if c.secret_env is None)
             if unsigned:

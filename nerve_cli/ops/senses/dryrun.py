@@ -20,6 +20,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.model import HEALTH_SENSE
 from nerve_cli.config.projection import reading
+from nerve_cli.config.rules import hint
 from nerve_cli.contract import VERSION
 from nerve_cli.errors import NerveError
 from nerve_cli.kernel.core.listeners import all_sources
@@ -92,6 +93,11 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
     if events is not None and len(events) > MAX_SAMPLES:
         raise NerveError(f"{len(events):,} sample events; a compute receives at most {MAX_SAMPLES:,}")
     if events is not None:
+        for source, _payload in events:
+            if source not in sources:  # the real compute would never receive it: a typo, most likely
+                listened = ", ".join(sorted(sources)) or "nothing (no reflex gives it `on:` or `paths:`)"
+                raise NerveError(f"--event {source}: {name} does not listen to {source!r}{hint(source, list(sources))}; "
+                                 f"it listens to {listened}")
         sample = [{"source": source, "payload": payload, "kind": sources.get(source) or _kind(config, source)}
                   for source, payload in events]
     policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)  # as a one-off compute: a first import is cold

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.config.definitions import KINDS, check_definitions, kind_of
+from nerve_cli.config.check import unregistered_message
+from nerve_cli.config.definitions import KINDS, check_definitions, kind_of, sources_named, unregistered
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.problems import Problem, count_words
 from nerve_cli.config.rules import hint
@@ -57,7 +58,11 @@ def check_workflows(home: Path, name: str | None = None) -> WorkflowCheck:
         problems.append(Problem(f"workflows.{n}", f"no definition: none of {files} exists; "
                                 f"create one (`nerve workflow new {n}` scaffolds a Python one)", "error",
                                 line_of(result.doc, ("workflows", n)), file=config_path(home).name))
-    problems += check_definitions(home, [n for n in names if n not in missing], senses)
+    named = sources_named(result.config) if result.config is not None else senses
+    problems += check_definitions(home, [n for n in names if n not in missing], named)
+    if name is None:
+        problems += [Problem("workflows", unregistered_message(file, n), "warning", file=config_path(home).name)
+                     for file, n in unregistered(home, known)]
     problems.sort(key=lambda p: (p.file, p.line or 0, p.path))
     rows = []
     for n in names:
