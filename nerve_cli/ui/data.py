@@ -13,6 +13,7 @@ from typing import Any
 
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import build, declared, observed_launches
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.pipeline import pipelines_of
 from nerve_cli.contract.engine import status as status_document
 from nerve_cli.contract.instance import mesh as mesh_document
@@ -31,6 +32,14 @@ class Reader:
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
         self.layout = Layout(self.home)
+        self._config: tuple[int, NerveConfig] | None = None
+
+    def config(self) -> NerveConfig:
+        """nerve.yaml, parsed again only when the file changed (1,000 senses take ruamel a second)."""
+        stamp = self.layout.config.stat().st_mtime_ns
+        if self._config is None or self._config[0] != stamp:
+            self._config = (stamp, load_config(self.home))
+        return self._config[1]
 
     def status(self) -> dict[str, Any]:
         """The `status` document: live when an engine answers, else read from the files (`running: false`)."""
@@ -40,7 +49,7 @@ class Reader:
                 answer = request(self.home, "status", timeout=2.0)
             except NerveError:
                 answer = None
-        return status_document(answer if answer is not None else stopped_answer(self.home))
+        return status_document(answer if answer is not None else stopped_answer(self.home, self.config()))
 
     def threads(self, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         return thread_list(list_threads(self.layout.logs_db, status=status, limit=limit))["threads"]
@@ -60,7 +69,7 @@ class Reader:
         return out
 
     def sense(self, name: str) -> dict[str, Any]:
-        detail = show_sense(self.home, name, last=20, rows=10, check_code=False)
+        detail = show_sense(self.home, name, last=20, rows=10, check_code=False, config=self.config())
         errors = [r for r in query_logs(self.layout.logs_db, source="system", type="error", ref=name, limit=20)]
         runs = query_logs(self.layout.logs_db, source="reflex", ref=name, limit=20)
         return {"name": name, "summary": detail.summary, "config": detail.config, "tables": detail.tables,
@@ -83,7 +92,7 @@ class Reader:
                                         ref=ref or None, limit=limit)))
 
     def mesh(self) -> dict[str, Any]:
-        config = load_config(self.home)
+        config = self.config()
         graph = build(config, observed_launches(self.layout.logs_db), pipelines_of(self.home, list(config.workflows)),
                       declared(self.home, config))
         return mesh_document(graph)

@@ -91,17 +91,18 @@ def list_senses(home: Path) -> list[SenseSummary]:
     return [_summary(layout, config, name) for name in config.senses]
 
 
-def require_sense(home: Path, name: str) -> NerveConfig:
-    """The instance's config, once `name` is known to be one of its senses or a built-in one (else a 'did you
-    mean' error)."""
-    config = load_config(home)
+def require_sense(home: Path, name: str, config: NerveConfig | None = None) -> NerveConfig:
+    """The instance's config (`config`, when the caller has read it), once `name` is known to be one of its senses
+    or a built-in one (else a 'did you mean' error)."""
+    config = load_config(home) if config is None else config
     if name not in config.senses and name not in BUILTIN_SENSES:
         raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, [*config.senses, *BUILTIN_SENSES])}")
     return config
 
 
-def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_code: bool = True) -> SenseDetail:
-    config = require_sense(home, name)
+def show_sense(home: Path, name: str, last: int = 10, rows: int = 5, *, check_code: bool = True,
+               config: NerveConfig | None = None) -> SenseDetail:
+    config = require_sense(home, name, config)
     layout = Layout(home)
     settings = settings_of(config, name)
     archived = archived_counts(home, name)
