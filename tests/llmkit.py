@@ -78,3 +78,16 @@ def hang_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_home: Path) 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("NERVE_TEST_HANG_LOG", str(log))
     return log
+
+
+def tool_results(content: str) -> list[str]:
+    """The tool results echo saw in its last call: a turn's text is each model call's text in turn (echo's
+    JSON each)."""
+    import json
+
+    decoder, at, last = json.JSONDecoder(), 0, {}
+    while at < len(content):
+        last, at = decoder.raw_decode(content, at)
+        while at < len(content) and content[at].isspace():
+            at += 1
+    return [r["output"] for r in last.get("tool_results", [])]

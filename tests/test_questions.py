@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from enginekit import RunningEngine, read_logs, thread_statuses, wait_for, write_instance
-from llmkit import llm_home  # noqa: F401  (fixture)
+from llmkit import llm_home, tool_results  # noqa: F401  (fixture)
 from otlpkit import Receiver
 
 from nerve_cli.ops.client import request
@@ -80,16 +80,6 @@ def _answer(home: Path, verb: str, run_id: str, *args: str, by: str = "Ada") -> 
     return json.loads(done.stdout)
 
 
-def _tool_results(content: str) -> list[str]:
-    """The tool results echo saw in its last call (a turn's text is each model call's JSON in turn)."""
-    decoder, at, last = json.JSONDecoder(), 0, {}
-    while at < len(content):
-        last, at = decoder.raw_decode(content, at)
-        while at < len(content) and content[at].isspace():
-            at += 1
-    return [r["output"] for r in last.get("tool_results", [])]
-
-
 @pytest.mark.timeout(150)
 def test_three_calls_in_one_turn_are_three_questions_answered_in_any_order_across_a_restart(
         tmp_path: Path, llm_home: Path) -> None:
@@ -133,7 +123,7 @@ def test_three_calls_in_one_turn_are_three_questions_answered_in_any_order_acros
     assert votes == [("q2", "approve", "nerve thread approve"), ("q3", "reject", "nerve thread reject"),
                      ("q1", "approve", "nerve thread approve")]
     # the model was resumed once, with all three results
-    assert _tool_results(messages[-1]["content"]) == ["merged 1", "merged 2", "Rejected by a person: not prod today"]
+    assert tool_results(messages[-1]["content"]) == ["merged 1", "merged 2", "Rejected by a person: not prod today"]
     assert messages[-1]["content"].count('"tool_results"') == 1
     executed = sorted(s.attributes.get("gen_ai.tool.name") for s in receiver.spans if s.name.startswith("execute_tool"))
     assert executed == ["merge_pr", "merge_pr"]

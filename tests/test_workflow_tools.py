@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from enginekit import RunningEngine, last_signal, read_logs, thread_statuses, wait_for, write_instance
-from llmkit import llm_home  # noqa: F401  (fixture)
+from llmkit import llm_home, tool_results  # noqa: F401  (fixture)
 
 from nerve_cli.automaton.context import ThreadInfo, enter_thread
 from nerve_cli.automaton.model import START, AskPerson, RoleSetupError, WorkflowMessage
@@ -80,16 +80,6 @@ def _messages(home: Path, run_id: str) -> list[dict]:
     return [r["payload"] for r in read_logs(home, "workflow", "message", run_id)]
 
 
-def _tool_results(content: str) -> list[str]:
-    """The tool results echo saw last: a turn's text is each model call's text in turn (echo's JSON each)."""
-    decoder, at, last = json.JSONDecoder(), 0, {}
-    while at < len(content):
-        last, at = decoder.raw_decode(content, at)
-        while at < len(content) and content[at].isspace():
-            at += 1
-    return [r["output"] for r in last.get("tool_results", [])]
-
-
 def _deploys(home: Path) -> list[str]:
     path = home / "deploys.txt"
     return path.read_text().split() if path.exists() else []
@@ -133,7 +123,7 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
         assert [(s["name"], s["tables"]) for s in senses["result"]] == [
             ("prs", ["_signals", "pr"]), ("nerve-health", ["_signals"]), ("nerve-threads", ["_signals"])]
         # the model was handed the failure as the tool's result, and the thread went on
-        assert _tool_results(_messages(home, looked)[1]["content"])[1] == "Error: flaky 3 broke"
+        assert tool_results(_messages(home, looked)[1]["content"])[1] == "Error: flaky 3 broke"
 
         shown = thread_show(thread_detail(home / "data" / "logs.db", refused))
         # the question: the call, then what the model said with it
@@ -144,7 +134,7 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
         assert [(q["id"], q["call"]["name"], q["approvals"]) for q in asked] == [("q1", "deploy", [])]
         answer_thread(home, refused, "reject", "not on a Friday", via="nerve thread reject")
         wait_for(lambda: status(refused) == "completed", 30, what="the refused thread to end")
-        assert _tool_results(_messages(home, refused)[-1]["content"]) == ["Rejected by a person: not on a Friday"]
+        assert tool_results(_messages(home, refused)[-1]["content"]) == ["Rejected by a person: not on a Friday"]
 
         (home / "deploy-hold").write_text("")
         answer_thread(home, killed, "approve", None, via="nerve thread approve")
@@ -161,7 +151,7 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
         engine.stop()
 
     assert sorted(_deploys(home)) == ["canary", "staging"]  # each approved call ran once; the refused one never
-    assert _tool_results(_messages(home, allowed)[-1]["content"]) == ["deployed staging"]
+    assert tool_results(_messages(home, allowed)[-1]["content"]) == ["deployed staging"]
     ran = _messages(home, allowed)[-1]["meta"]["tool_calls"]
     assert [(c["name"], c["approval"]["decision"], c["approval"]["via"]) for c in ran] == [
         ("deploy", "approve", "nerve thread approve")]
@@ -169,7 +159,7 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
     # the worker died while the approved call ran: resumed (idempotent), the call is not run again
     after_kill = _messages(home, killed)
     assert [m["role"] for m in after_kill] == [START, "agent", "__person__", "__tool__", "__tool__", "agent"]
-    assert _tool_results(after_kill[-1]["content"])[0].startswith("Not run: this call was approved, but the worker")
+    assert tool_results(after_kill[-1]["content"])[0].startswith("Not run: this call was approved, but the worker")
 
 
 # -- the role alone, without a worker --------------------------------------------------------------------
@@ -212,7 +202,7 @@ def test_an_approval_in_a_round_that_cannot_wait_is_refused_and_the_model_is_tol
     result = _run(role, _calls(("deploy", {"env": "prod"}), ("deploy", {"env": "dev"})), can_wait=False)
     assert calls == ["dev"]  # the call needing no approval ran
     assert [c["approval"]["decision"] for c in result.meta["tool_calls"] if "approval" in c] == ["refused"]
-    assert _tool_results(result.content)[0].startswith("Not run: this call needs a person's approval")
+    assert tool_results(result.content)[0].startswith("Not run: this call needs a person's approval")
     asked = _run(role, _calls(("deploy", {"env": "prod"})))
     assert isinstance(asked, AskPerson)
     assert asked.content.splitlines()[0] == 'Allow the tool call deploy({"env":"prod"})?'

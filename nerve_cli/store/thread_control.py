@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.fork import fork
-from nerve_cli.automaton.model import is_round, rounds_used
+from nerve_cli.automaton.model import WorkflowMessage, is_round, rounds_used
 from nerve_cli.clock import now_ms
 from nerve_cli.config.launch import check_request
 from nerve_cli.config.load import load_config
@@ -20,7 +20,7 @@ from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.store.logs import LogStore, workflow_runs
-from nerve_cli.store.runs import persisted_chain, thread_record
+from nerve_cli.store.runs import ThreadRecord, persisted_chain, thread_record
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.states import ThreadStatus
 
@@ -54,20 +54,8 @@ def rerun_stopped(home: Path, run_id: str, from_round: int | None, message: str 
     layout = Layout(Path(home))
     config = load_config(layout.home)
     with InstanceLock(layout.home, f"nerve thread rerun {run_id}"):
-        try:
-            record = thread_record(layout.home, run_id)
-        except ValueError as exc:
-            raise WorkflowError(f"{run_id} cannot be run again: {exc}") from None
-        if record is None:
-            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
-        try:
-            chain = fork(record.chain, run_id, from_round, message, now_ms())
-        except ValueError as exc:
-            raise WorkflowError(str(exc)) from None
+        record, chain, origin = rerun_of(layout.home, run_id, from_round, message, by, via)
         _, rounds = check_request(config, record.workflow, record.prompt, record.max_rounds)
-        origin: dict[str, Any] = {"kind": "rerun", "of": run_id, "by": by, "via": via}
-        if from_round is not None:
-            origin.update(from_round=from_round, edited=message is not None)
         with LogStore(layout.logs_db) as logs:
             new = logs.allocate_run_id()
             payload: dict[str, Any] = {"prompt": record.prompt, "max_rounds": rounds, "origin": origin}
@@ -82,3 +70,26 @@ def rerun_stopped(home: Path, run_id: str, from_round: int | None, message: str 
                 logs.write(logrows.thread_message(new, record.workflow, {**m.to_dict(), "meta": meta}, seq, **extra))
     return {"run_id": new, "status": ThreadStatus.QUEUED.value, "rerun_of": run_id}
 
+
+
+def rerun_of(home: Path, run_id: str, from_round: int | None, message: str | None, by: str,
+             via: str | None) -> tuple[ThreadRecord, list[WorkflowMessage], dict[str, Any]]:
+    """What a rerun of `run_id` starts from: the old thread's record, the chain (`fork`: [] for a fresh start, or
+    the old one cut after `from_round`, its last message edited to `message`) and the new thread's origin.
+    WorkflowError for an unknown thread or a round out of range."""
+    try:
+        record = thread_record(home, run_id)
+    except ValueError as exc:
+        raise WorkflowError(f"{run_id} cannot be run again: {exc}") from None
+    if record is None:
+        raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
+    try:
+        chain = fork(record.chain, run_id, from_round, message, now_ms())
+    except ValueError as exc:
+        raise WorkflowError(str(exc)) from None
+    origin: dict[str, Any] = {"kind": "rerun", "of": run_id, "by": by}
+    if via is not None:
+        origin["via"] = via
+    if from_round is not None:
+        origin.update(from_round=from_round, edited=message is not None)
+    return record, chain, origin

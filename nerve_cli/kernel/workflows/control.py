@@ -1,4 +1,4 @@
-"""Thread control: cancel a thread; start a new one from an old one (rerun, or a fork from a round).
+"""Thread control: cancel a thread (a rerun's chain and origin are `store.thread_control.rerun_of`'s).
 
 Cancel: a queued or waiting thread ends `cancelled` at once; a running one has
 its role cancelled on its worker (the worker ends the thread, and the kernel
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nerve_cli.automaton import fork as forks
-from nerve_cli.automaton.model import WorkflowMessage, rounds_used
+from nerve_cli.automaton.model import rounds_used
 from nerve_cli.errors import WorkflowError
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
@@ -54,11 +53,3 @@ def not_cancellable(logs_path: Path, run_id: str) -> WorkflowError:
     return WorkflowError(f"{run_id} is {status}: only a queued, running or waiting thread can be cancelled "
                          f"(start it again with `nerve thread rerun {run_id}`)")
 
-
-def fork(chain: list[WorkflowMessage], run_id: str, from_round: int | None, message: str | None,
-         now: int) -> list[WorkflowMessage]:
-    """`automaton.fork.fork`; WorkflowError when the round is out of range."""
-    try:
-        return forks.fork(chain, run_id, from_round, message, now)
-    except ValueError as exc:
-        raise WorkflowError(str(exc)) from None

@@ -49,7 +49,8 @@ from nerve_cli.kernel.workflows.waits import EventWaits, Found, Waiter
 from nerve_cli.store import answers
 from nerve_cli.store.events import EventError, store_event
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
-from nerve_cli.store.runs import run_counts, thread_record
+from nerve_cli.store.runs import run_counts
+from nerve_cli.store.thread_control import rerun_of
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.states import ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
@@ -135,18 +136,7 @@ class WorkflowManager:
         """A new thread from `run_id`: the same workflow, prompt and limits, or (`from_round`) its chain up to
         that round, the last message kept edited to `message`. {"run_id", "status", "rerun_of"}."""
         self._flush()
-        try:
-            record = thread_record(self.home, run_id)
-        except ValueError as exc:
-            raise WorkflowError(f"{run_id} cannot be run again: {exc}") from None
-        if record is None:
-            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
-        chain = control.fork(record.chain, run_id, from_round, message, now_ms())
-        origin: dict[str, Any] = {"kind": "rerun", "of": run_id, "by": by}
-        if via is not None:
-            origin["via"] = via
-        if from_round is not None:
-            origin.update(from_round=from_round, edited=message is not None)
+        record, chain, origin = rerun_of(self.home, run_id, from_round, message, by, via)
         started = self.launch(record.workflow, record.prompt, record.max_rounds, origin, chain)
         return {**started, "rerun_of": run_id}
 
