@@ -179,3 +179,33 @@ def test_config_check_imports_nothing_heavy(instance: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_schema_without_tables_needs_no_migrations_folder_and_a_paths_sense_is_not_on_demand(home: Path) -> None:
+    """An empty schema.py left a "run nerve sense migrate" warning the command could not clear (it writes
+    nothing for no tables), and sense list showed a sense driven by `paths:` as "on demand"."""
+    import json
+
+    from conftest import cli
+    from enginekit import write_instance
+
+    write_instance(home, """
+        senses:
+          plain: {}
+          notes: {}
+        reflexes:
+          - {sense: notes, paths: ["docs/*.md"]}
+    """, {"plain": "def compute(db, peers):\\n    return 1\\n", "notes": "def compute(db, peers):\\n    return 1\\n"})
+    for sense in ("plain", "notes"):
+        (home / "senses" / sense / "schema.py").write_text("")
+        (home / "senses" / sense / "migrations").rmdir()
+    (home / "docs").mkdir()
+    checked = json.loads(cli("config", "check", "--json").stdout)
+    assert not [p for p in checked["problems"] if "migrations/ does not exist" in p["message"]], checked["problems"]
+    (home / "senses" / "plain" / "schema.py").write_text(
+        "from nerve_cli.sdk import table\\n\\n@table(pk='ts')\\nclass Row:\\n    ts: int\\n")
+    checked = json.loads(cli("config", "check", "--json").stdout)
+    assert [p["path"] for p in checked["problems"] if "migrations/ does not exist" in p["message"]] == ["senses.plain"]
+    listed = {s["name"]: s["triggers"] for s in json.loads(cli("sense", "list", "--json").stdout)["senses"]}
+    assert listed["notes"] == ["on files docs/*.md"]
+    assert "on files docs/*.md" in cli("sense", "list").stdout

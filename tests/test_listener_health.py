@@ -146,3 +146,21 @@ def test_expect_signal_every_is_a_period() -> None:
     found = {p.path: p.message for p in problems}
     assert "longer than 0" in found["senses.a.expect_signal_every"]
     assert "duration" in found["senses.b.expect_signal_every"]
+
+
+def test_replay_says_events_were_archived_only_when_they_were(home: Path) -> None:
+    """A channel's ids are shared with the other channels of events.db: `sense replay` took the ids below its
+    first event for archived ones and said so when nothing had been archived."""
+    write_instance(home, "senses:\n  store: {}\nreflexes:\n  - {sense: store, on: [mine]}\n", {})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    for channel in ("other", "other", "other", "mine", "mine"):
+        assert nerve("emit", channel, "{}", home=home).exit_code == 0
+    assert nerve("sense", "compute", "store", home=home).exit_code == 0
+    assert len(got(home, "store")) == 2
+    replayed = nerve("sense", "replay", "store", "--source", "mine", "--from", "0", home=home)
+    assert replayed.exit_code == 0, replayed.output
+    assert "2 event(s) to receive" in replayed.output and "archived" not in replayed.output, replayed.output
+    doc = json.loads(nerve("sense", "replay", "store", "--source", "mine", "--from", "0", "--dry-run", "--json",
+                           home=home).output)
+    assert doc["oldest_held"] is None

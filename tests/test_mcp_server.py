@@ -440,9 +440,8 @@ def test_an_agent_writes_tries_and_switches_on_a_sense_and_hears_its_signals(hom
             assert (made["enabled"], made["reflex"], made["files"][:2]) == (
                 False, {"on": ["nums"]}, ["senses/doubler/schema.py", "senses/doubler/sense.py"])
             await _call(session, "write_sense_file", sense="doubler", file="schema.py", text=DOUBLER_SCHEMA)
-            refused = await _error(session, "migrate_sense", sense="doubler")  # the template's table would go
-            assert "allow" in refused["message"]
-            migrated = await _call(session, "migrate_sense", sense="doubler", allow_data_loss=True)
+            # the template's own table goes: it holds no rows (the sense never ran), so no allow_data_loss is needed
+            migrated = await _call(session, "migrate_sense", sense="doubler")
             assert migrated["senses"][0]["file"].startswith("senses/doubler/migrations/0002_")
             written = await _call(session, "write_sense_file", sense="doubler", file="sense.py", text=DOUBLER)
             assert (written["path"], written["changed"]) == ("senses/doubler/sense.py", True)

@@ -63,9 +63,22 @@ def test_migrate_all_and_a_change(instance):
     assert "nerve: sense migrate beta (0002_add_unit.sql)" in git(instance, "log", "--format=%s")
 
 
+def _rows(instance: Path, sense: str, rows: int) -> None:
+    """The sense's database as its engine made it, holding `rows` samples."""
+    import sqlite3
+
+    (instance / "data" / "senses").mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(instance / "data" / "senses" / f"{sense}.db")
+    conn.execute("CREATE TABLE IF NOT EXISTS sample (ts INTEGER PRIMARY KEY, value FLOAT NOT NULL)")
+    conn.executemany("INSERT INTO sample VALUES (?, ?)", [(i, 0.5) for i in range(rows)])
+    conn.commit()
+    conn.close()
+
+
 def test_data_loss_refused_with_exit_1_then_allowed(instance):
     pytest.importorskip("nerve_cli.instance.git")
     assert run("alpha").exit_code == 0
+    _rows(instance, "alpha", 3)
     (instance / "senses/alpha/schema.py").write_text(SCHEMA.replace("    value: float\n", ""))
     result = run("alpha")
     assert result.exit_code == 1
@@ -98,3 +111,19 @@ def test_unknown_sense_and_usage_errors(instance):
     assert run().exit_code == 2
     assert run("alpha", "--all").exit_code == 2
     assert run("../etc").exit_code == 1
+
+
+def test_dropping_what_holds_no_rows_needs_no_allow(instance):
+    """A fresh scaffold needed --allow-data-loss to replace its own empty example table."""
+    pytest.importorskip("nerve_cli.instance.git")
+    assert run("alpha").exit_code == 0 and run("beta").exit_code == 0
+    for sense in ("alpha", "beta"):
+        (instance / f"senses/{sense}/schema.py").write_text(SCHEMA.replace("class Sample", "class Reading"))
+    _rows(instance, "beta", 0)  # a database that ran, with the table empty
+    for sense in ("alpha", "beta"):  # alpha: no database at all
+        result = run(sense)
+        assert result.exit_code == 0, result.output
+        assert "drop table sample" in result.output and "create table reading" in result.output
+    _rows(instance, "alpha", 1)
+    (instance / "senses/alpha/schema.py").write_text(SCHEMA)  # drops reading, which holds none: allowed
+    assert run("alpha").exit_code == 0

@@ -7,6 +7,7 @@ a child process (`config.code`), and only once nerve.yaml itself is valid.
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,7 +128,7 @@ def folder_problems(home: Path, result: Validation) -> list[Problem]:
             if not (folder / part).is_file():
                 found.append((("senses", name), "error", f"senses/{name}/{part} does not exist; "
                               f"create it (`nerve sense new {name}` scaffolds one) or set `enabled: false`"))
-        if (folder / "schema.py").is_file() and not layout.migrations(name).is_dir():
+        if (folder / "schema.py").is_file() and not layout.migrations(name).is_dir() and _declares_tables(folder):
             found.append((("senses", name), "warning", f"senses/{name}/migrations/ does not exist; "
                           f"run `nerve sense migrate {name}` to generate it from schema.py"))
     for name, workflow in config.workflows.items():
@@ -164,6 +165,21 @@ def _missing_paths(home: Path, config: Any) -> list[tuple[tuple, Severity, str]]
                             f"`{text}`: {where} does not exist, so nothing is watched there; create it (the "
                             "engine starts watching it at its next start or nerve.yaml reload)"))
     return out
+
+
+def _declares_tables(folder: Path) -> bool:
+    """Whether schema.py may declare a table (read, not imported): one with none needs no migrations/, and
+    `nerve sense migrate` writes nothing for it, so a warning would never clear."""
+    try:
+        tree = ast.parse((folder / "schema.py").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return True  # the code check says what is wrong with it
+    for node in ast.walk(tree):
+        for decorator in getattr(node, "decorator_list", ()):
+            called = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if (called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)) == "table":
+                return True
+    return False
 
 
 def _unset_secrets(config: Any) -> list[tuple[tuple, Severity, str]]:

@@ -114,6 +114,7 @@ def _triggers(config: NerveConfig, name: str) -> list[str]:
         if reflex.cron:
             out.append(f"cron {reflex.cron}")
         out.extend(f"on {source}" for source in reflex.on)
+        out.extend(f"on files {pattern}" for pattern in reflex.paths)
     return out
 
 

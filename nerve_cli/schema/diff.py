@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,8 +82,10 @@ def _user_line(exc: BaseException, path: Path) -> int | str:
     return line
 
 
-def plan_migration(sense_dir: Path, *, allow_data_loss: bool = False, specs: list[TableSpec] | None = None) -> MigrationPlan:
-    """Work out (without writing) what the next migration must do; empty plan when in sync."""
+def plan_migration(sense_dir: Path, *, allow_data_loss: bool = False, specs: list[TableSpec] | None = None,
+                   rows_in: Callable[[str], int] | None = None) -> MigrationPlan:
+    """Work out (without writing) what the next migration must do; empty plan when in sync. `rows_in(table)`:
+    how many rows the sense's database holds in a table (when known): dropping what holds none loses nothing."""
     specs = load_specs(sense_dir) if specs is None else specs
     plan = MigrationPlan()
     work = _scratch(sense_dir / "migrations")
@@ -90,6 +93,8 @@ def plan_migration(sense_dir: Path, *, allow_data_loss: bool = False, specs: lis
         _Planner(work, {s.name: s for s in specs}, plan, _next_number(sense_dir)).run()
     finally:
         work.close()
+    if rows_in is not None:
+        plan.data_loss = [loss for loss in plan.data_loss if rows_in(loss.split(":")[0].removeprefix("table ")) > 0]
     if plan.data_loss and not allow_data_loss:
         raise MigrationError(
             f"{sense_dir.name}: this change would delete data: " + "; ".join(plan.data_loss)
@@ -103,11 +108,12 @@ def generate_migration(sense_dir: Path, *, allow_data_loss: bool = False, name: 
     return generate(sense_dir, allow_data_loss=allow_data_loss, name=name)[0]
 
 
-def generate(sense_dir: Path, *, allow_data_loss: bool = False, name: str | None = None) -> tuple[Path | None, MigrationPlan]:
+def generate(sense_dir: Path, *, allow_data_loss: bool = False, name: str | None = None,
+             rows_in: Callable[[str], int] | None = None) -> tuple[Path | None, MigrationPlan]:
     """Like `generate_migration`, also returning the plan (changes, statements) for display."""
     sense_dir = Path(sense_dir)
     specs = load_specs(sense_dir)
-    plan = plan_migration(sense_dir, allow_data_loss=allow_data_loss, specs=specs)
+    plan = plan_migration(sense_dir, allow_data_loss=allow_data_loss, specs=specs, rows_in=rows_in)
     if not plan.statements:
         return None, plan
     number = _next_number(sense_dir)

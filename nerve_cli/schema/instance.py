@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +49,8 @@ def migrate_senses(
         result = SenseMigration(sense)
         try:
             sense_dir = _sense_dir(layout, sense)
-            path, plan = generate(sense_dir, allow_data_loss=allow_data_loss, name=name)
+            path, plan = generate(sense_dir, allow_data_loss=allow_data_loss, name=name,
+                                  rows_in=functools.partial(_rows_in, layout.sense_db(sense)))
         except NerveError as exc:
             if single:
                 raise
@@ -58,6 +61,22 @@ def migrate_senses(
                 result.statements = len(split_statements(path.read_text(encoding="utf-8")))
         results.append(result)
     return results, _commit(home, [r for r in results if r.path])
+
+
+def _rows_in(database: Path, table: str) -> int:
+    """Rows a sense's database holds in `table` now (0 when it or the table does not exist: a scaffold's own
+    example table, never run, loses nothing); read-only, and a file that cannot be read holds some."""
+    if not database.is_file():
+        return 0
+    try:
+        conn = sqlite3.connect(database.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+            return 0 if found is None else conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 1  # cannot tell: count it as data
 
 
 def _sense_dir(layout: Layout, sense: str) -> Path:

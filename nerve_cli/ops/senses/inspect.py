@@ -67,6 +67,7 @@ def describe_trigger(reflex: ReflexConfig) -> list[str]:
     if reflex.cron:
         out.append(f"cron {reflex.cron}")
     out.extend(f"on {name}" for name in reflex.on)
+    out.extend(f"on files {pattern}" for pattern in reflex.paths)
     if not reflex.enabled:
         out = [f"{t} (disabled)" for t in out]
     return out

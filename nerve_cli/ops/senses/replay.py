@@ -29,6 +29,7 @@ from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import all_sources
 from nerve_cli.ops.client import request
 from nerve_cli.schema.apply import ensure_engine_tables
+from nerve_cli.store.archive_db import SENSE_META, WATERMARK
 from nerve_cli.store.events import (
     SOURCE_TABLES,
     Cursor,
@@ -123,8 +124,11 @@ def _locate(layout: Layout, sense: str, source: str, kind: str, start: str) -> t
         top = head(conn, kind)
         try:
             first = conn.execute(f"SELECT min(id) FROM {table} WHERE {where}1", params).fetchone()[0]
+            # ids below the oldest row were archived only if the archiver ever ran on this file (a channel's ids
+            # are shared with the other channels of events.db: the ones below its first may simply be theirs)
+            held = first if _archived(conn) else None
             if start.strip().isdigit():
-                return first, int(start)
+                return held, int(start)
             try:
                 when = parse_instant(start, now_ms=now_ms())
             except ValueError as exc:
@@ -132,9 +136,16 @@ def _locate(layout: Layout, sense: str, source: str, kind: str, start: str) -> t
             found = conn.execute(f"SELECT min(id) FROM {table} WHERE {where}ts >= ?", (*params, when)).fetchone()[0]
         except sqlite3.OperationalError:  # its table does not exist yet: nothing was ever stored
             return None, 1
-        return first, found if found is not None else top + 1
+        return held, found if found is not None else top + 1
     finally:
         conn.close()
+
+
+def _archived(conn: sqlite3.Connection) -> bool:
+    try:
+        return conn.execute(f"SELECT 1 FROM {SENSE_META} WHERE key = ?", (WATERMARK,)).fetchone() is not None
+    except sqlite3.OperationalError:  # no archiver's table: it never ran here
+        return False
 
 
 def _count(layout: Layout, sense: str, source: str, kind: str, after: int) -> int:
