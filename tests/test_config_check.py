@@ -209,3 +209,38 @@ def test_a_schema_without_tables_needs_no_migrations_folder_and_a_paths_sense_is
     listed = {s["name"]: s["triggers"] for s in json.loads(cli("sense", "list", "--json").stdout)["senses"]}
     assert listed["notes"] == ["on files docs/*.md"]
     assert "on files docs/*.md" in cli("sense", "list").stdout
+
+
+def test_a_channel_a_thread_waits_for_or_the_fleet_publishes_is_listened_to(home: Path) -> None:
+    """`config check` warned "no reflex listens to channel" for channels a workflow waits for and ones
+    fleet.publish.channels sends to other hosts."""
+    import textwrap
+
+    from conftest import cli
+    from enginekit import write_instance
+
+    write_instance(home, """
+        senses: {}
+        channels:
+          ci.done: {}
+          deploys: {}
+          nobody: {}
+        workflows:
+          waits: {}
+        fleet:
+          servers: [nats://127.0.0.1:4222]
+          host: alpha
+          publish: {channels: [deploys]}
+    """, {})
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "waits.py").write_text(textwrap.dedent("""
+        from nerve_cli.sdk import END, WorkflowDefinition, wait_for_event
+
+        async def waiter(messages):
+            return wait_for_event("ci.done", match={"pr": 1})
+
+        workflow = WorkflowDefinition(roles={"waiter": waiter}, moderator=lambda m: "waiter" if len(m) < 2 else END)
+    """))
+    checked = json.loads(cli("config", "check", "--json").stdout)
+    unheard = sorted(p["path"] for p in checked["problems"] if "no reflex listens" in p["message"])
+    assert unheard == ["channels.nobody"], checked["problems"]

@@ -91,14 +91,19 @@ def test_a_thread_waits_for_its_event_across_a_kill_and_resumes_on_the_first_mat
         assert {t["waits"] for t in inbox} == {"event"}
         assert request(home, "status")["workflows"]["ci"]["waiting"] == sorted([seven, nine, eight])
 
-        request(home, "emit", channel="ci.done", payload={"pr": 8, "state": "red"})
+        # emit says which waiting thread an event resumes, and warns of no listener only when none hears it
+        lonely = nerve("emit", "ci.done", json.dumps({"pr": 42}), home=home)
+        assert "no thread waits for it" in lonely.stderr + lonely.stdout
+        sent = json.loads(nerve("emit", "ci.done", json.dumps({"pr": 8, "state": "red"}), "--json", home=home).stdout)
+        assert sent["resumes"] == [eight] and sent["triggered"] == []
         wait_for(lambda: statuses().get(eight) == "completed", 20, what="the pr 8 event to resume its thread")
         assert statuses()[seven] == statuses()[nine] == "waiting"  # the pr 8 event was read: not theirs
         with pytest.raises(WorkflowError, match=r"waits for an event \(ci.done where pr = 7\), not for a person"):
             answer_thread(home, seven, "approve", None, via="test")
         engine.stop(signal.SIGKILL)
 
-    _emit(home, {"pr": 7, "state": "green"})  # no engine: stored, delivered at the next start
+    offline = nerve("emit", "ci.done", json.dumps({"pr": 7, "state": "green"}), home=home)  # no engine: stored
+    assert f"will be delivered to thread {seven} when the engine starts" in offline.stdout, offline.stdout
     _emit(home, {"pr": 7, "state": "too late"})  # one event resumes a thread at most once: the first wins
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)

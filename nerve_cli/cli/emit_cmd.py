@@ -61,12 +61,15 @@ def emit(
     if sent.duplicate:
         output.info(f"{what} was already stored with key {key!r}; nothing new was sent")
     elif sent.via == "disk":
-        to = f"to {', '.join(sent.listeners)}" if sent.listeners else "(no enabled reflex listens to it yet)"
+        reached = [*sent.listeners, *(f"thread {r}" for r in sent.resumes)]
+        to = f"to {', '.join(reached)}" if reached else "(no enabled reflex listens to it yet)"
         output.info(f"no engine is running: {what} is stored in data/events.db and will be delivered {to} "
                     "when the engine starts")
         if traceparent is not None:
             output.warn("its --traceparent is not kept: only a running engine continues a trace")
-    elif sent.triggered:
-        output.info(f"{what} committed; woke {', '.join(sent.triggered)}")
+    elif sent.triggered or sent.resumes:
+        woke = [*sent.triggered, *(f"thread {r} (its wait)" for r in sent.resumes)]
+        output.info(f"{what} committed; woke {', '.join(woke)}")
     else:
-        output.warn(f"{what} committed, but no enabled reflex listens to it (add it to a reflex's on: list)")
+        output.warn(f"{what} committed, but no enabled reflex listens to it and no thread waits for it "
+                    "(add it to a reflex's on: list)")

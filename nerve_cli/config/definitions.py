@@ -28,6 +28,7 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.pipeline import SUFFIXES as PIPELINE_SUFFIXES
 from nerve_cli.config.pipeline import check_pipelines, roles_modules
 from nerve_cli.config.problems import Problem
+from nerve_cli.config.waits import wait_call
 from nerve_cli.home import Layout
 from nerve_cli.names import BUILTIN_SENSES
 
@@ -72,18 +73,16 @@ def wait_warnings(home: Path, workflows: list[str], senses: list[str]) -> list[P
         except (OSError, SyntaxError, ValueError):
             continue  # the child reports what keeps it from loading
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or not node.args:
+            wait = wait_call(node)
+            if wait is None:
                 continue
-            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            first = node.args[0]
-            if called != "wait_for_event" or not isinstance(first, ast.Constant) or not isinstance(first.value, str):
-                continue
-            source = first.value
+            source = wait[0]
             near = [] if source in known else difflib.get_close_matches(source, known, n=1, cutoff=0.8)
             if near:
                 found.append(Problem(f"workflows.{name}", f"wait_for_event({source!r}) waits for {source!r}, which "
                                      f"nerve.yaml names nowhere (no sense, channel or reflex): did you mean "
-                                     f"{near[0]!r}?", "warning", node.lineno, file=f"workflows/{path.name}"))
+                                     f"{near[0]!r}?", "warning", getattr(node, "lineno", None),
+                                     file=f"workflows/{path.name}"))
     return found
 
 

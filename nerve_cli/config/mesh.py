@@ -30,6 +30,7 @@ from typing import Literal
 
 from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, NerveConfig, format_duration
 from nerve_cli.config.pipeline import Pipeline
+from nerve_cli.config.waits import wait_call
 from nerve_cli.home import Layout
 
 NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate", "person"]
@@ -103,13 +104,9 @@ def declared(home: Path, config: NerveConfig) -> dict[str, Declared]:
             if not isinstance(node, ast.Call):
                 continue
             called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            if called == "wait_for_event" and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, str):
-                match = node.args[1] if len(node.args) > 1 else next(
-                    (k.value for k in node.keywords if k.arg == "match"), None)
-                keys = tuple(str(k.value) for k in match.keys if isinstance(k, ast.Constant)) \
-                    if isinstance(match, ast.Dict) else ()
-                waits.append((node.args[0].value, keys))
+            wait = wait_call(node)
+            if wait is not None:
+                waits.append(wait)
             elif called == "ask_person":
                 asks = True
             elif called == "tool" and any(k.arg == "approval" for k in node.keywords):

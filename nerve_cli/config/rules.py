@@ -16,6 +16,7 @@ from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_
 from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, parse_duration
 from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
+from nerve_cli.config.waits import waited_sources
 from nerve_cli.home import Layout
 
 Finding = tuple[Loc, Severity, str]
@@ -82,7 +83,8 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
         channels[name].fed_by, channels[name].did_you_mean = "fleet", None
     findings.extend(_check_paths(_names(data.get("reflexes")), home))
     declared = _mapping(data.get("channels"))
-    findings.extend(_check_channels(declared, senses, channels))
+    used = _used_elsewhere(data, home)
+    findings.extend(_check_channels(declared, senses, {**{n: Channel(n) for n in used}, **channels}))
     for name in declared:
         if isinstance(name, str) and name not in senses and name not in BUILTIN_SENSES:
             channels.setdefault(name, Channel(name))
@@ -115,6 +117,17 @@ def _check_paths(reflexes: list, home: Path | None) -> Iterator[Finding]:
                 yield ("reflexes", i, "paths", j), "error", (
                     f"`{text}` is also a channel in this sense's on: list; rename the channel (both would be "
                     "called that in trigger.events)")
+
+
+def _used_elsewhere(data: dict, home: Path | None) -> set[str]:
+    """Channels used by more than reflexes: published to the fleet, or waited for by a workflow (its file's
+    literal `wait_for_event` calls, when the instance folder is known)."""
+    fleet = _mapping(data.get("fleet"))
+    used = {c for c in _names(_mapping(fleet.get("publish")).get("channels")) if isinstance(c, str)}
+    if home is not None:
+        names = [n for n in _mapping(data.get("workflows")) if isinstance(n, str)]
+        used |= waited_sources([Path(home) / "workflows" / f"{n}.py" for n in names])
+    return used
 
 
 def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) -> Iterator[Finding]:

@@ -151,8 +151,10 @@ def _thread(thread: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def emit(channel: str, triggered: list[str], *, event_id: int, stored_ms: int, delivered: str,
          listeners: list[str], duplicate: bool = False, schema_version: str | None = None,
-         hash: str | None = None) -> dict[str, Any]:
-    """`nerve emit --json`: the stored event, and who it woke (`triggered`, now) or will reach (`listeners`)."""
+         hash: str | None = None, resumes: list[str] | None = None) -> dict[str, Any]:
+    """`nerve emit --json`: the stored event, and who it woke (`triggered`, now) or will reach (`listeners`),
+    and the waiting threads its payload matches (`resumes`; None where it was not looked up: a webhook)."""
     return {"version": VERSION, "channel": channel, "event_id": event_id, **stamp("stored", stored_ms),
             "duplicate": duplicate, "delivered": delivered, "triggered": list(triggered),
-            "listeners": list(listeners), "schema_version": schema_version, "hash": hash}
+            "listeners": list(listeners), "schema_version": schema_version, "hash": hash,
+            "resumes": None if resumes is None else list(resumes)}

@@ -11,10 +11,11 @@ once per `key` (when one is given), so a script may resend after an error.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from nerve_cli.automaton.waits import matches
 from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.load import load_config
 from nerve_cli.contract.engine import emit
@@ -23,6 +24,7 @@ from nerve_cli.home import Layout
 from nerve_cli.names import traceparent_problem
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.store.events import parse_payload_text, store_event
+from nerve_cli.store.runs import waiting_on
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,14 @@ class Emitted:
     duplicate: bool = False
     schema_version: str | None = None
     hash: str | None = None
+    resumes: list[str] = field(default_factory=list)  # waiting threads whose wait this event's payload matches
 
     def to_json(self) -> dict[str, Any]:
         """The `emit` document (nerve_cli.contract)."""
         return emit(self.channel, self.triggered, event_id=self.event_id, stored_ms=self.ts,
                     delivered="now" if self.via == "engine" else "at next start", listeners=self.listeners,
-                    duplicate=self.duplicate, schema_version=self.schema_version, hash=self.hash)
+                    duplicate=self.duplicate, schema_version=self.schema_version, hash=self.hash,
+                    resumes=self.resumes)
 
 
 def read_payload(text: str | None, stdin: IO[str] | None = None) -> Any:
@@ -77,14 +81,25 @@ def emit_event(home: Path, channel: str, payload: Any, key: str | None = None, s
     """
     if traceparent is not None and (problem := traceparent_problem(traceparent)) is not None:
         raise NerveError(problem)
+    # looked up first: once the engine has the event, a thread it matched is no longer waiting
+    resumes = _resumes(home, channel, payload)
     try:
         answer = request(home, "emit", channel=channel, payload=payload, key=key, schema_version=schema_version,
                          hash=hashed, traceparent=traceparent)
     except EngineNotRunning:
-        return _store_offline(home, channel, payload, key, schema_version, hashed)
+        stored = _store_offline(home, channel, payload, key, schema_version, hashed)
+        return replace(stored, resumes=[] if stored.duplicate else resumes)
+    duplicate = answer.get("duplicate", False)
     return Emitted(channel, answer["event_id"], answer["ts"], "engine", answer["triggered"],
-                   answer["triggered"], answer.get("duplicate", False), answer.get("schema_version"),
-                   answer.get("hash"))
+                   answer["triggered"], duplicate, answer.get("schema_version"), answer.get("hash"),
+                   [] if duplicate else resumes)
+
+
+def _resumes(home: Path, channel: str, payload: Any) -> list[str]:
+    """The threads waiting for an event of `channel` whose match `payload` meets."""
+    return [run_id for run_id, match in waiting_on(Layout(home).logs_db, channel)
+            if matches(payload, match if isinstance(match, dict) else {})]
+
 
 
 def _store_offline(home: Path, channel: str, payload: Any, key: str | None, schema_version: str | None,

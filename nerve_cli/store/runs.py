@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from nerve_cli.automaton.model import WorkflowMessage
 from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
@@ -27,6 +29,30 @@ def queued_request(logs_path: Path, run_id: str) -> dict[str, Any]:
     rows = query_logs(logs_path, source="workflow", type="queued", ref=run_id, limit=1)
     payload = rows[0]["payload"] if rows else None
     return payload if isinstance(payload, dict) else {}  # none, or damaged: nothing it was queued with
+
+
+def waiting_on(logs_path: Path, source: str) -> list[tuple[str, Any]]:
+    """(run id, match) of each thread now waiting for an event of `source` (its newest `waiting` row's
+    `waiting_for`): one query on the index of the log's thread rows."""
+    if not Path(logs_path).exists():
+        return []
+    conn = open_readonly(logs_path)
+    try:
+        rows = conn.execute(
+            "SELECT r.run_id, json_extract(l.payload, '$.waiting_for.match') FROM workflow_runs r "
+            "JOIN logs l ON l.id = (SELECT max(id) FROM logs WHERE source = 'workflow' AND type = 'waiting' "
+            "AND ref_id = r.run_id) WHERE r.status = 'waiting' "
+            "AND json_extract(l.payload, '$.waiting_for.kind') = 'event' "
+            "AND json_extract(l.payload, '$.waiting_for.source') = ? ORDER BY r.run_id", (source,)).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for run_id, match in rows:
+        try:
+            out.append((run_id, orjson.loads(match) if match else {}))
+        except orjson.JSONDecodeError:
+            continue  # a damaged row: that thread's own reads name it
+    return out
 
 
 def run_counts(logs_path: Path) -> dict[str, dict[str, int]]:
