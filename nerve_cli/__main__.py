@@ -1,3 +1,3 @@
-from nerve_cli.cli.app import main
+from nerve_cli.cli.entry import main
 
 main()

@@ -44,6 +44,7 @@ class Layout:
         self.data = home / "data"
         self.logs_db = self.data / "logs.db"
         self.events_db = self.data / "events.db"  # external events (`nerve emit`), see store/events.py
+        self.agents_db = self.data / "agents.db"  # the agents' inboxes: cursors, deliveries, see store/inbox.py
         self.fleet_db = self.data / "fleet.db"  # what this host has published to its fleet, see store/fleet.py
         self.sense_data = self.data / "senses"
         self.archive = self.data / "archive"

@@ -25,7 +25,8 @@ LAYERS = [
     ["top", "mcp", "ui"],     # nerve top | nerve mcp (the MCP server and its tools) | nerve ui (the web console)
     ["ops"],                  # what the commands do: sense/workflow/thread operations, emit, gc, the socket client
     ["kernel", "worker", "sdk"],  # the engine process | the child processes | what user code imports
-    ["roles"],                # ready-made roles and tools (llm_role, nerve_tools: they read the store)
+    ["roles", "agents"],      # ready-made roles and tools (llm_role, nerve_tools: they read the store) | agents'
+                              # delivery adapters over the inbox (hook wait, Codex app-server), harness setup
     ["store"],                # logs.db, sense databases, archive, a thread's rows
     ["schema", "automaton"],  # tables and migrations | the pure workflow automaton
     ["contract", "wire"],     # the --json documents | kernel <-> worker messages, ErrorInfo, group spec
@@ -49,7 +50,7 @@ ROOMS = {
         ["core", ""],               # scheduler (pure rules), emits, delivery, ledger, stats, lock, report
     ],
     "ops": [
-        ["senses", "workflows", "emit", "gc", "fleet", "stopped"],  # one room per command family
+        ["senses", "workflows", "emit", "gc", "fleet", "stopped", "agents"],  # one room per command family
         ["client", ""],             # the engine's control socket, from the CLI side
     ],
 }

@@ -46,6 +46,8 @@ COMMANDS = {
     "workflow": Lazy("workflow_cmd", "app", "Create, run and manage workflows."),
     "thread": Lazy("thread_cmd", "app", "Inspect workflow threads, answer the ones waiting for a person, cancel or run them again."),
     "service": Lazy("service_cmd", "app", "Keep the engine running under systemd (Linux) or launchd (macOS)."),
+    "agent": Lazy("agent_cmd", "app", "Wake coding agents (Claude Code, OpenCode, Codex) with the events they hear, "
+                  "exactly once."),
     "deps": Lazy("deps_cmd", "app", "Check that requirements.txt is satisfied where the workers run; list what is missing."),
 }
 

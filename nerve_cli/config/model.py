@@ -352,6 +352,70 @@ class WorkflowConfig(_Model):
         return list(rule) if isinstance(rule, list) else list(rule.names) if isinstance(rule, ApproverRule) else []
 
 
+def _check_match(value: dict) -> dict:
+    """A payload match as literal bindings are written: key (a.b for nesting) → a value, or a list of them."""
+    for key, wanted in value.items():
+        if not BINDING_KEY_RE.match(key):
+            raise ValueError(f"match key {key!r} is not a payload key: use letters, digits, _ and -, "
+                             "with . between nested keys (pr.repo)")
+        if isinstance(wanted, str) and wanted.startswith("$"):
+            raise ValueError(f"match {key}: {wanted!r} is a parameter; an agent's match takes literal values")
+        if isinstance(wanted, list) and not wanted:
+            raise ValueError(f"match {key}: a list is the values an event may have there (at least one)")
+    return value
+
+
+Match = Annotated[dict[str, BindingLiteral | list[BindingLiteral]], AfterValidator(_check_match)]
+
+
+def _codex_endpoint(value: object) -> object:
+    text = value if isinstance(value, str) else ""
+    if text.startswith("unix://") and len(text) > len("unix://"):
+        return value
+    parts = urlsplit(text) if text.startswith("ws://") else None
+    if parts is not None and parts.hostname in ("127.0.0.1", "localhost", "::1") and parts.port:
+        return value
+    raise ValueError(f"expected the codex app-server's address: unix://PATH (`codex app-server --listen unix://PATH`) "
+                     f"or a loopback ws://127.0.0.1:PORT, got {value!r}")
+
+
+def _codex_thread(value: object) -> object:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise ValueError(f"expected a Codex thread id (thread/start answers it; `codex resume` lists them), got {value!r}")
+    return value
+
+
+class CodexDelivery(_Model):
+    """Hand an agent's events to a Codex thread through the user's `codex app-server`."""
+
+    endpoint: Annotated[str, BeforeValidator(_codex_endpoint)]
+    thread: Annotated[str, BeforeValidator(_codex_thread)]  # the thread id turns start on
+
+
+class AgentDelivery(_Model):
+    codex: CodexDelivery | None = None
+
+
+class AgentConfig(_Model):
+    """A coding agent and what it hears: a listener without code, with a durable inbox (store.inbox)."""
+
+    on: tuple[Channel, ...]  # any source a reflex can name
+    match: Match = {}  # only events whose payload has these values reach it
+    batch: StrictInt = Field(default=20, ge=1, le=1000)  # events in one delivery (one turn) at most
+    deliver: AgentDelivery | None = None  # none: it takes its events itself (hook, MCP, `nerve agent next`)
+    # where a source it never heard starts: `new`, after what the source holds at its first look; `all`, everything
+    # the source still holds
+    start: Literal["new", "all"] = "new"
+    enabled: StrictBool = True
+
+    @field_validator("on")
+    @classmethod
+    def _some_source(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("an agent hears at least one source: list senses or channels, e.g. on: [ci.done]")
+        return value
+
+
 NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 
 
@@ -447,6 +511,7 @@ class NerveConfig(_Model):
     workflows: dict[Name, WorkflowConfig] = {}
     fleet: FleetConfig | None = None
     channels: dict[Channel, ChannelConfig] = {}
+    agents: dict[Name, AgentConfig] = {}
 
     def enabled_senses(self) -> dict[str, SenseConfig]:
         return {n: s for n, s in self.senses.items() if s.enabled}
@@ -470,7 +535,8 @@ class NerveConfig(_Model):
     def external_channels(self) -> set[str]:
         """External channel names: `on:` entries that are not senses, and the `channels:` section's."""
         listened = {n for r in self.reflexes for n in r.on if n not in self.senses and n not in BUILTIN_SENSES}
-        return listened | set(self.channels)
+        heard = {n for a in self.agents.values() for n in a.on if n not in self.senses and n not in BUILTIN_SENSES}
+        return listened | heard | set(self.channels)
 
     def webhook_channels(self) -> dict[str, ChannelConfig]:
         """Channels that accept HTTP posts."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from nerve_cli.config.agents import check_agents, heard_channels
 from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
 from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, parse_duration
 from nerve_cli.config.paths import resolve
@@ -83,8 +84,10 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
         channels[name].fed_by, channels[name].did_you_mean = "fleet", None
     findings.extend(_check_paths(_names(data.get("reflexes")), home))
     declared = _mapping(data.get("channels"))
-    used = _used_elsewhere(data, home)
+    used = _used_elsewhere(data, home) | heard_channels(data)  # agents listen too
     findings.extend(_check_channels(declared, senses, {**{n: Channel(n) for n in used}, **channels}))
+    fed = set(channels) | {n for n in declared if isinstance(n, str)} | subscribed(data)
+    findings.extend(check_agents(data, nearest, subscribed(data), fed))
     for name in declared:
         if isinstance(name, str) and name not in senses and name not in BUILTIN_SENSES:
             channels.setdefault(name, Channel(name))

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 CLI_KINDS = (
+    "agent-ack", "agent-delivery", "agent-install", "agent-list",
     "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log",
     "mesh", "migrate", "rename", "replay", "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-new",
     "sense-show", "service", "status", "thread-answer", "thread-cancel", "thread-link", "thread-list", "thread-rerun",

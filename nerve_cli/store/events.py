@@ -628,6 +628,13 @@ def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, at: 
     return SourceBacklog(name, kind, cursor, count, oldest[0] if oldest else None, top)
 
 
+def count_after(conn: sqlite3.Connection, kind: str, name: str, after: int, cap: int = BACKLOG_CAP,
+                wanted: Mapping[str, Any] | None = None, listener: str = "") -> tuple[int, int | None]:
+    """(how many events of one source have an id above `after`, capped; the ts of the oldest of them)."""
+    found = _waiting(conn, listener, name, kind, Cursor(after), cap, wanted)
+    return found.events, found.oldest_ts
+
+
 def has_backlog(data: Path, listener: str, sources: Mapping[str, str], filters: Mapping[str, Any] | None = None,
                 binding: str | None = None) -> bool:
     """True when `listener` has events it has not consumed, judging from the files alone.

@@ -1,0 +1,17 @@
+"""The `nerve` executable: the hook command's fast path, else the Typer app (cli/app.py)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:3] == ["agent", "wait"]:  # the hook command, run after every turn of a coding agent
+        from nerve_cli.cli.agent_wait import fast
+
+        code = fast(sys.argv[1:])
+        if code is not None:
+            raise SystemExit(code)
+    from nerve_cli.cli.app import main as app_main
+
+    app_main()

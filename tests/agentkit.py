@@ -1,0 +1,49 @@
+"""Agents in the tests: an instance with agents, `nerve agent install claude`, and harness simulators to run.
+
+The simulator (harnesssim.py) follows Claude Code's documented hook protocol; it
+knows only `.claude/settings.json` and reports its turns as JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import nerve
+
+SIM = Path(__file__).resolve().parent / "harnesssim.py"
+
+
+def install_claude(home: Path, agent: str, project: Path) -> dict:
+    project.mkdir(parents=True, exist_ok=True)
+    done = nerve("agent", "install", "claude", agent, "--project", str(project), "--json", home=home)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+class Sim:
+    """One harness session (a real process running the hooks the settings file names)."""
+
+    def __init__(self, project: Path, log: Path, session: str, *args: str) -> None:
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, str(SIM), str(project), str(log), "--session", session, *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill(self) -> None:
+        """kill -9, as a harness dies: its hooks' processes are left to notice by themselves."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def turns(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def ended(log: Path) -> list[dict]:
+    return [t for t in turns(log) if t["t"] == "end"]
