@@ -44,6 +44,7 @@ from nerve_cli.kernel.core.emits import Event
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
 from nerve_cli.names import traceparent_problem
+from nerve_cli.vocab import logrows
 
 BATCH = 256
 EXPIRES = 5.0  # seconds a pull request waits on the server
@@ -95,6 +96,8 @@ class Inbox:
                      for source, subject in subscriptions(fleet).items()}
         self.hosts: dict[str, dict[str, Any]] = {}  # origin host → {"last_at", "source", "events"}
         self.not_json = 0
+        self.forged = 0  # messages whose Nerve-Host header names another host than their subject
+        self._forgers: set[tuple[str, str, str]] = set()  # (subject's host, header's host, source): said once
 
     async def run(self) -> None:
         await asyncio.gather(*(self._consume(sub) for sub in self.subs.values()), self._watch_lag())
@@ -186,7 +189,13 @@ class Inbox:
         kept: list[Msg] = []
         for msg in messages:
             headers = msg.headers or {}
-            origin = headers.get("Nerve-Host") or _host_of(msg.subject)
+            # the subject names the host that published (the server lets a host publish only under its own
+            # name: deploy/nats-server.conf); a header that names another is a forgery, not an origin
+            origin = _host_of(msg.subject) or headers.get("Nerve-Host")
+            claimed = headers.get("Nerve-Host")
+            if claimed is not None and origin is not None and claimed != origin:
+                self._forged(sub, origin, claimed)
+                continue
             if sub.kind == "channel" and origin == self.host:
                 continue  # this host's own emit: it is already here
             msg_id = headers.get("Nats-Msg-Id") or f"{self.fleet.stream}.{msg.metadata.sequence.stream}"
@@ -211,6 +220,15 @@ class Inbox:
                 seen.update(last_at=now, source=sub.source, events=seen["events"] + 1)
         for msg in messages:
             await msg.ack()
+
+    def _forged(self, sub: Subscription, origin: str, claimed: str) -> None:
+        self.forged += 1
+        if (origin, claimed, sub.source) not in self._forgers:
+            self._forgers.add((origin, claimed, sub.source))
+            warning = (f"fleet: a message for {sub.source} on {origin}'s subject says it is from {claimed}: "
+                       "refused, not stored (give each host its own NATS user: deploy/nats-server.conf)")
+            self.log(logrows.warning("fleet", warning))
+            self.report("warn", warning)
 
     def _payload(self, msg: Msg) -> Any:
         """The event's payload: JSON as sent by a Nerve host; anything else (a message from another publisher)

@@ -95,6 +95,10 @@ class Link:
         return self.nc.max_payload if self.nc is not None else 1024 * 1024
 
     def start(self) -> None:
+        user = os.environ.get("NATS_USER")
+        if user and user != self.host:  # deploy/nats-server.conf lets a user publish under its own name only
+            self.report("warn", f"fleet: NATS_USER is {user!r} but this host is {self.host!r}: with a user per host "
+                                "(deploy/nats-server.conf), the server refuses what this host publishes under its name")
         self._task = asyncio.get_running_loop().create_task(self._keep())
 
     async def _keep(self) -> None:
