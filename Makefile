@@ -5,6 +5,9 @@ DEMO_HOME ?= $(CURDIR)/demo-instance
 STAMP := $(VENV)/.installed
 PROMTOOL := $(BIN)/promtool
 DATASETTE1 := .venv-datasette1/bin/datasette
+# the real coding-agent harnesses the agent tests run (pinned): Codex's app-server and Claude Code, from npm
+HARNESSES := .harnesses/node_modules/.bin/codex
+HARNESS_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332
 # Four test processes on two cores: most of a test is spent waiting on worker
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
@@ -20,8 +23,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP) tools
 
 # tmux runs `nerve top` in a real 80x24 terminal in the tests; Debian's chromium is the browser the console's tests
-# drive (Playwright with executable_path: no browser is downloaded)
-tools: $(PROMTOOL) $(DATASETTE1)
+# drive (Playwright with executable_path: no browser is downloaded); the coding-agent harnesses run in the agent tests
+tools: $(PROMTOOL) $(DATASETTE1) $(HARNESSES)
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } \
 		|| { echo "tmux is needed by the tests: install it (apt-get install tmux)"; exit 1; }
 	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
@@ -32,6 +35,12 @@ tools: $(PROMTOOL) $(DATASETTE1)
 $(DATASETTE1):
 	$(PYTHON) -m venv .venv-datasette1
 	.venv-datasette1/bin/pip install --quiet 'datasette==1.0a41'
+
+# Codex and Claude Code in a project-local folder (node and npm from Debian's packages when missing)
+$(HARNESSES):
+	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; } \
+		|| { echo "npm is needed to install the coding-agent harnesses the tests run: apt-get install nodejs npm"; exit 1; }
+	npm install --silent --no-audit --no-fund --prefix .harnesses $(HARNESS_PACKAGES)
 
 # promtool (Prometheus' metrics linter and alert-rule tester) lints a real scrape and runs deploy/'s rule
 # tests: the one on PATH, else unpacked from Debian's prometheus package into the venv (no server is
@@ -67,4 +76,4 @@ bench: $(STAMP)
 		$(BIN)/python bench/_kit.py goals $$goals; rm -f $$goals
 
 clean:
-	rm -rf $(VENV) .venv-datasette1 $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-datasette1 .harnesses $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

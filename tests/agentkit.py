@@ -7,12 +7,15 @@ knows only `.claude/settings.json` and reports its turns as JSON lines.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from conftest import nerve
+from loadclock import scaled
 
 SIM = Path(__file__).resolve().parent / "harnesssim.py"
 
@@ -30,13 +33,15 @@ class Sim:
     def __init__(self, project: Path, log: Path, session: str, *args: str) -> None:
         self.log = log
         self.proc = subprocess.Popen([sys.executable, str(SIM), str(project), str(log), "--session", session, *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def kill(self) -> None:
-        """kill -9, as a harness dies: its hooks' processes are left to notice by themselves."""
+        """kill -9, as a harness dies: its hooks' processes are left to notice by themselves (what is left of
+        its process group after a while is killed, so no test leaves a waiting hook behind)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        threading.Timer(scaled(5), _kill_group, (self.proc.pid,)).start()
 
 
 def turns(log: Path) -> list[dict]:
@@ -47,3 +52,10 @@ def turns(log: Path) -> list[dict]:
 
 def ended(log: Path) -> list[dict]:
     return [t for t in turns(log) if t["t"] == "end"]
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:  # every hook noticed and left
+        pass

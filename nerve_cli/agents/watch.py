@@ -115,7 +115,10 @@ class Waiter:
 def wait(waiter: Waiter, inbox: Inbox, timeout: float | None, *, first: Mapping[str, Any],
          then: Mapping[str, Any] | None = None, stop: Callable[[], bool] | None = None) -> Taken:
     """Take (with `first`'s options: acknowledging the previous delivery, say), then take again (`then`)
-    whenever a database commits, until something is handed, `timeout` passes or `stop()` says so."""
+    whenever a database commits, until something is handed, `timeout` passes or `stop()` says so (checked
+    first: a hook whose harness is already gone takes nothing)."""
+    if stop is not None and stop():
+        return Taken(None)
     taken = waiter.take(inbox, **first)
     if taken.delivery is not None:
         return taken
@@ -157,14 +160,22 @@ def _name_of(pid: int) -> str:
         return ""
 
 
+HARNESSES = ("node", "claude", "codex", "opencode", "bun", "python")  # what a harness running as pid 1 is called
+
+
 def harness_gone() -> Callable[[], bool]:
     """A check that turns true once the process that started this one is gone: the parent, or, when the
-    parent is a shell running the hook's command line (`sh -c`), the shell's parent (the harness)."""
+    parent is a shell running the hook's command line (`sh -c`), the shell's parent (the harness).
+
+    A shell already handed to pid 1 when this starts was orphaned before we could look (the harness died
+    right after starting the hook), unless pid 1 is itself a harness (one run as a container's first process).
+    """
     parent = os.getppid()
     grand = _parent_of(parent) if _name_of(parent) in SHELLS else None
+    orphaned = grand == 1 and not _name_of(1).startswith(HARNESSES)
 
     def gone() -> bool:
-        if os.getppid() != parent:
+        if orphaned or os.getppid() != parent:
             return True
         return grand is not None and _parent_of(parent) != grand
 

@@ -190,3 +190,33 @@ def install(
             output.info(item["content"].rstrip("\n"))
     for note in doc["notes"]:
         output.info(note)
+
+
+@app.command("deliver")
+def deliver(
+    name: Agent,
+    for_: Annotated[Optional[str], typer.Option("--for", help="Stop after this long (e.g. 10m); default: until "
+                                                               "Ctrl-C.")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Hand the agent's events to its Codex thread, turn by turn, until Ctrl-C (agents.NAME.deliver.codex).
+
+    Connects to the `codex app-server` the agent names (unix://PATH or a loopback
+    ws://), starts a turn on its thread with each delivery and acknowledges it
+    when the turn completes; reconnects when the app-server restarts. Works with
+    the engine stopped.
+
+    Example: codex app-server --listen unix://$HOME/.codex/app.sock & nerve agent deliver coder
+    """
+    from nerve_cli.cli import output
+    from nerve_cli.config.model import parse_duration
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.agents import deliver_codex
+
+    try:
+        seconds = parse_duration(for_) if for_ is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--for") from None
+    turns = deliver_codex(require_instance(home), name, seconds, lambda level, text: output.warn(text) if level == "warn"
+                          else output.info(text))
+    output.info(f"{turns} turn{'s' if turns != 1 else ''} completed for agent {name}")

@@ -98,3 +98,30 @@ def install(home: Path, harness: str, name: str, project: Path, dry_run: bool = 
         finally:
             inbox.close()
     return docs.install(harness, name, str(Path(project).resolve()), dry_run, [f.to_dict() for f in files], notes)
+
+
+def deliver_codex(home: Path, name: str, seconds: float | None, report: Callable[[str, str], None]) -> int:
+    """`nerve agent deliver`: run the agent's Codex delivery until `seconds` pass or Ctrl-C; the turns completed."""
+    import asyncio
+
+    from nerve_cli.agents.codex import CodexDeliverer  # websockets: only an agent delivered to Codex needs it
+    from nerve_cli.agents.watch import UnknownAgent
+
+    first = _waiter(home, name)
+    codex = first.agent.deliver.codex if first.agent.deliver is not None else None
+    if codex is None:
+        raise UnknownAgent(f"agent {name} has no `deliver: {{codex: {{endpoint, thread}}}}` in nerve.yaml; "
+                           "add it, or take its events with `nerve agent wait|next`")
+    deliverer = CodexDeliverer(Layout(home).data, lambda: _waiter(home, name), codex.endpoint, codex.thread, report)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        if seconds is not None:
+            asyncio.get_running_loop().call_later(seconds, stop.set)
+        await deliverer.run(stop)
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    return deliverer.turns

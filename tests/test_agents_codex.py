@@ -1,0 +1,113 @@
+"""Agents delivered to Codex: the real `codex app-server` (from npm, `make tools`), its model a fake on loopback.
+
+`nerve agent deliver` is a second client of the app-server the user runs: each
+delivery is a `turn/start` on the configured thread, acknowledged on that
+turn's `turn/completed`. The app-server is restarted between two turns: the
+second turn resumes the thread (`thread/resume` after "thread not found"), and
+nothing is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import nerve
+from enginekit import wait_for, write_instance
+from fakemodel import FakeModel
+
+from nerve_cli.ops.emit import emit_event
+
+CODEX = Path(__file__).resolve().parents[1] / ".harnesses" / "node_modules" / ".bin" / "codex"
+
+
+def _app_server(codex_home: Path, socket: Path, model: FakeModel) -> subprocess.Popen:
+    assert CODEX.exists(), f"{CODEX} is missing: `make tools` installs the harnesses from npm"
+    socket.unlink(missing_ok=True)
+    provider = f'{{name="fake", base_url="{model.url}", wire_api="responses", env_key="FAKE_MODEL_KEY"}}'
+    args = [str(CODEX), "app-server", "--listen", f"unix://{socket}", "-c", "model_provider=fake",
+            "-c", f"model_providers.fake={provider}", "-c", 'model="fake-model"', "-c", 'approval_policy="never"',
+            "-c", 'sandbox_mode="read-only"', "-c", "analytics.enabled=false"]
+    env = {**os.environ, "CODEX_HOME": str(codex_home), "FAKE_MODEL_KEY": "x", "NO_COLOR": "1"}
+    # its own process group: npm's `codex` is a node script that runs the native binary as its child
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(socket.exists, 30, what="the codex app-server's socket")
+    return proc
+
+
+def _kill(server: subprocess.Popen) -> None:
+    try:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait()
+
+
+async def _start_thread(socket: Path, cwd: Path) -> str:
+    from websockets.asyncio.client import unix_connect
+
+    async with unix_connect(str(socket), uri="ws://localhost/") as ws:
+        async def call(number: int, method: str, params: dict) -> dict:
+            await ws.send(json.dumps({"id": number, "method": method, "params": params}))
+            while True:
+                answer = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                if answer.get("id") == number and "method" not in answer:
+                    assert "error" not in answer, answer
+                    return answer["result"]
+
+        await call(0, "initialize", {"clientInfo": {"name": "test-user", "version": "1"}})
+        await ws.send(json.dumps({"method": "initialized"}))
+        return (await call(1, "thread/start", {"cwd": str(cwd)}))["thread"]["id"]
+
+
+def _acked(home: Path) -> int:
+    listed = json.loads(nerve("agent", "list", "--json", home=home).stdout)["agents"]
+    return listed[0]["deliveries_acked"]
+
+
+@pytest.mark.timeout(180)
+def test_events_become_turns_on_the_codex_thread_across_an_app_server_restart(home, tmp_path):
+    # a unix socket's path has at most 107 bytes: tmp_path's is longer
+    model, codex_home, socket = FakeModel(), tmp_path / "codex", Path(tempfile.mkdtemp(prefix="cx")) / "app.sock"
+    codex_home.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    server = _app_server(codex_home, socket, model)
+    deliverer = None
+    try:
+        thread = asyncio.run(_start_thread(socket, project))
+        write_instance(home, f"""
+agents:
+  coder: {{on: [ci.done], deliver: {{codex: {{endpoint: "unix://{socket}", thread: "{thread}"}}}}}}
+""", {})
+        nerve("agent", "next", "coder", home=home)  # its first look (then ack nothing: no events yet)
+        deliverer = subprocess.Popen([sys.executable, "-m", "nerve_cli", "agent", "deliver", "coder", "--home",
+                                      str(home)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        emit_event(home, "ci.done", {"job": 1, "conclusion": "failure"})
+        wait_for(lambda: _acked(home) == 1, 60, what="the first turn to complete and be acknowledged")
+        _kill(server)  # the app-server restarts between turns
+
+        server = _app_server(codex_home, socket, model)
+        emit_event(home, "ci.done", {"job": 2, "conclusion": "failure"})
+        wait_for(lambda: _acked(home) == 2, 60, what="the second turn, after the restart")
+    finally:
+        if deliverer is not None:
+            deliverer.send_signal(signal.SIGINT)
+            out, _ = deliverer.communicate(timeout=30)
+            print(out)  # shown when the test fails
+        _kill(server)
+        model.close()
+        socket.unlink(missing_ok=True)
+        socket.parent.rmdir()
+    texts = model.user_texts()
+    assert len(texts) == 2, texts  # one model call per turn: nothing repeated
+    assert "ci.done #1" in texts[0] and '"job":1' in texts[0] and "#2" not in texts[0]
+    assert "ci.done #2" in texts[1] and '"job":2' in texts[1]
+    assert "2 turns completed" in out
