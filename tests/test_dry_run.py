@@ -75,7 +75,8 @@ def test_a_dry_run_shows_what_it_would_do_and_changes_no_file(home: Path) -> Non
     assert waiting["cursors"] == [{"source": "task.created", "from": 1, "to": 2}]
     assert waiting["blobs"] == [{"sha256": hashlib.sha256(b"second").hexdigest(), "bytes": 6}]
     assert waiting["output"] == [{"stream": "stdout", "text": "saw 1 event(s)"}]
-    assert waiting["database"] == "rolled back"
+    assert waiting["database"] == "copy"  # even a commit of the code's own through db.conn lands in the copy
+    assert "data/events.db included" in waiting["kept"]  # what is not undone, said in every answer
 
     sample = check.doc("sense-dry-run", json.loads(nerve(
         "sense", "compute", "tasks", "--dry-run", "--event", 'task.created={"id": 1, "title": "renamed"}',
@@ -89,7 +90,7 @@ def test_a_dry_run_shows_what_it_would_do_and_changes_no_file(home: Path) -> Non
     error = check.doc("sense-dry-run", json.loads(failed.output), "failed dry run")["error"]
     assert error["type"] == "ValueError" and error["file"] == "senses/tasks/sense.py" and error["line"] == 7
     table = nerve("sense", "compute", "tasks", "--dry-run", home=home)
-    assert table.exit_code == 0 and "would signal" in table.output and "rolled back" in table.output
+    assert table.exit_code == 0 and "would signal" in table.output and "in-memory copy" in table.output
 
     assert fingerprint(home) == before  # rows, cursors, events and the log: not a byte changed
     assert not (home / "data" / "blobs").exists() or not any((home / "data" / "blobs").rglob("*.*"))
@@ -119,3 +120,27 @@ def test_a_new_sense_with_no_database_runs_on_a_copy_and_creates_nothing(home: P
                               "--json", home=home).output)
     assert (result["outcome"], result["database"], result["payload"]) == ("signal", "copy", {"tasks": 1})
     assert not (home / "data" / "senses" / "fresh.db").exists() and not (home / "data" / "logs.db").exists()
+
+
+COMMITS_ITSELF = """
+from .schema import Task
+
+def compute(db, peers):
+    db.insert(Task(id=99, title="committed by hand", blob=""))
+    db.conn.execute("COMMIT")  # past the compute's own transaction: a dry run on the file kept this row
+    db.conn.execute("BEGIN")
+    return {"tasks": 1}
+"""
+
+
+def test_a_dry_run_of_code_that_commits_itself_keeps_nothing(home: Path) -> None:
+    """A dry run said `database: rolled back` while a row the compute committed through db.conn persisted."""
+    write_instance(home, "senses:\n  tasks: {}\nreflexes:\n  - {sense: tasks, interval: 1h}\n", {})
+    write_sense(home, "tasks", TASKS, SCHEMA)
+    generate_migration(home / "senses" / "tasks")
+    assert nerve("sense", "compute", "tasks", home=home).exit_code == 0  # the database exists, with its rows
+    write_sense(home, "tasks", COMMITS_ITSELF, SCHEMA)
+    before = fingerprint(home)
+    done = json.loads(nerve("sense", "compute", "tasks", "--dry-run", "--json", home=home).output)
+    assert (done["outcome"], done["database"]) == ("signal", "copy"), done
+    assert fingerprint(home) == before

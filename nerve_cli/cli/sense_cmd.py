@@ -375,6 +375,7 @@ def _render_dry_run(result) -> None:
     import json
 
     from nerve_cli.cli.output import err_console, error, info, show, table
+    from nerve_cli.ops.senses.dryrun import KEPT
 
     for line in result.output:
         where = "" if line["stream"] == "stdout" else " (stderr)"
@@ -404,8 +405,8 @@ def _render_dry_run(result) -> None:
         info(f"cursor on {source} would move from {before} to {after}")
     for sha, size in sorted((result.blobs or {}).items()):
         info(f"blob {sha[:16]}… ({size:,} bytes) would be stored")
-    note = "; computed on an in-memory copy (no database yet, or migrations pending)" if result.copy else ""
-    info(f"rolled back: no row, cursor, blob or log entry was kept{note}", style="dim")
+    where = "an in-memory copy of its database" if result.copy else "its database file, in a rolled-back transaction"
+    info(f"computed on {where}: no row, cursor, blob or log entry was kept; {KEPT}", style="dim")
 
 
 def _render_compute(result) -> None:

@@ -1,11 +1,13 @@
-"""Dry runs (`nerve sense compute NAME --dry-run`): the real compute, in a real worker, on the real database,
-rolled back at the end, with what it would have written.
+"""Dry runs (`nerve sense compute NAME --dry-run`): the real compute, in a real worker, on a copy of its
+database, rolled back at the end, with what it would have written.
 
-- `open_db`: the sense's database as it is, opened without writing a byte (no
-  migration run, no archive map or views rewritten). When it does not exist
-  yet, or migrations are pending, the compute runs on an in-memory copy with
-  them applied instead (`copy` says so), since applying them would change the
-  file.
+- `open_db`: an in-memory copy of the sense's database as it is (its file is
+  read, never written: no migration run, no archive map or views rewritten),
+  with pending migrations applied; a new sense's from its migrations. So even
+  a commit the code makes itself through `db.conn` lands in the copy. A
+  database over `COPY_MAX` is not copied: the compute then runs on the file
+  in the one transaction that is rolled back (`copy` is false, and the answer
+  says a commit of the code's own through `db.conn` would stay).
 - `watch_writes`: temporary triggers (connection-local, in the temp schema:
   the file never sees them) on each of the sense's own tables record every
   insert, update and delete the compute makes inside its transaction;
@@ -29,6 +31,7 @@ from nerve_cli.store.sensedb import SenseDB, damage_fix
 from nerve_cli.store.sqlitefile import open_writer
 
 ROWS_SHOWN = 20  # rows listed per table (all are counted)
+COPY_MAX = 256 * 1024 * 1024  # a database larger than this is rehearsed on its file, in a rolled-back transaction
 LOG_TABLE = "_nerve_rehearsal"  # in the temp schema (a trigger may not name the schema; temp is looked up first)
 _ARGS = 60  # columns per json_object() call (SQLite allows 127 arguments)
 
@@ -37,7 +40,7 @@ def open_db(path: Path, migrations: Path, name: str, blobs: BlobStore) -> tuple[
     """(the database a dry run computes on, whether it is an in-memory copy)."""
     if path.exists():
         conn = open_writer(path, fix=damage_fix(path))
-        if not _pending(conn, migrations):
+        if path.stat().st_size > COPY_MAX and not _pending(conn, migrations):
             return SenseDB(conn, name=name, path=path, blobs=blobs), False
         copy = _memory()
         conn.backup(copy)

@@ -3,7 +3,8 @@
 The real compute runs in a real worker, spawned for it alone whether or not
 an engine runs, on the sense's real database (`worker.rehearsal`): its
 events are the ones waiting for it, or the samples given, and everything it
-does is rolled back where it would commit. The answer says what it would
+does is rolled back where it would commit, on a copy of its database. The
+answer says what it would
 have signalled (and which workflow it would have launched), the rows it would
 have written per table, where its cursors would have moved, the blobs it
 would have stored, and what it printed; an error shows its file and line.
@@ -63,8 +64,14 @@ class DryRunResult:
             "cursors": [{"source": s, "from": a, "to": b} for s, (a, b) in (self.cursors or {}).items()],
             "blobs": [{"sha256": sha, "bytes": n} for sha, n in sorted((self.blobs or {}).items())],
             "database": "copy" if self.copy else "rolled back",
+            "kept": KEPT + ("" if self.copy else " " + KEPT_ON_FILE),
         }
 
+# What a dry run does not undo, said in every answer: it undoes what goes through `db`, `peers` and the blobs
+KEPT = ("what the code does outside db, peers and db.blobs is not undone: files it writes, processes it starts, "
+        "network calls, and databases it opens itself (data/events.db included)")
+KEPT_ON_FILE = ("It ran on the database file itself (too large to copy), in a transaction that was rolled back: a "
+                "commit of its own through db.conn would stay.")
 MAX_SAMPLES = MAX_EVENTS  # sample events in one dry run: what one compute receives at most
 
 
