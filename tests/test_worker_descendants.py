@@ -98,8 +98,23 @@ def cgroups_here(home: Path) -> bool:
     return made is not None
 
 
-def test_an_engine_ends_what_a_killed_engines_worker_left_in_its_cgroup(home: Path) -> None:
-    # The worker dies with its kernel (both SIGKILLed): the worker cannot clean up, the next engine does.
+def janitor_of(home: Path) -> int | None:
+    """The pid of this instance's engine's janitor (wire.janitor), found by its command line."""
+    base = str(containment.base_path(home))
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"nerve_cli.wire.janitor" in argv and base.encode() in argv:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.parametrize("janitor", ["alive", "killed_too"])
+def test_what_a_worker_left_ends_when_it_and_its_kernel_are_both_killed(home: Path, janitor: str) -> None:
+    """With the kernel and a worker both SIGKILLed, neither can end what the worker's code started: it ran on
+    until the next engine start. The engine's janitor ends it at once; killed too, the next start does."""
     if not cgroups_here(home):
         pytest.skip("no writable cgroup v2 here")
     write_instance(home, CONFIG, {"spawner": SPAWNER})
@@ -108,18 +123,27 @@ def test_an_engine_ends_what_a_killed_engines_worker_left_in_its_cgroup(home: Pa
         with RunningEngine(home) as first:
             first.wait_ready()
             pids = wait_for(lambda: descendants(home), 30, what="the sense's three descendants")
+            helper = wait_for(lambda: janitor_of(home), 10, what="the engine's janitor")
             workers = [w["pid"] for w in first.status()["workers"] if w.get("pid")]
             for pid in workers:  # stopped, it cannot see its kernel go
                 os.kill(pid, signal.SIGSTOP)
+            if janitor == "killed_too":
+                os.kill(helper, signal.SIGKILL)
             first.proc.kill()
             first.proc.wait()
             end(workers)
-        assert all(alive(p) for p in pids)  # nobody ended them yet
+            if janitor == "alive":
+                wait_for(lambda: not any(alive(p) for p in pids), 15, what="the janitor to end the leftovers")
+                wait_for(lambda: not containment.base_path(home).exists(), 15,  # type: ignore[union-attr]
+                         what="the janitor to remove the cgroups")
+                return
+        assert all(alive(p) for p in pids)  # nobody was left to end them
         with RunningEngine(home) as second:
             second.wait_ready()
             wait_for(lambda: not any(alive(p) for p in pids), 15, what="the killed engine's leftovers to end")
             code, out = second.stop()
             assert code == 0, out
         assert not containment.base_path(home).exists()  # type: ignore[union-attr]
+        assert janitor_of(home) is None  # a clean stop ends the janitor too
     finally:
         end(pids)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ END_WAIT = 2.0  # seconds a worker spends ending what its code left running
 _mode: str | None = None  # this worker's way: "cgroup" | "subreaper" | None
 _parent: int | None = None  # the kernel's pid as this worker started: another one now means the kernel is gone
 _kernel_gone = False  # the kernel's pipe ended with no Shutdown before it
+_janitor: tuple[subprocess.Popen, int] | None = None  # (the janitor, the pipe's write end) of this engine
 REPARENT_WAIT = 1.0  # seconds for the kernel's exit to hand us to another parent (it closes our pipe first)
 
 
@@ -84,13 +86,48 @@ def open_cgroups(home: Path) -> Path | None:
     for child in base.glob("w*"):
         _kill_cgroup(child)
         _remove(child)
+    _start_janitor(base)
     return base
+
+
+def _start_janitor(base: Path) -> None:
+    """The process that ends the workers' cgroups if this engine dies before it can (`wire.janitor`)."""
+    global _janitor
+    read, write = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "nerve_cli.wire.janitor", str(read), str(base)],
+                                pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(write)  # no janitor: the next engine start ends what a killed one leaves, as workers do
+        return
+    finally:
+        os.close(read)
+    _janitor = (proc, write)
+
+
+def _stop_janitor() -> None:
+    global _janitor
+    if _janitor is None:
+        return
+    proc, write = _janitor
+    _janitor = None
+    try:
+        os.write(write, b"q")
+    except OSError:
+        pass
+    os.close(write)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def close_cgroups(base: Path | None) -> None:
     """At an engine's stop, after its workers: nothing of theirs is left, and no cgroup."""
     if base is None:
         return
+    _stop_janitor()
     if os.environ.get(ENV) == str(base):
         del os.environ[ENV]
     for child in base.glob("w*"):
