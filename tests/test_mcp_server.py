@@ -83,6 +83,8 @@ AUTHORING = {"new_sense": "sense-new", "write_sense_file": "sense-file", "migrat
              "check_config": "config-check", "dry_run_sense": "sense-dry-run", "enable_sense": "lifecycle",
              "disable_sense": "lifecycle"}
 TOOLS.update(AUTHORING)
+AGENTS = {"wait_for_events": "agent-delivery", "ack_events": "agent-ack"}  # tested in test_agents_mcp.py
+TOOLS.update(AGENTS)
 CHECKED = Checked()  # every answer of every test, validated as the CLI's --json documents are
 
 
@@ -246,7 +248,8 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
 
         _mcp(home, body)
         engine.stop()
-    used = {kind for tool, kind in TOOLS.items() if tool not in AUTHORING} | (set(MCP_KINDS) - {"sense-file"})
+    used = {kind for tool, kind in TOOLS.items() if tool not in AUTHORING and tool not in AGENTS} \
+        | (set(MCP_KINDS) - {"sense-file"})
     assert CHECKED.kinds >= used, used - CHECKED.kinds
 
 

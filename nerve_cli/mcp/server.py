@@ -30,6 +30,7 @@ from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
 from nerve_cli.errors import ErrorType
 from nerve_cli.mcp import prompts
+from nerve_cli.mcp.agents import register as register_agents
 from nerve_cli.mcp.authoring import MAX_TEXT
 from nerve_cli.mcp.live import Subscriptions
 from nerve_cli.mcp.resources import SCHEMA, SENSE, SENSES, THREAD, WAITING, sense_uri, thread_uri
@@ -51,7 +52,8 @@ To write a sense: new_sense (scaffolded, migrated, registered off), write_sense_
 schema.py), migrate_sense after a schema change, check_config, dry_run_sense with sample events (nothing is
 kept), then enable_sense. Resources (subscribe to be told of changes): nerve://senses, nerve://sense/NAME
 (its tables and latest signal), nerve://sense/NAME/schema.py, nerve://threads/waiting, nerve://thread/RUN.
-Prompts: write_sense, triage_waiting_threads, why_is_it_quiet."""
+Prompts: write_sense, triage_waiting_threads, why_is_it_quiet. A coding agent with an inbox (agents: in
+nerve.yaml) takes its events with wait_for_events and acknowledges each delivery with ack_events."""
 
 
 
@@ -165,13 +167,16 @@ def build(home: Path) -> MCPServer:
                       lifespan=live.lifespan, subscriptions=live.bus)
     live.attach(app)
 
+    def failed(exc: Exception) -> CallToolResult:
+        text = json.dumps(error_document(exc), ensure_ascii=False, default=str)
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
     def call(fn: Any, *args: Any, **kwargs: Any) -> CallToolResult:
         """The document as structured content and as JSON text; a failure as the error document (is_error)."""
         try:
             document = fn(*args, **kwargs)
         except Exception as exc:  # every failure becomes the error document, for the model to read
-            text = json.dumps(error_document(exc), ensure_ascii=False, default=str)
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+            return failed(exc)
         text = json.dumps(document, ensure_ascii=False, default=str)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
 
@@ -369,6 +374,7 @@ def build(home: Path) -> MCPServer:
         """Turn a sense off, with the reflexes and readers that depend on it (nothing is deleted); commit."""
         return call(tools.set_sense_enabled, sense, False)
 
+    register_agents(app, home, document, call, ACT, failed)
     _resources(app, tools)
     app.concrete = lambda: _concrete(tools)
     _prompts(app, tools)

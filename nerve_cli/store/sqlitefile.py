@@ -22,6 +22,7 @@ import errno
 import os
 import sqlite3
 import stat
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -318,7 +319,8 @@ def _create(path: Path) -> None:
     """Build a missing database beside its path and link it in: whole, or not there at all."""
     if path.exists():
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    # per process and thread: two threads of one process creating it at once must not share the temporary file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     tmp.unlink(missing_ok=True)  # a leftover of a process that died while creating it
     os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     try:
