@@ -147,6 +147,12 @@ def test_a_senses_chart_draws_with_its_signals(console: dict, browser) -> None:
     page.screenshot(path=str(OUTPUT / "sense-1280.png"), full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=str(OUTPUT / "sense-390.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(console["base"] + "/mesh")  # the reflex graph, drawn
+    drawn = page.locator("#mesh").text_content() or ""
+    assert "sense · counter" in drawn and "clock · clock" in drawn
+    assert page.locator("#mesh line").count() >= 1
+    page.screenshot(path=str(OUTPUT / "mesh-1280.png"), full_page=True)
     page.close()
 
 

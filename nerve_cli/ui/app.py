@@ -35,6 +35,7 @@ from nerve_cli.instance.git import person
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ui.data import Reader
 from nerve_cli.ui.forms import form_fields, read_answer
+from nerve_cli.ui.graph import BOX_H, BOX_W, layout
 from nerve_cli.ui.security import Gate, Session, csrf_ok
 
 VIA = "nerve ui"
@@ -124,7 +125,9 @@ def build(home: Path, token: str, hosts: list[str]) -> Gate:
             graph = await run_in_threadpool(reader.mesh)
         except NerveError as exc:
             return page(request, "error.html", code=500, message=str(exc))
-        return page(request, "mesh.html", mesh=graph)
+        boxes, lines, width, height = layout(graph["nodes"], graph["edges"])
+        return page(request, "mesh.html", mesh=graph, boxes=boxes, lines=lines, width=width, height=height,
+                    box_w=BOX_W, box_h=BOX_H)
 
     async def events(request: Request) -> Response:
         async def stream() -> Any:
