@@ -241,3 +241,24 @@ def test_a_socket_answering_what_the_engine_never_says_is_one_line_not_a_traceba
             assert "not the engine's" in text, (args, text)
     finally:
         engine.close()
+
+
+@pytest.mark.skipif(subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0,
+                    reason="needs unprivileged user and mount namespaces (unshare -rm)")
+def test_commands_that_write_on_a_read_only_instance_say_so_in_one_line(base: Path, tmp_path: Path) -> None:
+    """On a read-only instance with its databases in place, `sense compute`, `emit`, `emit --json` and
+    `sense reset` gave tracebacks (SQLite's "attempt to write a readonly database" from the log's flush)."""
+    import json
+
+    home = tmp_path / "home"
+    shutil.copytree(base, home)
+    env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
+    for args in (["sense", "compute", "cpu-percent"], ["emit", "door", "{}"], ["emit", "door", "{}", "--json"],
+                 ["sense", "reset", "cpu-percent"], ["sense", "compute", "cpu-percent", "--json"]):
+        result = subprocess.run(["unshare", "-rm", "sh", "-c", RO, "sh", str(home), sys.executable, "-m", "nerve_cli",
+                                 *args, "--home", str(home)], capture_output=True, text=True, env=env, timeout=60)
+        text = result.stdout + result.stderr
+        assert result.returncode == 1 and "Traceback" not in text, (args, text[-2000:])
+        assert "read-only" in text.lower() or "Read-only" in text, (args, text)
+        if "--json" in args:
+            assert json.loads(result.stdout)["error"]["type"] == "storage_error", (args, result.stdout)

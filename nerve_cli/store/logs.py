@@ -19,7 +19,7 @@ import orjson
 from nerve_cli.clock import now_ms
 from nerve_cli.contract.times import iso
 from nerve_cli.schema import views
-from nerve_cli.store.sqlitefile import damaged, is_damage, open_reader, open_writer
+from nerve_cli.store.sqlitefile import damaged, is_damage, is_read_only, open_reader, open_writer, read_only
 from nerve_cli.vocab.logrows import LogRow
 from nerve_cli.vocab.states import LIVE, ThreadStatus
 from nerve_cli.wire.limits import MAX_LINE
@@ -266,7 +266,7 @@ class LogStore:
                 if anchors or marks:
                     self._conn.executemany(_SET_META, anchors + [(k, str(v)) for k, v in marks.items()])
                 self._conn.execute("COMMIT")
-            except sqlite3.Error:
+            except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 with self._lock:
@@ -274,6 +274,8 @@ class LogStore:
                     self._dirty |= dirty
                     for key, value in marks.items():
                         self._marks[key] = max(value, self._marks.get(key, -1))
+                if is_read_only(exc):
+                    raise read_only(self.path) from None
                 raise
             return sum(1 for sql, _ in ops if sql == _INSERT_LOG)
 

@@ -46,6 +46,20 @@ class StorageError(NerveError):
     type = ErrorType.STORAGE_ERROR
 
 
+class ReadOnlyDatabase(StorageError, sqlite3.OperationalError):
+    """A write SQLite refused because the database or its folder takes none (read-only media, permissions):
+    a StorageError for the CLI's one line, an OperationalError for code that retries writes."""
+
+
+def read_only(path: Path) -> ReadOnlyDatabase:
+    return ReadOnlyDatabase(f"cannot write {path}: the database is read-only (is the filesystem mounted "
+                            "read-only, or the folder not yours to write?); make data/ writable")
+
+
+def is_read_only(exc: sqlite3.Error) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_READONLY or "readonly" in str(exc)
+
+
 def private_dir(path: Path) -> Path:
     """Create `path` and any missing parents as 0700; tighten `path` itself if others may enter it (OSError if not)."""
     path = Path(path)
