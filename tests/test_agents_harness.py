@@ -9,6 +9,7 @@ harness turns into a turn is one line of its log.
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -82,3 +83,77 @@ def test_a_hundred_events_across_harness_restarts_and_a_kernel_kill_are_a_hundre
     for turn in [t for t in turns(log) if t["t"] == "start"]:
         assert turn["redelivered"] or turn["delivery"] not in seen, turn
         seen.add(turn["delivery"])
+
+
+WORKED = """
+engine:
+  webhooks: {port}
+channels:
+  ci.done: {{webhook: true}}
+  hooks: {{webhook: true, key: body.tool_use_id}}
+  gh: {{webhook: true, keep_headers: [X-GitHub-Event]}}
+senses:
+  pushes: {{}}
+reflexes:
+  - {{sense: pushes, on: [gh], bindings: {{headers.X-GitHub-Event: push}}}}
+agents:
+  coder: {{on: [ci.done], match: {{conclusion: failure}}}}
+  reviewer: {{on: [gh], match: {{headers.X-GitHub-Event: pull_request}}}}
+"""
+PUSHES = """
+def compute(db, peers, trigger):
+    return [e.payload["headers"]["X-GitHub-Event"] for e in trigger.events] or None
+"""
+
+
+def _post(port: int, channel: str, body: dict, **headers: str) -> tuple[int, dict]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/emit/{channel}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **headers}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_wake_your_coding_agent_when_ci_fails_and_hear_what_it_does(home, tmp_path):
+    """README's worked example, with a hook's body key and a kept header besides."""
+    from conftest import nerve
+    from enginekit import free_port, last_signal
+
+    port = free_port()
+    write_instance(home, WORKED.format(port=port), {"pushes": PUSHES})
+    project, log = tmp_path / "app", tmp_path / "turns.jsonl"
+    install_claude(home, "coder", project)
+    nerve("agent", "next", "reviewer", home=home)  # its first look
+    engine = RunningEngine(home)
+    sim = None
+    try:
+        engine.wait_ready()
+        sim = Sim(project, log, "s1")
+        assert _post(port, "ci.done", {"job": "lint", "conclusion": "success"})[0] == 202
+        assert _post(port, "ci.done", {"job": "test", "conclusion": "failure", "url": "https://ci.example/41"})[0] == 202
+        wait_for(lambda: ended(log), 60, what="the agent's turn")
+        # a Claude Code HTTP hook posted twice (its retry) is one event: the body's tool_use_id is the key
+        hook = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_use_id": "toolu_01", "tool_name": "Bash"}
+        first, second = _post(port, "hooks", hook), _post(port, "hooks", hook)
+        assert (first[0], second[0], second[1]["duplicate"], second[1]["event_id"]) == (
+            202, 200, True, first[1]["event_id"])
+        # one URL for every GitHub event type: the kept header routes them
+        assert _post(port, "gh", {"ref": "main"}, **{"X-GitHub-Event": "push"})[0] == 202
+        assert _post(port, "gh", {"number": 7}, **{"X-GitHub-Event": "pull_request"})[0] == 202
+        wait_for(lambda: last_signal(home, "pushes"), 30, what="the push's compute")
+    finally:
+        if sim is not None:
+            sim.kill()
+        engine.stop()
+    [turn] = ended(log)
+    assert turn["events"] == ["ci.done#2"]  # the failure, not the success
+    assert last_signal(home, "pushes") == ["push"]
+    review = json.loads(nerve("agent", "next", "reviewer", "--json", home=home).stdout)
+    assert [e["payload"] for e in review["events"]] == [{"headers": {"X-GitHub-Event": "pull_request"},
+                                                         "body": {"number": 7}}]

@@ -297,6 +297,13 @@ class ReflexConfig(_Model):
         return self
 
 
+def _body_key(value: object) -> object:
+    path = value[len("body."):] if isinstance(value, str) and value.startswith("body.") else ""
+    if not BINDING_KEY_RE.match(path):
+        raise ValueError(f"expected a key in the posted JSON body like body.tool_use_id or body.delivery.id, got {value!r}")
+    return value
+
+
 class ChannelConfig(_Model):
     """An external channel's own settings: whether HTTP may post to it, and how a post proves itself."""
 
@@ -304,11 +311,17 @@ class ChannelConfig(_Model):
     secret_env: EnvName | None = None  # the environment variable holding the HMAC-SHA256 secret
     signature_header: HeaderName = "X-Hub-Signature-256"  # its value: sha256=<hex digest of the body>
     delivery_header: HeaderName | None = None  # the delivery id (the emit key); unset: the usual names
+    # the emit key taken from the JSON body instead (`body.tool_use_id`: a dotted path in it); wins over the header
+    key: Annotated[str, BeforeValidator(_body_key)] | None = None
+    # headers kept with the event: the stored payload is then {"headers": {NAME: value}, "body": <the body>}
+    keep_headers: tuple[HeaderName, ...] = ()
 
     @model_validator(mode="after")
     def _combinations(self) -> "ChannelConfig":
         if not self.webhook and self.secret_env is not None:
             raise ValueError("`secret_env` checks webhook posts; add `webhook: true` or remove it")
+        if not self.webhook and (self.key is not None or self.keep_headers):
+            raise ValueError("`key` and `keep_headers` apply to webhook posts; add `webhook: true` or remove them")
         return self
 
 

@@ -26,8 +26,10 @@ One request, one answer, decided in `WebhookServer.answer` (in this order):
 - 400 a body that is not JSON;
 - 202 with the `emit` document once the event is committed, or 200 with it
   (`duplicate: true`, the first event's id) when its delivery id was seen:
-  the delivery header (`delivery_header`, else the first of
-  `DELIVERY_HEADERS` present) becomes the emit key, scoped to the channel.
+  the value at the channel's `key: body.PATH` in the posted JSON, else the
+  delivery header (`delivery_header`, else the first of `DELIVERY_HEADERS`
+  present) becomes the emit key, scoped to the channel. A channel with
+  `keep_headers` stores `{"headers": {NAME: value}, "body": <the body>}`.
 
 `/answer/TOKEN` is an answer link's page (`kernel.ingress.links`), served on
 this same listener. Nothing is stored for any answer but 202. A request must arrive whole
@@ -128,10 +130,7 @@ def delivery_key(channel: str, settings: ChannelConfig, headers: Any) -> str | N
     delivery = next((headers[n] for n in names if headers.get(n)), None)
     if delivery is None:
         return None
-    key = f"webhook:{channel}:{delivery}"
-    if len(key) > MAX_KEY:  # a long channel name with a long id: still one key per delivery
-        key = "webhook:sha256:" + hashlib.sha256(key.encode()).hexdigest()
-    return key
+    return scoped_key(channel, delivery)
 
 
 class Siege:
@@ -169,6 +168,28 @@ class BodyBudget:
     def give_back(self, size: int) -> None:
         self.held -= size
         self.siege.held(self.held)
+
+
+def body_key(channel: str, settings: ChannelConfig, payload: Any) -> str | None:
+    """The emit key a channel's `key: body.PATH` takes from the posted JSON (None: no such key, or no value)."""
+    if settings.key is None:
+        return None
+    value: Any = payload
+    for part in settings.key[len("body."):].split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return scoped_key(channel, str(value).lower() if isinstance(value, bool) else str(value))
+
+
+def scoped_key(channel: str, delivery: str) -> str:
+    """`webhook:CHANNEL:ID`: ids of two senders never collide; a long one is hashed to fit MAX_KEY."""
+    key = f"webhook:{channel}:{delivery}"
+    if len(key) > MAX_KEY:
+        key = "webhook:sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    return key
 
 
 class WebhookServer:
@@ -307,7 +328,11 @@ class WebhookServer:
         # a W3C traceparent continues the sender's trace; a malformed one is ignored, as the standard says
         traceparent = request.headers.get("traceparent")
         traceparent = traceparent if traceparent is not None and traceparent_problem(traceparent) is None else None
-        return await self._store(channel, payload, delivery_key(channel, settings, request.headers), traceparent)
+        key = body_key(channel, settings, payload) or delivery_key(channel, settings, request.headers)
+        if settings.keep_headers:
+            kept = {name: request.headers[name] for name in settings.keep_headers if name in request.headers}
+            payload = {"headers": kept, "body": payload}
+        return await self._store(channel, payload, key, traceparent)
 
     def _secret(self, channel: str, settings: ChannelConfig, request: Request) -> bytes | Answer | None:
         """The channel's secret (None: it takes unsigned posts), or the answer when a post cannot be verified."""
