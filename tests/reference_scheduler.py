@@ -203,9 +203,11 @@ class Scheduler:
         for state in self.states.values():
             if state.running or (runnable is not None and state.name not in runnable):
                 continue
+            held_until = NOW
             if state.blocked_until is not None:
                 if now < state.blocked_until:
                     continue
+                held_until = state.blocked_until
                 self.unblock(state.name)
             wanted = state.wants_at()
             if wanted is None or wanted > now:
@@ -218,7 +220,7 @@ class Scheduler:
                     state.pending, state.pending_reason = True, reason
                 continue
             self._start(state, now)
-            due = max(wanted, free)
+            due = max(wanted, free, held_until)  # lateness counts from the end of a back-off, not from before it
             starts.append(Start(state.name, reason or INTERVAL, due if due != NOW else now))
         return starts
 

@@ -85,5 +85,7 @@ def test_the_dashboard_queries_are_valid_promql_over_exported_families(tmp_path:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     shown = {family_of(s) for _, expr in targets for s in metric_names(expr)}
     for family in ("nerve_sense_last_signal_timestamp_seconds", "nerve_events", "nerve_model_tokens",
-                   "nerve_thread_duration_seconds", "nerve_compute_duration_seconds", "nerve_build_info"):
+                   "nerve_thread_duration_seconds", "nerve_compute_duration_seconds", "nerve_build_info",
+                   "nerve_webhook_requests", "nerve_fleet_connected", "nerve_fleet_outbox_events",
+                   "nerve_fleet_received", "nerve_fleet_subscription_lag"):
         assert family in shown, f"the dashboard shows nothing of {family}"

@@ -123,6 +123,25 @@ def run(home: Path, *args: str):
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
 
+def stream_state(url: str) -> tuple[tuple[float, int, int], list[str]]:
+    """The fleet stream's (max_age, max_bytes, max_msgs) and its consumers' names, as the server has them."""
+    import asyncio
+
+    import nats
+
+    async def look() -> tuple[tuple[float, int, int], list[str]]:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream(timeout=10)
+            info = await js.stream_info("nerve")
+            names = sorted(c.name for c in await js.consumers_info("nerve"))
+            return (info.config.max_age, info.config.max_bytes, info.config.max_msgs), names
+        finally:
+            await nc.close()
+
+    return asyncio.run(look())
+
+
 def fleet_status(engine: RunningEngine) -> dict:
     return engine.status()["fleet"]
 
@@ -330,6 +349,17 @@ def test_a_subscription_added_by_reload_receives_what_the_stream_holds(tmp_path:
         assert deploys(b) == list(range(20))
         reloaded = read_logs(b, "system", "config_reloaded")
         assert any("fleet changed" in change for row in reloaded for change in row["payload"]["changes"])
+        limits, consumers = stream_state(server.url)
+        assert limits == (7 * 86400.0, 1024 ** 3, 1_000_000)  # bounded in age, bytes and messages
+        assert len([c for c in consumers if c.startswith("nerve_b_")]) == 2  # a/ticker and deploys
+
+        # the deploys subscription removed, and smaller bounds: its consumer goes, the stream is updated
+        (b / "nerve.yaml").write_text(config.replace("channels: [deploys]", "channels: []")
+                                      .replace("  ack_wait: 2s", "  ack_wait: 2s\n  max_bytes: 10MB\n  max_messages: 5000"))
+        wait_for(lambda: stream_state(server.url) != (limits, consumers) and
+                 len([c for c in stream_state(server.url)[1] if c.startswith("nerve_b_")]) == 1, 30,
+                 what="b's unused consumer deleted and the stream's bounds updated")
+        assert stream_state(server.url)[0] == (7 * 86400.0, 10 * 1000 ** 2, 5000)
         (b / "nerve.yaml").write_text(config.replace("  ack_wait: 2s", "  ack_wait: 2s\n  enabled: false"))
         wait_for(lambda: engine_b.status()["fleet"] is None, 20, what="b to leave the fleet")
         engine_b.stop()

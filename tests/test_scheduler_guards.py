@@ -127,3 +127,15 @@ def test_a_quarantined_sense_skips_triggers_and_counts_them() -> None:
     assert [x.sense for x in s.take_due(100.0)] == ["a"]  # the interval resumes after expiry
     assert not s.states["a"].quarantined
 
+
+
+def test_a_start_after_a_back_off_is_due_when_the_back_off_ends_so_lateness_is_not_the_back_off() -> None:
+    """nerve_interval_lateness_seconds counted back-off as lateness: a dashboard's p99 read 60 s, all from one
+    failing sense's back-off."""
+    s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]), {"a": 100.0}, now=100.0)
+    assert [x.sense for x in s.take_due(101.0)] == ["a"]
+    s.completed("a", 101.0)
+    s.block("a", 160.0, "failed 3 times in a row; backing off 1m")
+    assert s.take_due(159.0) == []
+    started = s.take_due(160.5)
+    assert [(x.sense, x.due) for x in started] == [("a", 160.0)]  # due at the back-off's end, not at 102

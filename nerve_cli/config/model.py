@@ -507,6 +507,8 @@ class FleetConfig(_Model):
     publish: FleetPublish = FleetPublish()
     subscribe: FleetSubscribe = FleetSubscribe()
     retention: Duration = 7 * 86400.0  # how long the stream keeps a message for a host that is away
+    max_bytes: Size = 1024 ** 3  # the stream's cap in bytes: past it the oldest messages go (as past retention)
+    max_messages: StrictInt = Field(default=1_000_000, ge=1)  # and in messages
     replicas: StrictInt = Field(default=1, ge=1, le=5)
     ack_wait: Duration = 30.0  # a message handed to this host and not acknowledged within this is handed again
     enabled: StrictBool = True

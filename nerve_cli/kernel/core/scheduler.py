@@ -323,9 +323,11 @@ class Scheduler:
         return starts
 
     def _visit(self, state: SenseState, now: float, starts: list[Start]) -> None:
+        held_until = NOW  # a back-off or quarantine that ends now: the start was due at its end, not before
         if state.blocked_until is not None:
             if now < state.blocked_until:
                 return
+            held_until = state.blocked_until
             state.blocked_until, state.blocked_why, state.quarantined = None, None, False
         wanted = state.wants_at()
         if wanted is None or wanted > now:
@@ -338,7 +340,7 @@ class Scheduler:
                 state.pending, state.pending_reason = True, reason
             return
         self._start(state, now)
-        due = max(wanted, free)
+        due = max(wanted, free, held_until)  # lateness is counted from here: a back-off is not lateness
         starts.append(Start(state.name, reason or INTERVAL, due if due != NOW else now))
 
     def _timer_reason(self, state: SenseState, now: float) -> Reason:

@@ -100,7 +100,30 @@ class Inbox:
         self._forgers: set[tuple[str, str, str]] = set()  # (subject's host, header's host, source): said once
 
     async def run(self) -> None:
-        await asyncio.gather(*(self._consume(sub) for sub in self.subs.values()), self._watch_lag())
+        await asyncio.gather(*(self._consume(sub) for sub in self.subs.values()), self._watch_lag(),
+                             self._forget_removed())
+
+    async def _forget_removed(self) -> None:
+        """Delete this host's consumers no subscription names any more (a subscription removed from nerve.yaml):
+        the server kept them, and the messages they held, for ever. Once per connection."""
+        mine = {sub.durable for sub in self.subs.values()}
+        while True:
+            await self.link.ready.wait()
+            js = self.link.js
+            if js is not None:
+                try:
+                    names = [c.name for c in await js.consumers_info(self.fleet.stream)]
+                    for name in names:
+                        if name.startswith(f"nerve_{self.host}_") and name not in mine:
+                            await js.delete_consumer(self.fleet.stream, name)
+                            self.log(logrows.warning("fleet", f"deleted consumer {name} of stream "
+                                                              f"{self.fleet.stream}: no subscription of host "
+                                                              f"{self.host} uses it any more"))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the connection is going, or the server refused: the next one tries
+                    self.report("warn", f"fleet: could not look for unused consumers: {exc}")
+            await self.link.lost.wait()
 
     async def _consume(self, sub: Subscription) -> None:
         pause = FIRST_RETRY

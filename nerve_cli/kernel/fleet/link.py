@@ -22,6 +22,7 @@ per retry.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import ssl
 import time
@@ -31,7 +32,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
 from nerve_cli.config.fleet import stream_subjects
@@ -149,16 +150,27 @@ class Link:
         return True
 
     async def ensure_stream(self) -> None:
+        """The fleet's stream, bounded in age, bytes and messages as nerve.yaml says (the oldest go first); an
+        existing stream whose bounds differ is updated to them, and says so (every host should say the same)."""
         assert self.js is not None
         name = self.fleet.stream
+        limits: dict[str, Any] = {"max_age": self.fleet.retention, "max_bytes": self.fleet.max_bytes,
+                                  "max_msgs": self.fleet.max_messages}
         try:
-            await self.js.stream_info(name)
+            info = await self.js.stream_info(name)
         except NotFoundError:
             await self.js.add_stream(StreamConfig(
-                name=name, subjects=stream_subjects(name), max_age=self.fleet.retention,
-                num_replicas=self.fleet.replicas, storage=StorageType.FILE,
-                description="Nerve fleet: the signals and emits its hosts publish"))
+                name=name, subjects=stream_subjects(name), num_replicas=self.fleet.replicas, storage=StorageType.FILE,
+                discard=DiscardPolicy.OLD, description="Nerve fleet: the signals and emits its hosts publish",
+                **limits))
             self.report("info", f"fleet: created stream {name} (subjects {name}.>)")
+            return
+        have = {key: getattr(info.config, key) for key in limits}
+        if any(have[key] != value for key, value in limits.items()):
+            await self.js.update_stream(dataclasses.replace(info.config, **limits))
+            self.log(logrows.warning("fleet", f"stream {name}: its bounds were {have}, now {limits} (nerve.yaml's "
+                                              "fleet.retention, max_bytes, max_messages: give every host the same)"))
+            self.report("info", f"fleet: stream {name} bounds updated to {limits}")
 
     def trouble(self, exc: BaseException | str, doing: str) -> None:
         """The outbox or inbox failed talking to NATS: drop this connection and start a fresh one."""
