@@ -105,9 +105,16 @@ def test_datasette_shows_views_hides_engine_tables_and_runs_canned_queries(insta
             assert len(logs) == 5 and {"time", "source", "type", "payload", "ts"} <= set(logs[0])
 
             tables = {t["name"]: t for t in get(port, "/counter.json")["tables"]}
-            for engine_table in ("_signals", "_migrations", "_nerve_archive", "sqlite_sequence"):
+            for engine_table in ("_signals", "_migrations", "_nerve_archive", "_nerve_identity", "_nerve_cursors",
+                                 "sqlite_sequence"):
                 assert tables[engine_table]["hidden"], engine_table
             assert not tables["reading"]["hidden"]
+            # Datasette 0.65 showed _nerve_identity in every database and nerve-threads' _nerve_feed: no `_` table
+            # of any database is shown
+            for database in get(port, "/.json").values():
+                shown = [t["name"] for t in get(port, f"/{database['name']}.json")["tables"]
+                         if t["name"].startswith("_") and not t["hidden"]]
+                assert shown == [], (database["name"], shown)
             assert {t["name"]: t["hidden"] for t in get(port, "/logs.json")["tables"]}["meta"] is True
 
             wait_for(lambda: count(instance / "data" / "logs.db", "logs WHERE type = 'error'"), 20, what="boom's error")

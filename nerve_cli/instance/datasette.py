@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,8 @@ SENSE_TABLES: dict[str, Any] = {
                      "sort_desc": "id", "columns": {"time": TIME, "payload": "the value compute returned, as JSON",
                                                     "ts": TS}},
     **{name: {"hidden": True} for name in ("_signals", "_migrations", "_nerve_archive", "_nerve_meta",
-                                           "_nerve_cursors", "sqlite_sequence")},
+                                           "_nerve_cursors", "_nerve_identity", "_nerve_feed", "_nerve_bindings",
+                                           "sqlite_sequence")},
 }
 
 EVENTS_TABLES: dict[str, Any] = {
@@ -57,7 +59,8 @@ EVENTS_TABLES: dict[str, Any] = {
                                                    "key": "the sender's idempotency key, if any",
                                                    "origin": "the fleet host it was received from (empty: "
                                                              "emitted on this host)", "ts": TS}},
-    **{name: {"hidden": True} for name in ("_nerve_archive", "_nerve_meta", "sqlite_sequence")},
+    **{name: {"hidden": True} for name in ("_nerve_archive", "_nerve_meta", "_nerve_identity", "file_state",
+                                           "file_watches", "sqlite_sequence")},
 }
 
 QUERIES = {
@@ -107,6 +110,21 @@ def names(paths: list[Path]) -> dict[Path, str]:
     return named
 
 
+def _engine_tables(path: Path) -> list[str]:
+    """The engine's own tables a database holds (named with a leading `_`) that the lists above do not name:
+    hidden too, whatever a later version adds."""
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            found = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\\_%' "
+                                                "ESCAPE '\\'")]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
+    return [t for t in found if t not in SENSE_TABLES and t not in EVENTS_TABLES and t not in LOGS_TABLES]
+
+
 def metadata(layout: Layout) -> dict[str, Any]:
     """Datasette metadata for the instance: titles, hidden engine tables, labelled columns, canned queries."""
     dbs: dict[str, Any] = {}
@@ -119,6 +137,8 @@ def metadata(layout: Layout) -> dict[str, Any]:
         else:
             dbs[name] = {"description": f"Sense {path.stem}: its own tables and its signals",
                          "tables": SENSE_TABLES}
+        for table in _engine_tables(path):  # Datasette 0.65 shows what no list names; 1.0 hides `_` tables itself
+            dbs[name]["tables"] = {**dbs[name]["tables"], table: {"hidden": True}}
     return {"title": f"Nerve · {layout.home.name}", "description": f"Nerve instance at {layout.home}",
             "databases": dbs}
 
