@@ -50,6 +50,8 @@ class ReadOnlyDatabase(StorageError, sqlite3.OperationalError):
     """A write SQLite refused because the database or its folder takes none (read-only media, permissions):
     a StorageError for the CLI's one line, an OperationalError for code that retries writes."""
 
+    type = ErrorType.STORAGE_ERROR
+
 
 def read_only(path: Path) -> ReadOnlyDatabase:
     return ReadOnlyDatabase(f"cannot write {path}: the database is read-only (is the filesystem mounted "
