@@ -44,6 +44,13 @@ class NerveError(Exception):
     type: ClassVar[ErrorType] = ErrorType.ERROR
 
 
+class UsageError(NerveError):
+    """A bad option, argument or tool argument: the `usage` error, exit code 2."""
+
+    type = ErrorType.USAGE
+    exit_code = 2
+
+
 class InstanceNotFound(NerveError):
     """No instance at the resolved home."""
 
@@ -66,6 +73,12 @@ class SenseError(NerveError):
     type = ErrorType.SENSE_ERROR
 
 
+class UnknownSense(SenseError):
+    """No sense of that name in nerve.yaml (nor a built-in one): a reader of `nerve://sense/NAME` gets "not found"."""
+
+    type = ErrorType.SENSE_ERROR
+
+
 class MigrationError(SenseError):
     """A migration cannot be generated or applied."""
 
@@ -74,6 +87,12 @@ class MigrationError(SenseError):
 
 class WorkflowError(NerveError):
     """A workflow definition or directive is invalid."""
+
+    type = ErrorType.WORKFLOW_ERROR
+
+
+class UnknownThread(WorkflowError):
+    """No thread of that id (in logs.db or its archive)."""
 
     type = ErrorType.WORKFLOW_ERROR
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from contractkit import Checked
 from enginekit import RunningEngine, last_signal, nerve, wait_for, write_instance
@@ -521,3 +522,72 @@ def test_authoring_matches_names_whole_and_never_writes_through_a_planted_file(h
     assert outside.read_text() == "keep me\n"
     assert (home / "senses" / "counter" / "sense.py").read_text().endswith("return 2\n")
     assert not (home / "senses" / "counter" / "sense.py").is_symlink()
+
+
+def _signal_by_hand(home: Path, n: int) -> None:
+    """A new signal row in counter's database (what the fingerprint of nerve://sense/counter follows)."""
+    path = home / "data" / "senses" / "counter.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE IF NOT EXISTS _signals (id INTEGER PRIMARY KEY AUTOINCREMENT, ts INTEGER, payload TEXT)")
+    conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)", (n, json.dumps({"n": n})))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+@pytest.mark.filterwarnings("ignore:resources/unsubscribe is removed")
+def test_subscriptions_end_when_asked_begin_at_once_and_a_missing_resource_is_not_found(home: Path) -> None:
+    """resources/unsubscribe did nothing (subscriptions were keyed by a session object the SDK makes anew per
+    request); a subscriptions/listen stream missed a change in its first ~0.5 s; reading a missing resource
+    returned an error document as its content."""
+    from mcp.client.subscriptions import listen
+    from mcp.shared.exceptions import MCPError
+
+    _instance(home)
+    _signal_by_hand(home, 1)
+    uri = "nerve://sense/counter"
+    updates: list[str] = []
+
+    async def heard(message: Any) -> None:
+        found = getattr(getattr(message, "params", None), "uri", None)
+        if found is not None:
+            updates.append(str(found))
+
+    async def until(condition: Any, seconds: float) -> bool:
+        for _ in range(int(seconds / 0.05)):
+            if condition():
+                return True
+            await asyncio.sleep(0.05)
+        return condition()
+
+    async def body(session: ClientSession) -> None:
+        await session.subscribe_resource(uri)
+        _signal_by_hand(home, 2)
+        assert await until(lambda: uri in updates, scaled(10)), "subscribed: the change is told"
+        await session.unsubscribe_resource(uri)
+        updates.clear()
+        _signal_by_hand(home, 3)
+        await asyncio.sleep(1.5)  # three looks of the watcher: nothing may come now
+        assert updates == [], "unsubscribed: nothing more is told"
+
+        for missing in ("nerve://sense/nope", "nerve://thread/run-404"):
+            with pytest.raises(MCPError) as raised:
+                await session.read_resource(missing)
+            assert raised.value.error.code == -32602 and "no " in raised.value.error.message, missing
+
+    _mcp(home, body, message_handler=heard)
+
+    async def listening() -> None:  # the 2026-07-28 protocol: server/discover, then a listen stream
+        env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)],
+                                       env=env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.discover()
+            async with listen(session, resource_subscriptions=[uri]) as stream:
+                _signal_by_hand(home, 4)  # at once, before the watcher's first look
+                with anyio.fail_after(scaled(10)):
+                    event = await stream.__anext__()
+                assert uri in str(event), event
+
+    asyncio.run(listening())

@@ -54,6 +54,10 @@ def strict_warnings(tool: Any) -> list[str]:
             found.append(f"{name}.input.{prop}: no description")
         if prop in BOUNDED and not ("maximum" in spec and ("minimum" in spec or "exclusiveMinimum" in spec)):
             found.append(f"{name}.input.{prop}: its limits are not in the schema")
+    hints = tool.annotations
+    for hint in ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
+        if hints is None or getattr(hints, hint) is None:
+            found.append(f"{name}: no {hint} (a client asks its user from these)")
     if tool.output_schema is None:
         found.append(f"{name}: no output schema")
     else:
@@ -83,3 +87,14 @@ def test_every_tool_passes_the_strict_checks_and_an_unknown_tool_is_an_error_doc
     assert "list_senses" in error["message"]
     refused = json.loads(too_many.content[0].text)["error"]
     assert too_many.is_error and refused["type"] == "usage" and "limit" in refused["message"]
+
+
+def test_the_hints_say_what_a_call_can_do(home: Path) -> None:
+    """migrate_sense declared destructiveHint false though it can drop a table; no tool said idempotentHint."""
+    write_instance(home, "senses: {}\n", {})
+    tools = {t.name: t.annotations for t in asyncio.run(build(home).list_tools())}
+    assert tools["migrate_sense"].destructive_hint and tools["migrate_sense"].idempotent_hint
+    assert tools["cancel_thread"].destructive_hint and not tools["cancel_thread"].idempotent_hint
+    assert tools["write_sense_file"].idempotent_hint and tools["enable_sense"].idempotent_hint
+    assert not tools["emit"].idempotent_hint and not tools["start_thread"].idempotent_hint
+    assert all(a.idempotent_hint for a in tools.values() if a.read_only_hint)

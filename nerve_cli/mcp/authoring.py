@@ -17,7 +17,7 @@ from typing import Any
 from nerve_cli.atomicfile import write_atomic
 from nerve_cli.config.model import check_name
 from nerve_cli.contract import VERSION
-from nerve_cli.errors import NerveError, SenseError
+from nerve_cli.errors import SenseError, UsageError
 from nerve_cli.home import Layout
 from nerve_cli.instance.change import Change
 
@@ -31,10 +31,10 @@ def write_sense_file(home: Path, sense: str, file: str, text: str) -> dict[str, 
     except ValueError as exc:
         raise SenseError(f"invalid sense name: {exc}") from None
     if file not in FILES:
-        raise NerveError(f"file must be one of {', '.join(FILES)}, got {file!r}")
+        raise UsageError(f"file must be one of {', '.join(FILES)}, got {file!r}")
     data = text.encode("utf-8")
     if len(data) > MAX_TEXT:
-        raise NerveError(f"{file} would be {len(data):,} bytes; at most {MAX_TEXT:,}")
+        raise UsageError(f"{file} would be {len(data):,} bytes; at most {MAX_TEXT:,}")
     layout = Layout(Path(home))
     folder = layout.sense_dir(sense)
     if not folder.is_dir():

@@ -32,12 +32,14 @@ from nerve_cli.mcp.resources import POLL_S, SENSES, WAITING, Fingerprints, sense
 class CountingBus(InMemorySubscriptionBus):
     """The SDK's in-process bus, counting the listen streams open (nothing is looked at while there are none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, opened: Callable[[], None] = lambda: None) -> None:
         super().__init__()
         self.listeners = 0
+        self.opened = opened  # a stream opens: what it may ask about is looked at now, so a change at once is news
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         self.listeners += 1
+        self.opened()
         unsubscribe = super().subscribe(listener)
         done = False
 
@@ -55,9 +57,11 @@ class Subscriptions:
     def __init__(self, home: Path) -> None:
         self.layout = Layout(Path(home))
         self.fingerprints = Fingerprints(home)
-        self.sessions: dict[str, set[Any]] = {}  # URI → the sessions subscribed to it
+        # URI → the session to tell. `nerve mcp` serves one client (stdio), and the SDK hands each request a new
+        # session object: keyed by the object, an unsubscribe never found the subscription it ends
+        self.subscribed: dict[str, Any] = {}
         self.markers: dict[str, Any] = {}  # URI → its marker when last looked at
-        self.bus = CountingBus()
+        self.bus = CountingBus(self._baseline)
 
     def attach(self, app: Any) -> None:
         """Serve `resources/subscribe` and `resources/unsubscribe` on `app` (an MCPServer)."""
@@ -69,12 +73,18 @@ class Subscriptions:
         uri = str(params.uri)
         if uri not in self.markers:  # now, not at the next look: a change meanwhile is news
             self.markers[uri] = await anyio.to_thread.run_sync(self.fingerprints.marker, uri)
-        self.sessions.setdefault(uri, set()).add(ctx.session)
+        self.subscribed[uri] = ctx.session
         return EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        self.sessions.get(str(params.uri), set()).discard(ctx.session)
+        self.subscribed.pop(str(params.uri), None)
         return EmptyResult()
+
+    def _baseline(self) -> None:
+        """A listen stream opened: mark now what it may ask about, so a change before the next look is told (it
+        was missed for up to POLL_S). On the loop: a few indexed reads per sense, once per stream."""
+        for uri in self._everything() - set(self.markers):
+            self.markers[uri] = self.fingerprints.marker(uri)
 
     @asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:
@@ -88,7 +98,7 @@ class Subscriptions:
     async def _watch(self) -> None:
         while True:
             await anyio.sleep(POLL_S)
-            uris = {uri for uri, sessions in self.sessions.items() if sessions}
+            uris = set(self.subscribed)
             if self.bus.listeners:
                 uris |= await anyio.to_thread.run_sync(self._everything)
             if not uris:
@@ -103,11 +113,12 @@ class Subscriptions:
         return {uri: self.fingerprints.marker(uri) for uri in uris}
 
     async def _tell(self, uri: str) -> None:
-        for session in list(self.sessions.get(uri, ())):
+        session = self.subscribed.get(uri)
+        if session is not None:
             try:
                 await session.send_resource_updated(uri)
             except Exception:  # its client went away: forget it
-                self.sessions[uri].discard(session)
+                self.subscribed.pop(uri, None)
         await self.bus.publish(ResourceUpdated(uri=uri))
 
     def _everything(self) -> set[str]:

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from nerve_cli import __version__
 from nerve_cli.contract import errors as error_docs
 from nerve_cli.contract.schema import schema
-from nerve_cli.errors import ErrorType
+from nerve_cli.errors import ErrorType, NerveError, UnknownSense, UnknownThread
 from nerve_cli.mcp import prompts
 from nerve_cli.mcp.agents import register as register_agents
 from nerve_cli.mcp.authoring import MAX_TEXT
@@ -112,8 +112,12 @@ FromRound = Annotated[int | None, Field(description="start from the old thread's
 EditedMessage = Annotated[str | None, Field(description="with from_round: the new content of the last message kept "
                                                         "(that round's, or the prompt for 0)")]
 
-READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+# Every tool says all four hints (a client decides from them whether to ask its user before a call)
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ACT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+SETTLE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                         open_world_hint=False)  # the same call again changes nothing more
+DESTROY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
 class NerveServer(MCPServer):
@@ -293,8 +297,7 @@ def build(home: Path) -> MCPServer:
         """Reject a thread waiting for a person; it resumes and its moderator decides what follows."""
         return call(tools.answer_thread, run_id, "reject", note, client_name(ctx), answer, question)
 
-    @app.tool(title="Cancel a thread",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
+    @app.tool(title="Cancel a thread", annotations=DESTROY)
     def cancel_thread(run_id: RunId, ctx: Context, reason: Reason = None) -> document("thread-cancel"):
         """Cancel a queued, running or waiting thread: it ends `cancelled` (a running one once its role stops,
         within its workflow's cancel_grace). An ended thread cannot be cancelled: the error names its status."""
@@ -323,7 +326,7 @@ def build(home: Path) -> MCPServer:
         first migration, register it in nerve.yaml (off unless enabled=true: try it first) and commit."""
         return call(tools.new_sense, name, recipe, on, group, enabled)
 
-    @app.tool(title="Write a sense's code or schema", annotations=ACT)
+    @app.tool(title="Write a sense's code or schema", annotations=SETTLE)
     def write_sense_file(sense: Sense,
                          file: Annotated[Literal["sense.py", "schema.py"], Field(description=(
                              "sense.py: its compute; schema.py: its tables"))],
@@ -334,7 +337,9 @@ def build(home: Path) -> MCPServer:
         most 1 MiB, and commit it. After changing schema.py, run migrate_sense."""
         return call(tools.write_sense_file, sense, file, text)
 
-    @app.tool(title="Migrate a sense's database", annotations=ACT)
+    @app.tool(title="Migrate a sense's database",
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))  # it may drop a table; again, it writes nothing
     def migrate_sense(sense: Sense,
                       allow_data_loss: Annotated[bool, Field(description=(
                           "accept a migration that drops tables or columns (their rows are lost)"))] = False,
@@ -364,12 +369,12 @@ def build(home: Path) -> MCPServer:
         samples = None if events is None else [e.model_dump() for e in events]
         return call(tools.dry_run_sense, sense, samples, bind)
 
-    @app.tool(title="Turn a sense on", annotations=ACT)
+    @app.tool(title="Turn a sense on", annotations=SETTLE)
     def enable_sense(sense: Sense) -> document("lifecycle"):
         """Turn a sense on in nerve.yaml (and commit); a running engine starts it."""
         return call(tools.set_sense_enabled, sense, True)
 
-    @app.tool(title="Turn a sense off", annotations=ACT)
+    @app.tool(title="Turn a sense off", annotations=SETTLE)
     def disable_sense(sense: Sense) -> document("lifecycle"):
         """Turn a sense off, with the reflexes and readers that depend on it (nothing is deleted); commit."""
         return call(tools.set_sense_enabled, sense, False)
@@ -391,11 +396,20 @@ def client_name(ctx: Any) -> str | None:
     version = getattr(info, "version", None)
     return f"{name} {version}" if isinstance(version, str) and version else name
 def _json_text(fn: Any, *args: Any) -> str:
-    """A resource's content: the document as JSON, or the error document."""
+    """A resource's content: the document as JSON. A sense or thread that does not exist is the protocol's "not
+    found" error (the SDK's ResourceNotFoundError: -32602 with the URI, as the 2026-07-28 revision asks; it
+    retired the -32002 of earlier ones), any other failure a resource error with the message (never an error
+    document passed off as the resource's content)."""
+    return json.dumps(_read(fn, *args), ensure_ascii=False, default=str)
+
+
+def _read(fn: Any, *args: Any) -> Any:
     try:
-        return json.dumps(fn(*args), ensure_ascii=False, default=str)
-    except Exception as exc:  # the reader sees why, as a tool's caller does
-        return json.dumps(error_document(exc), ensure_ascii=False, default=str)
+        return fn(*args)
+    except (UnknownSense, UnknownThread) as exc:
+        raise ResourceNotFoundError(str(exc)) from None
+    except NerveError as exc:
+        raise ResourceError(f"{exc.type.value}: {exc}") from None
 
 
 def _resources(app: MCPServer, tools: Tools) -> None:
@@ -412,7 +426,7 @@ def _resources(app: MCPServer, tools: Tools) -> None:
     @app.resource(SCHEMA, name="sense-schema", mime_type="text/x-python")
     def schema_py(name: str) -> str:
         """A sense's schema.py: its tables as @table classes."""
-        return tools.schema_text(name)
+        return str(_read(tools.schema_text, name))
 
     @app.resource(WAITING, name="waiting-threads", mime_type="application/json")
     def waiting() -> str:

@@ -27,7 +27,7 @@ from nerve_cli.contract import threads as thread_docs
 from nerve_cli.contract.instance import config_check
 from nerve_cli.contract.logs import log_row
 from nerve_cli.contract.times import parse_instant
-from nerve_cli.errors import EngineNotRunning, ErrorType, NerveError
+from nerve_cli.errors import EngineNotRunning, ErrorType, NerveError, UsageError
 from nerve_cli.home import Layout
 from nerve_cli.instance.git import person
 from nerve_cli.mcp import authoring
@@ -49,11 +49,10 @@ from nerve_cli.store.querychild import QueryChildren
 LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT = 1000, 500, 500
 
 
-class BadArgument(NerveError):
+class BadArgument(UsageError):
     """An argument the CLI's option parsing would refuse: the same `usage` error, exit code 2."""
 
     type = ErrorType.USAGE
-    exit_code = 2
 
 
 class Tools:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.errors import ErrorType, NerveError
+from nerve_cli.errors import ErrorType, NerveError, SenseError
 from nerve_cli.store.sqlitefile import open_reader
 
 MAX_ROWS, MAX_TIMEOUT = 1000, 10.0
@@ -73,7 +73,7 @@ def read_query(path: Path, sql: str, params: list[Any] | dict[str, Any] | None =
     max_rows = max(1, min(int(max_rows), MAX_ROWS))
     timeout = max(0.01, min(float(timeout), MAX_TIMEOUT))
     if not Path(path).is_file():
-        raise NerveError(f"{path} does not exist yet (the sense has not computed)")
+        raise SenseError(f"{path} does not exist yet (the sense has not computed)")
     conn = open_reader(Path(path))
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     denied: list[str] = []

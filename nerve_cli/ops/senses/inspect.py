@@ -25,7 +25,7 @@ from nerve_cli.config.model import (
     format_duration,
 )
 from nerve_cli.config.rules import hint
-from nerve_cli.errors import NerveError, SenseError
+from nerve_cli.errors import NerveError, SenseError, UnknownSense
 from nerve_cli.home import Layout
 from nerve_cli.ops.client import request
 from nerve_cli.ops.senses.rows import read_rows
@@ -97,7 +97,7 @@ def require_sense(home: Path, name: str, config: NerveConfig | None = None) -> N
     or a built-in one (else a 'did you mean' error)."""
     config = load_config(home) if config is None else config
     if name not in config.senses and name not in BUILTIN_SENSES:
-        raise SenseError(f"no sense `{name}` in nerve.yaml{hint(name, [*config.senses, *BUILTIN_SENSES])}")
+        raise UnknownSense(f"no sense `{name}` in nerve.yaml{hint(name, [*config.senses, *BUILTIN_SENSES])}")
     return config
 
 

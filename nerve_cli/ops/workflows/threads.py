@@ -16,7 +16,7 @@ from nerve_cli.automaton.questions import Standing, standings
 from nerve_cli.automaton.waits import PersonWait
 from nerve_cli.config.load import load_config
 from nerve_cli.config.pipeline import PipelineError, pipeline_file, read_pipeline
-from nerve_cli.errors import NerveError
+from nerve_cli.errors import UnknownThread
 from nerve_cli.home import Layout
 from nerve_cli.store.history import read_logs
 from nerve_cli.store.logs import STATUSES, now_ms, open_readonly, query_logs, workflow_runs
@@ -111,15 +111,15 @@ def normalise_run_id(text: str) -> str:
     return f"run-{text}" if text.isdigit() else text
 
 
-def unknown_run(logs_path: Path, run_id: str) -> NerveError:
+def unknown_run(logs_path: Path, run_id: str) -> UnknownThread:
     ids = [r["run_id"] for r in workflow_runs(logs_path)]
     if not ids:
-        return NerveError(f"no thread {run_id}: this instance has no threads yet "
+        return UnknownThread(f"no thread {run_id}: this instance has no threads yet "
                           "(start one with `nerve workflow run NAME --prompt TEXT`)")
     near = difflib.get_close_matches(run_id, ids, n=2, cutoff=0.8)
     recent = list(reversed(ids[-5:]))
     hint = f"did you mean {', '.join(near)}? " if near else ""
-    return NerveError(f"no thread {run_id}: {hint}most recent: {', '.join(recent)} "
+    return UnknownThread(f"no thread {run_id}: {hint}most recent: {', '.join(recent)} "
                       "(see `nerve thread list`)")
 
 
