@@ -360,6 +360,8 @@ GOALS = (  # the rows in the order the summary prints them
     "`nerve status` with 1,000 senses",
     "`nerve config check`",
     "archive 1,000,000 log rows",
+    "emit → `nerve agent wait` returns, median",
+    "hook POST → answer, p99",
 )
 
 

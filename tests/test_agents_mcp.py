@@ -132,3 +132,23 @@ def test_fifty_waiters_at_once_each_woken_by_its_own_event(home):
 
     _mcp(home, body)
     assert CHECKED.kinds == set(KINDS.values())
+
+
+def test_nerve_init_writes_an_agents_md_whose_tools_and_commands_exist(tmp_path):
+    import re
+
+    from conftest import cli
+
+    from nerve_cli.mcp.server import build
+
+    home = tmp_path / "instance"
+    assert cli("init", "--home", str(home)).exit_code == 0
+    text = (home / "AGENTS.md").read_text()
+    assert "AGENTS.md" in subprocess.run(["git", "ls-files"], cwd=home, capture_output=True, text=True).stdout
+    named = set(re.findall(r"`([a-z]+(?:_[a-z]+)+)`", text))
+    tools = {t.name for t in asyncio.run(build(home).list_tools())}
+    assert named and named <= tools, named - tools
+    for step in ("new_sense", "migrate_sense", "dry_run_sense", "enable_sense", "wait_for_events"):
+        assert step in named
+    for command in re.findall(r"`(nerve (?:sense|agent|config) [a-z]+)", text):
+        assert cli(*command.split()[1:], "--help").exit_code == 0, command
