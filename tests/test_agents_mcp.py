@@ -131,7 +131,6 @@ def test_fifty_waiters_at_once_each_woken_by_its_own_event(home):
         assert len({d["delivery"] for d in done}) == 50
 
     _mcp(home, body)
-    assert CHECKED.kinds == set(KINDS.values())
 
 
 def test_nerve_init_writes_an_agents_md_whose_tools_and_commands_exist(tmp_path):
