@@ -204,3 +204,15 @@ agents:
     assert "agents.coder.on[0]" not in problems
     assert problems["agents.bad.on"]["severity"] == "error" and problems["agents.bad.batch"]["severity"] == "error"
     assert "unix://PATH" in problems["agents.bad.deliver.codex.endpoint"]["message"]
+
+
+def test_mesh_draws_each_agent_from_its_sources(home):
+    write_instance(home, CONFIG, {})
+    mesh = json.loads(nerve("mesh", "--json", home=home).stdout)
+    CHECK.doc("mesh", mesh, "mesh --json")
+    edges = {(e["source"], e["target"], e["label"]) for e in mesh["edges"]}
+    assert ("channel:ci.done", "agent:coder", "on") in edges
+    assert ("channel:review.posted", "agent:reviewer", "on (match ok=False)") in edges
+    tree = nerve("mesh", home=home).stdout
+    assert "coder (agent)" in tree and "reviewer (agent)" in tree
+    assert nerve("mesh", "--format", "dot", home=home).returncode == 0

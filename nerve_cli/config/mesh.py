@@ -33,7 +33,7 @@ from nerve_cli.config.pipeline import Pipeline
 from nerve_cli.config.waits import wait_call
 from nerve_cli.home import Layout
 
-NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate", "person"]
+NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate", "person", "agent"]
 EdgeKind = Literal["timer", "on", "peer", "launch", "step", "needs", "wait", "gate"]
 CLOCK = "clock"
 PERSON = "person"
@@ -162,7 +162,18 @@ def build(config: NerveConfig, launches: Launches | None = None, pipelines: dict
     for name, pipeline in (pipelines or {}).items():
         _steps(mesh, name, pipeline, config.workflows[name].enabled if name in config.workflows else False)
     _waits(mesh, config, waits or {})
+    _agents(mesh, config)
     return mesh
+
+
+def _agents(mesh: Mesh, config: NerveConfig) -> None:
+    """Each agent, heard from its sources (`on` edges, labelled with its match)."""
+    for name, agent in config.agents.items():
+        node_id = f"agent:{name}"
+        mesh.nodes[node_id] = Node(node_id, "agent", name, enabled=agent.enabled)
+        text = "on" + (f" (match {', '.join(f'{k}={v}' for k, v in agent.match.items())})" if agent.match else "")
+        for source in agent.on:
+            mesh.edges.append(Edge(_source(mesh, config, source), node_id, "on", text, agent.enabled))
 
 
 def _waits(mesh: Mesh, config: NerveConfig, waits: dict[str, Declared]) -> None:
@@ -245,7 +256,7 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
             "builtin": f"{node.name} (built-in)", "channel": f"{node.name} (channel)",
             "files": f"{node.name} (files)",
             "workflow": f"{node.name} (workflow)", "step": f"{node.name} ({node.note})",
-            "gate": f"⛩ {node.name} ({node.note})", "person": "a person"}[node.kind]
+            "gate": f"⛩ {node.name} ({node.note})", "person": "a person", "agent": f"{node.name} (agent)"}[node.kind]
     if node.kind in ("step", "gate"):
         return text + ("" if node.enabled or not disabled_text else " (disabled)")
     if node.note and node.kind != "builtin":
@@ -259,7 +270,8 @@ def label(node: Node, *, disabled_text: bool = True) -> str:
 
 _MERMAID_SHAPE = {"clock": '(("{}"))', "sense": '["{}"]', "builtin": '[["{}"]]', "channel": '>"{}"]',
                   "files": '[/"{}"/]',
-                  "workflow": '{{{{"{}"}}}}', "step": '(["{}"])', "gate": '{{"{}"}}', "person": '(["{}"])'}
+                  "workflow": '{{{{"{}"}}}}', "step": '(["{}"])', "gate": '{{"{}"}}', "person": '(["{}"])',
+                  "agent": '(["{}"])'}
 _MERMAID_ARROW = {"timer": "-->", "on": "-->", "peer": "-.->", "launch": "==>", "step": "-->", "needs": "-->",
                   "wait": "-.->", "gate": "-.->"}
 
@@ -304,7 +316,7 @@ def to_mermaid(mesh: Mesh) -> str:
 
 
 _DOT_SHAPE = {"clock": "circle", "sense": "box", "builtin": "box3d", "channel": "cds", "files": "folder",
-              "workflow": "hexagon", "step": "ellipse", "gate": "diamond", "person": "ellipse"}
+              "workflow": "hexagon", "step": "ellipse", "gate": "diamond", "person": "ellipse", "agent": "egg"}
 
 
 def _dot_text(text: str) -> str:
