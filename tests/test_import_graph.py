@@ -41,7 +41,9 @@ ROW = {f"nerve_cli.{name}".rstrip("."): depth for depth, row in enumerate(LAYERS
 # only rooms in rows below its own. "" is the package's __init__.py.
 ROOMS = {
     "kernel": [
-        ["engine"],                 # the Engine: runs the loop, owns one part of each room below
+        ["engine"],                 # the Engine: builds the parts into one exit stack, runs, unwinds them
+        ["loop"],                   # the running loop's parts: outcomes → router → pump, log writer, built-ins,
+                                    # the desk the edges see, the optional edges
         ["control", "reload", "ingress"],  # socket server, requests, metrics, health | watch and hot reload
                                            # | webhooks and file reflexes
         ["workflows", "fleet", "trace", "notify"],  # the workflow manager | this host in its fleet (NATS) | traces
@@ -182,7 +184,7 @@ def _describe(component: list[str], edges: dict[str, set[str]]) -> str:
 def test_the_graph_sees_every_kind_of_import() -> None:
     """Guards against a vacuous pass: top-level, in-function and TYPE_CHECKING imports are all edges."""
     edges = graph()
-    assert "nerve_cli.kernel.supervision.supervisor" in edges["nerve_cli.kernel.engine"]  # top level
+    assert "nerve_cli.kernel.supervision.groups" in edges["nerve_cli.kernel.engine"]  # top level
     assert "nerve_cli.kernel.reload.watch" in edges["nerve_cli.kernel.engine"]  # inside a function
     assert "nerve_cli.config.model" in edges["nerve_cli.wire.spec"]  # under TYPE_CHECKING
     assert "nerve_cli.cli.output" in edges["nerve_cli.cli.archive_view"]  # `from package import module`
@@ -240,6 +242,33 @@ def test_a_back_arrow_is_caught() -> None:
                                   "nerve_cli.kernel.core.scheduler -> nerve_cli.kernel.supervision.guards",
                                   "nerve_cli.ops.client -> nerve_cli.ops.emit",
                                   "nerve_cli.store.logs -> nerve_cli.kernel.engine"]
+
+
+# The running loop's calls run one way, outcomes → routing → pump: a module of kernel/loop imports only the
+# rows below its own (the pump hands a start it cannot place back as a value, never calls up).
+LOOP = [
+    ["desk"],                    # the running engine as its edges see it
+    ["outcomes", "edges"],       # the supervisors' hooks, the end of each compute, the loop's entry point
+                                 # | the optional edges (traces, fleet, webhooks, file reflexes, metrics)
+    ["builtins", "router"],      # the built-in senses, answering like a group | the signal bus
+    ["pump", "freshness"],       # the one timer and the hand-over of starts | freshness on time
+    ["records", "logwriter", "current"],  # one record per compute | batched log commits | the config in force
+]
+
+
+def loop_back_arrows(edges: dict[str, set[str]]) -> list[str]:
+    row = {f"nerve_cli.kernel.loop.{name}": depth for depth, names in enumerate(LOOP) for name in names}
+    return [f"{a} -> {b}" for a in row for b in sorted(edges.get(a, ())) if b in row and row[b] <= row[a]]
+
+
+def test_the_loop_calls_one_way() -> None:
+    edges = graph()
+    loop = {m for m in edges if m.startswith("nerve_cli.kernel.loop.")}
+    rowed = {f"nerve_cli.kernel.loop.{name}" for names in LOOP for name in names}
+    assert loop == rowed, f"a module of kernel/loop takes a row in LOOP: {sorted(loop ^ rowed)}"
+    assert not loop_back_arrows(edges)
+    edges["nerve_cli.kernel.loop.pump"].add("nerve_cli.kernel.loop.outcomes")  # and a call back up is caught
+    assert loop_back_arrows(edges) == ["nerve_cli.kernel.loop.pump -> nerve_cli.kernel.loop.outcomes"]
 
 
 def _commented(lines: list[str], at: int) -> bool:

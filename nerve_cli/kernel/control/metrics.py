@@ -55,14 +55,18 @@ class Observed(Protocol):
 
     started_at: float
     stats: EngineStats
-    errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    @property
+    def errors(self) -> dict[str, dict[str, Any]]: ...  # sense → {"count", "last", "last_ts"}
     scheduler: Scheduler
-    groups: dict[str, GroupSupervisor]
+    @property
+    def groups(self) -> dict[str, GroupSupervisor]: ...
     logs: LogStore
     workflows: WorkflowManager | None
-    fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
+    @property
+    def fleet(self) -> Any: ...  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
     listener_health: ListenerHealth
-    freshness: Freshness
+    @property
+    def freshness(self) -> Freshness: ...
     webhooks: Any  # kernel.ingress.webhooks.WebhookServer, or None (not imported here: it loads uvicorn)
 
     async def refresh_listener_health(self) -> None: ...

@@ -53,16 +53,22 @@ class Target(Protocol):
     home: Path
     layout: Layout
     started_at: float
-    config: NerveConfig
+    @property
+    def config(self) -> NerveConfig: ...
     scheduler: Scheduler
-    groups: dict[str, GroupSupervisor]
-    errors: dict[str, dict[str, Any]]  # sense → {"count", "last", "last_ts"}
+    @property
+    def groups(self) -> dict[str, GroupSupervisor]: ...
+    @property
+    def errors(self) -> dict[str, dict[str, Any]]: ...  # sense → {"count", "last", "last_ts"}
     warnings: list[str]  # nerve.yaml's current warnings
     workflows: WorkflowManager | None
-    fleet: Any  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
+    @property
+    def fleet(self) -> Any: ...  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
     webhooks: Any  # kernel.ingress.webhooks.WebhookServer when webhooks are on (not imported here: it loads uvicorn)
-    freshness: Freshness
-    readings: dict[str, Reading]  # how each sense with `on:` sources reads them
+    @property
+    def freshness(self) -> Freshness: ...
+    @property
+    def readings(self) -> dict[str, Reading]: ...  # how each sense with `on:` sources reads them
 
     def demand(self, sense: str, bind: dict | None = None, reason: Reason = DEMAND) -> asyncio.Future: ...
 

@@ -89,7 +89,8 @@ _SLOW = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncon
 class Ingress(Protocol):
     """The running engine, as the webhook server uses it."""
 
-    config: NerveConfig  # read at every request: a reload applies to the next post
+    @property
+    def config(self) -> NerveConfig: ...  # read at every request: a reload applies to the next post
     home: Path
     workflows: Any  # its WorkflowManager (None without workflows): answer links answer through it
 

@@ -41,8 +41,10 @@ class Target(Protocol):
     """The running engine, as hot reload sees it."""
 
     home: Path
-    config: NerveConfig
-    groups: dict[str, GroupSupervisor]
+    @property
+    def config(self) -> NerveConfig: ...
+    @property
+    def groups(self) -> dict[str, GroupSupervisor]: ...
     workflows: WorkflowManager | None
     warnings: list[str]  # nerve.yaml's current warnings, shown in status apart from errors
 

@@ -1,0 +1,21 @@
+"""The configuration the engine runs now: nerve.yaml as last loaded, and what is derived from it.
+
+One holder, handed to every part that reads the config: a hot reload swaps it
+here (`use`) and each part reads the new one on its next look.
+"""
+
+from __future__ import annotations
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.config.projection import Reading, readings
+
+
+class Current:
+    def __init__(self, config: NerveConfig, warnings: list[str]) -> None:
+        self.config = config
+        self.warnings = warnings  # nerve.yaml's, shown and counted apart from errors
+        self.readings: dict[str, Reading] = readings(config)  # how each sense with `on:` sources reads them
+
+    def use(self, config: NerveConfig) -> None:
+        self.config = config
+        self.readings = readings(config)

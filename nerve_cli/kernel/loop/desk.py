@@ -1,0 +1,174 @@
+"""The running engine as its edges see it: the control requests, hot reload, the metrics and the webhooks.
+
+The desk holds no state of its own: it reads the loop's parts and forwards
+the actions an edge may take (compute, emit, replay, reset, a new config) to
+the part that owns them. An edge never reaches past it into a part's fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.home import Layout
+from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.emits import EmitDesk
+from nerve_cli.kernel.core.freshness import Freshness
+from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
+from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.loop.current import Current
+from nerve_cli.kernel.loop.edges import FileEdge, FleetEdge
+from nerve_cli.kernel.loop.freshness import FreshnessWatch
+from nerve_cli.kernel.loop.outcomes import Outcomes
+from nerve_cli.kernel.supervision.groups import Groups
+from nerve_cli.kernel.supervision.guards import Guards
+from nerve_cli.kernel.supervision.watchdog import Watchdog
+from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab.reasons import DEMAND, REPLAY, Reason
+
+if TYPE_CHECKING:
+    from nerve_cli.config.projection import Reading
+    from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+
+
+class Desk:
+    def __init__(self, home: Path, layout: Layout, current: Current, started_at: float, scheduler: Scheduler,
+                 outcomes: Outcomes, groups: Groups, delivery: Delivery, emits: EmitDesk, stats: EngineStats,
+                 logs: LogStore, log: Log, report: Report, freshness: FreshnessWatch, guards: Guards,
+                 watchdog: Watchdog, workflows: WorkflowManager | None, fleet: FleetEdge, files: FileEdge) -> None:
+        self.home = home
+        self.layout = layout
+        self.current = current
+        self.started_at = started_at
+        self.scheduler = scheduler
+        self.outcomes = outcomes
+        self.processes = groups
+        self.delivery = delivery
+        self.emits = emits
+        self.stats = stats
+        self.logs = logs
+        self.log = log
+        self.report = report
+        self.freshness_watch = freshness
+        self.guards = guards
+        self.watchdog = watchdog
+        self.workflows = workflows
+        self.fleet_edge = fleet
+        self.files = files
+        self.listener_health = ListenerHealth(home)
+        self.webhooks: Any = None  # kernel.ingress.webhooks.WebhookServer once it listens
+        self.webhooks_pinned = False  # `nerve run --webhooks` chose where: engine.webhooks is not read
+
+    # what the edges read ---------------------------------------------------------
+    @property
+    def config(self) -> NerveConfig:
+        return self.current.config
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.current.warnings
+
+    @warnings.setter
+    def warnings(self, value: list[str]) -> None:
+        self.current.warnings = value
+
+    @property
+    def readings(self) -> dict[str, Reading]:
+        return self.current.readings
+
+    @property
+    def groups(self) -> dict[str, GroupSupervisor]:
+        return self.processes.supervisors
+
+    @property
+    def errors(self) -> dict[str, dict[str, Any]]:
+        return self.outcomes.errors.by_sense
+
+    @property
+    def freshness(self) -> Freshness:
+        return self.freshness_watch.freshness
+
+    @property
+    def fleet(self) -> Any:
+        return self.fleet_edge.fleet
+
+    # actions ---------------------------------------------------------------------
+    def pump(self) -> None:
+        self.outcomes.pump()
+
+    def demand(self, sense: str, bind: dict | None = None, reason: Reason = DEMAND) -> asyncio.Future:
+        return self.outcomes.demand(sense, bind, reason)
+
+    def sources_for(self, sense: str) -> dict[str, str] | None:
+        """A sense's `on:` sources, eager and lazy: what its computes read."""
+        return self.delivery.sources_for(sense)
+
+    def emit(self, channel: str, payload: Any, key: str | None = None, via: str | None = None,
+             traceparent: str | None = None, schema_version: Any = None, hashed: bool = False) -> asyncio.Future:
+        """Store an external event durably; resolves to (StoredEvent, woken senses) once it is committed.
+        `via`: how it arrived when not by `nerve emit`, the socket or MCP ("webhook"); `schema_version` and
+        `hashed`: what its emitter asked for (store.events.new_event); `traceparent`: the W3C trace context it
+        came with (its span's parent, when traces are on)."""
+        return self.emits.emit(channel, payload, key, via=via, schema_version=schema_version, hashed=hashed,
+                               traceparent=traceparent)
+
+    async def thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+        """An event a workflow thread's role emits: stored and routed like any emit."""
+        event, woken = await self.emit(channel, payload, key)
+        return event.id, event.duplicate, woken
+
+    def events_stored(self, channel: str | None) -> int:
+        """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""
+        return self.outcomes.router.offline(channel)
+
+    async def listener_backlogs(self) -> Snapshot:
+        """Each listener's backlog per source, at most a second old (read from the files in a thread)."""
+        listeners = listeners_of(self.config, self.home, self.delivery.takers, self.processes.loaded())
+        return await self.listener_health.snapshot(listeners)
+
+    async def refresh_listener_health(self) -> None:
+        """Each listener's backlog, counted again if the last count is over a second old (for a scrape)."""
+        await self.listener_backlogs()
+
+    def replayed(self, sense: str) -> None:
+        """`nerve sense replay` moved a cursor of `sense` back: run it now if events wait beyond it."""
+        self.delivery.check([sense], REPLAY)
+
+    def lift_backoff(self, sense: str) -> None:
+        self.scheduler.unblock(sense)
+
+    def reset_sense(self, sense: str) -> bool:
+        had = self.guards.reset(sense)
+        self.outcomes.pump()
+        return had
+
+    # hot reload (reload.Target) --------------------------------------------------
+    def start_group(self, group: str, senses: list[str]) -> None:
+        self.processes.start(group, senses)
+
+    def use_config(self, config: NerveConfig) -> None:
+        self.current.use(config)
+        # a sense that joins keeps its rhythm from disk, like at start-up (the log store keeps every
+        # sense's last completion in memory: no query here); cron times count from now
+        completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
+        self.scheduler.apply_config(config, completions, now=time.time())
+        self.outcomes.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
+        self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
+        self.files.apply_config(config)
+        self.freshness_watch.apply_config(config)
+        self.fleet_edge.apply_config(config)
+
+    def config_applied(self) -> None:
+        if not self.webhooks_pinned and self.config.engine.webhooks != (self.webhooks and self.webhooks.address):
+            self.report("warn", "engine.webhooks changed: restart the engine to listen there "
+                                "(the channels' settings apply at once)")
+        if self.workflows is not None:
+            self.workflows.update_config(self.config)
+        self.guards.update_config(self.config.engine)
+        self.watchdog.update()

@@ -1,0 +1,168 @@
+"""The pump: the loop's one timer, and the hand-over of every start the scheduler says is due.
+
+`run()` takes what is due now, hands each start to its group's worker (or to
+the built-in senses, which compute in the kernel), opens its compute's record
+and arms one timer for the next wake-up. A start it cannot hand over (no
+worker can take it, or its parameter values do not fit) is returned to the
+caller as a `Miss`, never finished here: the pump knows nothing of outcomes.
+The timer calls `on_wake`, the loop's entry point that finishes the misses.
+
+Costs O(log N) per start whatever the number of senses N: the scheduler
+answers from its heaps and knows which senses can run (the supervisors say
+when that changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from nerve_cli.config.projection import BindError, Reading
+from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.reads import Reads
+from nerve_cli.kernel.core.report import Log, Report
+from nerve_cli.kernel.core.scheduler import Scheduler, Start
+from nerve_cli.kernel.core.stats import EngineStats
+from nerve_cli.kernel.loop.records import Computes
+from nerve_cli.kernel.supervision.groups import Groups
+from nerve_cli.names import binding_key
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.reasons import OVERDUE, Reason, TriggerKind
+from nerve_cli.wire.protocol import ErrorInfo
+
+if TYPE_CHECKING:
+    from nerve_cli.kernel.loop.current import Current
+    from nerve_cli.kernel.trace.spans import Tracing
+
+KERNEL = "kernel"  # the group the built-in senses compute in
+
+
+class Builtin(Protocol):
+    """What computes the kernel's own senses (nerve-health, nerve-threads)."""
+
+    senses: frozenset[str]
+
+    def compute(self, compute_id: int, sense: str, reason: Reason) -> None: ...
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A start the pump could not hand over: it ends as an error, by the caller."""
+
+    sense: str
+    id: int
+    reason: Reason
+    error: ErrorInfo
+    unavailable: bool  # no worker could take it (the sense's events are checked again), else a BindError
+
+
+class Pump:
+    def __init__(self, scheduler: Scheduler, current: Current, groups: Groups, builtin: Builtin,
+                 delivery: Delivery, reads: Reads, computes: Computes, stats: EngineStats, log: Log,
+                 report: Report, on_wake: Callable[[], None], *, started_at: float,
+                 tracing: Tracing | None = None, report_computes: bool = False) -> None:
+        self.scheduler = scheduler
+        self.current = current
+        self.groups = groups
+        self.builtin = builtin
+        self.delivery = delivery
+        self.reads = reads
+        self.computes = computes
+        self.stats = stats
+        self.log = log
+        self.report = report
+        self.on_wake = on_wake
+        self.started_at = started_at
+        self.tracing = tracing
+        self.report_computes = report_computes  # don't format lines nobody sees
+        self.next_id = 1
+        self.stopping = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # epoch seconds the armed timer fires at
+        self._running = False
+
+    def run(self) -> list[Miss]:
+        """Start whatever is due now and make sure a timer is armed for the next wake-up; the starts it
+        could not hand over are returned."""
+        if self.stopping or self._running:  # (a dispatch never calls back here; guarded all the same)
+            return []
+        self._running = True
+        misses: list[Miss] = []
+        try:
+            now = time.time()
+            for start in self.scheduler.take_due(now):
+                miss = self._dispatch(start, now)
+                if miss is not None:
+                    misses.append(miss)
+        finally:
+            self._running = False
+            # whatever a dispatch did: a lost timer meant no interval sense ever ran again
+            self._arm(self.scheduler.next_wakeup())
+        return misses
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _arm(self, wake: float | None) -> None:
+        """One timer, for the earliest wake-up. A timer armed earlier than needed is kept: it finds
+        nothing due, and the pump it runs arms the next one. So a hop re-arms nothing."""
+        if self.stopping or wake is None or (self._timer is not None and self._timer_at <= wake):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = wake
+        self._timer = loop.call_at(loop.time() + max(0.0, wake - time.time()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.on_wake()
+
+    def _dispatch(self, start: Start, now: float) -> Miss | None:
+        compute_id, self.next_id = self.next_id, self.next_id + 1
+        sense, reason = start.sense, start.reason
+        if reason.kind in (TriggerKind.INTERVAL, TriggerKind.CRON) and start.due < self.started_at:
+            reason = OVERDUE  # missed while no engine ran: once now, not a late tick, no back-fill
+        interval = reason.kind is TriggerKind.INTERVAL
+        lateness = max(0.0, (now - start.due) * 1000) if interval else 0.0
+        if interval:
+            self.stats.late(lateness)
+        else:
+            self.stats.dispatched(sense)
+        self.log(logrows.run_start(sense, compute_id, reason, lateness_ms=round(lateness, 3)))
+        settings = self.current.config.senses.get(sense)
+        if self.tracing is not None:
+            self.tracing.compute_started(sense, compute_id, reason, settings.group if settings else KERNEL)
+        if self.report_computes:
+            self.report("debug", f"compute {sense} #{compute_id} ({reason})")
+        record = self.computes.start(compute_id, sense)
+        if sense in self.builtin.senses:
+            self.builtin.compute(compute_id, sense, reason)
+            return None
+        group = settings.group if settings is not None else "?"
+        try:
+            filters, bind = self._reads_with(sense)
+        except BindError as exc:  # a sense with parameters, started without values (nobody read it with them)
+            return Miss(sense, compute_id, reason, ErrorInfo("BindError", str(exc)), unavailable=False)
+        if filters is not None:
+            record.binding = binding_key(bind)
+        supervisor = self.groups.get(group)
+        if supervisor is None or not supervisor.compute(compute_id, sense, reason, self.delivery.sources_for(sense),
+                                                        filters, bind):
+            return Miss(sense, compute_id, reason,
+                        ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"),
+                        unavailable=True)
+        return None
+
+    def _reads_with(self, sense: str) -> tuple[dict | None, dict | None]:
+        """The bindings (values in place) and parameter values a compute of `sense` reads with."""
+        reading: Reading | None = self.current.readings.get(sense)
+        if reading is None or not reading.bindings:
+            return None, None
+        bind = self.reads.next_bind(sense) if reading.params else None
+        return reading.filters(bind), bind  # BindError when nobody gave the values

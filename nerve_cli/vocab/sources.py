@@ -1,0 +1,13 @@
+"""Where a listener's events come from."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class SourceKind(StrEnum):
+    """A source's kind: whose store holds its events (`on:` sources, cursors, fleet subjects, waits)."""
+
+    SENSE = "sense"  # a sense's signals, in its database's _signals (the built-in senses' too)
+    CHANNEL = "channel"  # an external channel's events, in data/events.db
+    FILE = "file"  # a file reflex's changes (a path glob)
