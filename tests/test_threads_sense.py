@@ -109,6 +109,21 @@ def test_a_listener_gets_every_transition_of_50_threads_exactly_once_across_a_ki
     assert health.exit_code == 0 and json.loads(health.output)["name"] == "nerve-health"
     assert (asked["sense"], asked["via"], asked["outcome"]) == ("nerve-threads", "engine", "silent")  # nothing new
 
+    # a listener of the built-in sense replays it as the sense it is (its _signals), never as a channel
+    dry = json.loads(cli("sense", "replay", "watch", "--source", "nerve-threads", "--from", "0", "--dry-run",
+                         "--json").output)
+    assert (dry["kind"], dry["cursor_after"], dry["events"], dry["dry_run"]) == ("sense", 0, len(expected), True)
+    moved = json.loads(cli("sense", "replay", "watch", "--source", "nerve-threads", "--from", "2", "--json").output)
+    assert (moved["kind"], moved["cursor_after"], moved["events"]) == ("sense", 1, len(expected) - 1)
+    from nerve_cli.store.events import identity_of
+
+    conn = sqlite3.connect(home / "data" / "senses" / "watch.db")
+    try:
+        (identity,) = conn.execute("SELECT identity FROM _nerve_cursors WHERE source = 'nerve-threads'").fetchone()
+    finally:
+        conn.close()
+    assert identity is not None and identity == identity_of(home / "data", "sense", "nerve-threads")
+
 
 def test_the_feed_starts_at_the_logs_end_and_signals_each_transition_once(tmp_path: Path) -> None:
     from nerve_cli.kernel.control.threads_sense import ThreadsStore

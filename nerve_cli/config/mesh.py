@@ -32,6 +32,7 @@ from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, NerveConfig, fo
 from nerve_cli.config.pipeline import Pipeline
 from nerve_cli.config.waits import wait_call
 from nerve_cli.home import Layout
+from nerve_cli.vocab.sources import SourceKind
 
 NodeKind = Literal["clock", "sense", "builtin", "channel", "files", "workflow", "step", "gate", "person", "agent"]
 EdgeKind = Literal["timer", "on", "peer", "launch", "step", "needs", "wait", "gate"]
@@ -351,10 +352,9 @@ def sources_of(config: NerveConfig, *, eager_only: bool = False) -> dict[str, di
         if eager_only and reflex.lazy:
             continue
         for source in reflex.on:
-            kind = "sense" if source in config.senses or source in BUILTIN_SENSES else "channel"
-            out.setdefault(reflex.sense, {})[source] = kind
+            out.setdefault(reflex.sense, {})[source] = config.source_kind(source)
         for pattern in reflex.paths:
-            out.setdefault(reflex.sense, {})[pattern] = "file"
+            out.setdefault(reflex.sense, {})[pattern] = SourceKind.FILE
     return out
 
 

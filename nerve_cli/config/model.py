@@ -41,6 +41,7 @@ from nerve_cli.names import (  # re-exported: one naming rule
     subject_name_problem,
 )
 from nerve_cli.names import THREADS_SENSE as THREADS_SENSE
+from nerve_cli.vocab.sources import SourceKind
 
 
 def check_name(value: object) -> str:
@@ -547,10 +548,15 @@ class NerveConfig(_Model):
         """The fleet section when it is there and enabled."""
         return self.fleet if self.fleet is not None and self.fleet.enabled else None
 
+    def source_kind(self, name: str) -> SourceKind:
+        """Whose store holds the events of source `name`: a sense's (configured, or built in: nerve-health,
+        nerve-threads) or an external channel's. The one rule: the kernel, the CLI and the worker all ask here."""
+        return SourceKind.SENSE if name in self.senses or name in BUILTIN_SENSES else SourceKind.CHANNEL
+
     def external_channels(self) -> set[str]:
         """External channel names: `on:` entries that are not senses, and the `channels:` section's."""
-        listened = {n for r in self.reflexes for n in r.on if n not in self.senses and n not in BUILTIN_SENSES}
-        heard = {n for a in self.agents.values() for n in a.on if n not in self.senses and n not in BUILTIN_SENSES}
+        listened = {n for r in self.reflexes for n in r.on if self.source_kind(n) is SourceKind.CHANNEL}
+        heard = {n for a in self.agents.values() for n in a.on if self.source_kind(n) is SourceKind.CHANNEL}
         return listened | heard | set(self.channels)
 
     def webhook_channels(self) -> dict[str, ChannelConfig]:

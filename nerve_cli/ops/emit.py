@@ -25,6 +25,7 @@ from nerve_cli.names import traceparent_problem
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.store.events import parse_payload_text, store_event
 from nerve_cli.store.runs import waiting_on
+from nerve_cli.vocab.sources import SourceKind
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def read_payload(text: str | None, stdin: IO[str] | None = None) -> Any:
 
 def listeners_of(home: Path, channel: str) -> list[str]:
     config = load_config(home)
-    if channel in config.senses or channel == "nerve-health":
+    if config.source_kind(channel) is SourceKind.SENSE:
         raise NerveError(f"{channel!r} is a sense: senses emit their own signals; use `nerve sense compute {channel}`")
     refused = emit_refusal(config.fleet, channel)
     if refused is not None:

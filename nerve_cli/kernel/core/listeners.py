@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Iterable
 
 from nerve_cli.config.mesh import sources_of
-from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
+from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.store.events import SourceBacklog, backlog
 from nerve_cli.usercode import compute_takes_trigger
+from nerve_cli.vocab.sources import SourceKind
 
 TTL = 1.0  # seconds a snapshot is served before the files are read again
 
@@ -61,8 +62,8 @@ def all_sources(config: NerveConfig, sense: str) -> dict[str, str]:
     for reflex in config.reflexes:
         if reflex.sense == sense:
             for source in reflex.on:
-                out[source] = "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
-            out.update({pattern: "file" for pattern in reflex.paths})
+                out[source] = config.source_kind(source)
+            out.update({pattern: SourceKind.FILE for pattern in reflex.paths})
     return out
 
 

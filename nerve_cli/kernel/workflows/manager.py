@@ -34,7 +34,7 @@ from nerve_cli.automaton.directive import parse_directive
 from nerve_cli.automaton.model import WorkflowMessage, start_message
 from nerve_cli.automaton.waits import EventWait, event_message, timeout_message
 from nerve_cli.config.fleet import emit_refusal
-from nerve_cli.config.model import BUILTIN_SENSES, NerveConfig, WorkflowConfig, format_duration
+from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.report import Report
@@ -52,6 +52,7 @@ from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts
 from nerve_cli.store.thread_control import rerun_of
 from nerve_cli.vocab import logrows
+from nerve_cli.vocab.sources import SourceKind
 from nerve_cli.vocab.states import ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
 
@@ -325,9 +326,7 @@ class WorkflowManager:
                 thread.timer = asyncio.get_running_loop().call_later(deadline[0], self._timed_out, kind, thread,
                                                                      deadline[1])
         if isinstance(thread.wait, EventWait) and thread.run_id not in self._event_waiters():
-            source_kind = "sense" if thread.wait.source in self.config.senses or \
-                thread.wait.source in BUILTIN_SENSES else "channel"
-            self.event_waits.add(Waiter(kind, thread, thread.wait, source_kind))
+            self.event_waits.add(Waiter(kind, thread, thread.wait, self.config.source_kind(thread.wait.source)))
 
     def _event_waiters(self) -> set[str]:
         return {run_id for waiters in self.event_waits.by_source.values() for run_id in waiters}
@@ -344,7 +343,7 @@ class WorkflowManager:
 
     async def _thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
         """An event a thread's role emits, stored like `nerve emit` stores one (a sense's name is refused)."""
-        if channel in self.config.senses or channel in BUILTIN_SENSES:
+        if self.config.source_kind(channel) is SourceKind.SENSE:
             raise EventError(f"{channel!r} is a sense: senses emit their own signals; emit to a channel")
         refused = emit_refusal(self.config.fleet, channel)  # another fleet host's sense
         if refused is not None:

@@ -19,7 +19,6 @@ from typing import IO, Any
 
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
-from nerve_cli.config.model import HEALTH_SENSE
 from nerve_cli.config.projection import reading
 from nerve_cli.config.rules import hint
 from nerve_cli.contract import VERSION
@@ -105,7 +104,7 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
                 listened = ", ".join(sorted(sources)) or "nothing (no reflex gives it `on:` or `paths:`)"
                 raise NerveError(f"--event {source}: {name} does not listen to {source!r}{hint(source, list(sources))}; "
                                  f"it listens to {listened}")
-        sample = [{"source": source, "payload": payload, "kind": sources.get(source) or _kind(config, source)}
+        sample = [{"source": source, "payload": payload, "kind": sources.get(source) or config.source_kind(source)}
                   for source, payload in events]
     policy = Policy.of(config.engine, ready_timeout=START_TIMEOUT)  # as a one-off compute: a first import is cold
     spec = GroupSpec.from_config(config, settings.group, [name]).to_json()
@@ -119,7 +118,3 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
     assert isinstance(answer, DryRun)
     return DryRunResult(name, answer.outcome, answer.kept, answer.payload, answer.workflow, answer.duration_ms,
                         answer.error, printed, answer.tables, answer.cursors, answer.events, answer.blobs, answer.copy)
-
-
-def _kind(config: Any, source: str) -> str:
-    return "sense" if source in config.senses or source == HEALTH_SENSE else "channel"
