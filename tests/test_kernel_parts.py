@@ -22,9 +22,10 @@ from nerve_cli.config.model import GroupConfig, NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
 from nerve_cli.kernel.control.health import health_payload
-from nerve_cli.kernel.core.freshness import Freshness
+from nerve_cli.kernel.control.snapshot import SenseErrors, SenseView, Snapshot
 from nerve_cli.kernel.core.listeners import ListenerHealth
 from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.core.stats import EngineStats
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.reload.watch import Changes
 from nerve_cli.kernel.supervision.guards import Guards
@@ -85,7 +86,11 @@ def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_pa
 def test_health_payload_reads_only_what_it_is_given() -> None:
     scheduler = Scheduler(config({"a": {}}, [{"sense": "a", "interval": "10s"}]), now=0.0)
     errors = [{"sense": "a", "message": "boom", "ts": 10**15}]
-    payload = health_payload(0.0, scheduler, {}, errors)
+    snapshot = Snapshot(home=Path("."), pid=0, started_at=0.0,
+                        senses={"a": SenseView("a", "default", scheduler.states["a"], None, SenseErrors())},
+                        workers={}, pending=0, log_rows_buffered=0, channels=[], warnings=[], enabled=frozenset(),
+                        errors={}, recent_errors=errors, stats=EngineStats())
+    payload = health_payload(snapshot)
     assert payload["senses"] == 1 and payload["workers"] == {}
     assert payload["errors_last_hour"] == 1 and payload["recent_errors"] == errors
     assert payload["kernel_rss_mb"] > 0
@@ -116,21 +121,35 @@ class FakeRunning:
     def __init__(self, home: Path, cfg: NerveConfig) -> None:
         self.home, self.layout, self.started_at, self.config = home, Layout(home), 0.0, cfg
         self.scheduler = Scheduler(cfg, now=0.0)
-        self.groups: dict = {}
-        self.errors: dict = {}
         self.warnings: list[str] = []
         self.workflows = None
-        self.fleet = None  # no fleet: section
-        self.webhooks = None
         self.listener_health = ListenerHealth(home)
-        self.freshness = Freshness()
         self.out = Recorder()
         self.log, self.report = self.out.log, self.out.report
         self.started: list[tuple[str, list[str]]] = []
+        self.processes = FakeProcesses(self.started)
         self.applied: list[str] = []
         self.pumps = 0
 
     # requests.Target
+    def snapshot(self) -> Snapshot:
+        return Snapshot(home=self.home, pid=0, started_at=self.started_at,
+                        senses={name: self.sense(name) for name in self.scheduler.states},  # type: ignore[misc]
+                        workers={}, pending=self.scheduler.pending_count(), log_rows_buffered=0, channels=[],
+                        warnings=self.warnings, enabled=frozenset(self.config.enabled_senses()), errors={},
+                        recent_errors=[], stats=EngineStats())
+
+    def sense(self, name: str) -> SenseView | None:
+        state = self.scheduler.states.get(name)
+        return None if state is None else SenseView(name, "default", state, self.scheduler.next_due(name),
+                                                    SenseErrors())
+
+    def senses(self) -> list[str]:
+        return list(self.scheduler.states)
+
+    def reading(self, sense: str) -> None:
+        return None
+
     def demand(self, sense: str) -> asyncio.Future:
         raise AssertionError("not reached in these tests")
 
@@ -162,8 +181,26 @@ class FakeRunning:
     def config_applied(self) -> None:
         self.applied.append("config_applied")
 
-    def start_group(self, group: str, senses: list[str]) -> None:
-        self.started.append((group, senses))
+
+
+class FakeProcesses:
+    """The process manager as reload asks it, starting nothing."""
+
+    def __init__(self, started: list[tuple[str, list[str]]]) -> None:
+        self.started = started
+        self.running: set[str] = set()
+
+    async def regroup(self, old: NerveConfig, new: NerveConfig) -> set[str]:
+        fresh = {g: s for g, s in new.sense_groups().items() if g not in self.running}
+        self.started.extend(fresh.items())
+        self.running |= set(fresh)
+        return set(fresh)
+
+    def get(self, group: str) -> None:
+        return None
+
+    async def restart(self, group: str) -> bool:
+        return False
 
 
 def test_requests_answer_from_the_target_alone(tmp_path: Path) -> None:

@@ -159,9 +159,8 @@ class Engine:
         guards = Guards(config.engine, scheduler, logs, log, report)
         guards.restore()
         groups = Groups(home, lambda: current.config)
-        builtins = Builtins(health, threads, lambda: health_payload(
-            self.started_at, scheduler, groups.supervisors, outcomes.errors.recent, len(current.warnings),
-            freshness.freshness), layout.sense_db)
+        builtins = Builtins(health, threads, lambda: health_payload(desk.snapshot(), freshness.freshness),
+                            layout.sense_db)
         stack.push_async_callback(builtins.close)  # its rows and run_complete, before the files close
         stack.callback(self._stopped, ledger, log)  # once every worker is down
         # each worker's descendants in a cgroup where the engine may make them (before any worker or template

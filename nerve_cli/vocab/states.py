@@ -63,3 +63,10 @@ class WaitKind(StrEnum):
 
     PERSON = "person"  # a person's answer (ask_person, a tool call needing approval)
     EVENT = "event"    # an event of a channel or a sense (wait_for_event), or its timeout
+
+
+class Decision(StrEnum):
+    """A person's answer to a thread waiting for them (`nerve thread approve|reject`, top, MCP, a link)."""
+
+    APPROVE = "approve"
+    REJECT = "reject"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +26,8 @@ from nerve_cli.schema.apply import IDENTITY_SQL
 from nerve_cli.store.sqlitefile import damaged, is_damage, open_writer
 
 if TYPE_CHECKING:
+    from nerve_cli.kernel.control.snapshot import Snapshot
     from nerve_cli.kernel.core.freshness import Freshness
-    from nerve_cli.kernel.core.scheduler import Scheduler
-    from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 
 HEALTH_SENSE = "nerve-health"
 
@@ -107,30 +105,30 @@ def rss_bytes(pids: list[int]) -> dict[int, int]:
     return out
 
 
-def health_payload(started_at: float, scheduler: "Scheduler", groups: Mapping[str, "GroupSupervisor"],
-                   recent_errors: list[dict[str, Any]], warnings: int = 0,
-                   freshness: "Freshness | None" = None) -> dict[str, Any]:
+def health_payload(snapshot: "Snapshot", freshness: "Freshness | None" = None) -> dict[str, Any]:
     """What the engine knows about itself, as the health sense's signal."""
-    pids = [os.getpid()] + [s.worker.pid for s in groups.values() if s.worker and s.worker.pid]
+    pids = [os.getpid()] + [w.pid for w in snapshot.workers.values() if w.pid]
     rss = rss_bytes(pids)
     hour_ago = (time.time() - 3600) * 1000
+    states = {name: view.state for name, view in snapshot.senses.items()}
+    recent_errors = snapshot.recent_errors
     return {
-        "uptime_s": round(time.time() - started_at, 1),
-        "senses": len(scheduler.states),
-        "running": sum(1 for s in scheduler.states.values() if s.running),
-        "pending": scheduler.pending_count(),
+        "uptime_s": round(time.time() - snapshot.started_at, 1),
+        "senses": len(states),
+        "running": sum(1 for s in states.values() if s.running),
+        "pending": snapshot.pending,
         "errors_last_hour": sum(1 for e in recent_errors if e["ts"] >= hour_ago),
-        "warnings": warnings,  # nerve.yaml's: not errors, counted apart
+        "warnings": len(snapshot.warnings),  # nerve.yaml's: not errors, counted apart
         "recent_errors": recent_errors[-10:],
-        "workers": {g: s.state for g, s in groups.items()},
+        "workers": {g: w.state for g, w in snapshot.workers.items()},
         "kernel_rss_mb": round(rss.get(os.getpid(), 0) / 2**20, 1),
         "workers_rss_mb": round(sum(v for k, v in rss.items() if k != os.getpid()) / 2**20, 1),
         "backpressure": {n: {"coalesced": s.coalesced, "deferred": s.deferred, "debounced": s.debounced,
                              "skipped": s.skipped}
-                         for n, s in scheduler.states.items()
+                         for n, s in states.items()
                          if s.coalesced or s.deferred or s.debounced or s.skipped},
         "blocked": {n: {"until": s.blocked_until, "why": s.blocked_why, "quarantined": s.quarantined}
-                    for n, s in scheduler.states.items() if s.blocked_until},
+                    for n, s in states.items() if s.blocked_until},
         **_freshness(freshness),
     }
 

@@ -20,14 +20,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.process_collector import ProcessCollector
 
 from nerve_cli import __version__, eventloop
-from nerve_cli.kernel.core.freshness import Freshness
-from nerve_cli.kernel.core.listeners import ListenerHealth
-from nerve_cli.kernel.core.scheduler import Scheduler
-from nerve_cli.kernel.core.stats import EngineStats, Histogram
-from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
-from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.store.logs import LogStore
-from nerve_cli.vocab.states import WorkerState
+from nerve_cli.kernel.control.snapshot import Snapshot
+from nerve_cli.kernel.core.stats import Histogram
+from nerve_cli.vocab.states import SenseStatus, WorkerState
 
 
 def _run_seconds(pid: int) -> float:
@@ -51,23 +46,9 @@ def _run_seconds(pid: int) -> float:
 
 
 class Observed(Protocol):
-    """The running engine, as a scrape reads it (never changes it)."""
+    """The running engine, as a scrape reads it (never changes it): a typed snapshot, taken per scrape."""
 
-    started_at: float
-    stats: EngineStats
-    @property
-    def errors(self) -> dict[str, dict[str, Any]]: ...  # sense → {"count", "last", "last_ts"}
-    scheduler: Scheduler
-    @property
-    def groups(self) -> dict[str, GroupSupervisor]: ...
-    logs: LogStore
-    workflows: WorkflowManager | None
-    @property
-    def fleet(self) -> Any: ...  # kernel.fleet.service.Fleet when nerve.yaml has a fleet (typed loosely: it imports nats)
-    listener_health: ListenerHealth
-    @property
-    def freshness(self) -> Freshness: ...
-    webhooks: Any  # kernel.ingress.webhooks.WebhookServer, or None (not imported here: it loads uvicorn)
+    def snapshot(self) -> Snapshot: ...
 
     async def refresh_listener_health(self) -> None: ...
 
@@ -79,20 +60,16 @@ class EngineCollector:
         self.engine = engine
 
     def collect(self) -> Iterator[Metric]:
+        snap = self.engine.snapshot()
         yield from self._build()
-        yield from self._computes()
-        yield from self._last_times()
-        yield from self._timing()
-        yield from self._queues()
-        yield from self._events()
-        yield from self._workers()
-        yield from self._threads()
-        yield from self._models()
-        if self.engine.fleet is not None:
-            yield from fleet_metrics(self.engine.fleet.status())
-        yield from self._listeners()
-        yield from self._webhooks()
-        yield from self._freshness()
+        for family in (self._computes, self._last_times, self._timing, self._queues, self._events, self._workers,
+                       self._threads, self._models):
+            yield from family(snap)
+        if snap.fleet is not None:
+            yield from fleet_metrics(snap.fleet)
+        yield from self._listeners(snap)
+        yield from self._webhooks(snap)
+        yield from self._freshness(snap)
 
     def _build(self) -> Iterator[Metric]:
         yield InfoMetricFamily("nerve_build", "The running Nerve: its version, Python and event loop.",
@@ -106,8 +83,8 @@ class EngineCollector:
         except RuntimeError:  # scraped outside the engine's loop (a test's direct collect)
             return "unknown"
 
-    def _computes(self) -> Iterator[Metric]:
-        stats, engine = self.engine.stats, self.engine
+    def _computes(self, snap: Snapshot) -> Iterator[Metric]:
+        stats = snap.stats
         computes = CounterMetricFamily("nerve_computes", "Computes finished, by sense and outcome "
                                        "(signal, silent, error, timeout, lost).", labels=["sense", "outcome"])
         for (sense, outcome), count in sorted(stats.computes.items()):
@@ -119,13 +96,13 @@ class EngineCollector:
             durations.add_metric([sense], hist.cumulative(), hist.sum)
         yield durations
         errors = CounterMetricFamily("nerve_errors", "Errors recorded, by sense.", labels=["sense"])
-        for sense, entry in sorted(engine.errors.items()):
-            errors.add_metric([sense], entry["count"])
+        for sense, entry in sorted(snap.errors.items()):
+            errors.add_metric([sense], entry.count)
         yield errors
 
-    def _last_times(self) -> Iterator[Metric]:
+    def _last_times(self, snap: Snapshot) -> Iterator[Metric]:
         """When each sense last succeeded and last signalled (kept across restarts), and its interval."""
-        stats, states = self.engine.stats, self.engine.scheduler.states
+        stats, states = snap.stats, {name: view.state for name, view in snap.senses.items()}
         success = GaugeMetricFamily("nerve_sense_last_success_timestamp_seconds", "When each sense's last compute "
                                     "that succeeded (a signal, or silent) ended, unix seconds.", labels=["sense"])
         signal = GaugeMetricFamily("nerve_sense_last_signal_timestamp_seconds", "When each sense last signalled, "
@@ -140,15 +117,15 @@ class EngineCollector:
             interval.add_metric([name], state.interval or 0.0)
         yield from (success, signal, interval)
 
-    def _events(self) -> Iterator[Metric]:
+    def _events(self, snap: Snapshot) -> Iterator[Metric]:
         events = CounterMetricFamily("nerve_events", "External events stored, by channel (nerve emit, the "
                                      "control socket's emit).", labels=["channel"])
-        for channel, count in sorted(self.engine.stats.events.items()):
+        for channel, count in sorted(snap.stats.events.items()):
             events.add_metric([channel], count)
         yield events
 
-    def _models(self) -> Iterator[Metric]:
-        stats = self.engine.stats
+    def _models(self, snap: Snapshot) -> Iterator[Metric]:
+        stats = snap.stats
         calls = CounterMetricFamily("nerve_model_calls", "Model calls answered for workflow roles (llm_role), "
                                     "by model.", labels=["model"])
         for model, count in sorted(stats.model_calls.items()):
@@ -159,29 +136,28 @@ class EngineCollector:
             tokens.add_metric([model, kind], count)
         yield from (calls, tokens)
 
-    def _timing(self) -> Iterator[Metric]:
-        stats = self.engine.stats
+    def _timing(self, snap: Snapshot) -> Iterator[Metric]:
+        stats = snap.stats
         yield _histogram("nerve_interval_lateness_seconds", "How late interval computes started after their due time.",
                          stats.lateness)
         yield _histogram("nerve_hop_seconds", "From a signal reaching the kernel to its listener's compute being sent.",
                          stats.hop)
         yield GaugeMetricFamily("nerve_uptime_seconds", "Seconds since the engine started.",
-                                value=time.time() - self.engine.started_at)
+                                value=time.time() - snap.started_at)
 
-    def _queues(self) -> Iterator[Metric]:
-        engine = self.engine
-        states = engine.scheduler.states
+    def _queues(self, snap: Snapshot) -> Iterator[Metric]:
+        states = {name: view.state for name, view in snap.senses.items()}
         yield GaugeMetricFamily("nerve_computes_pending", "Senses with a compute waiting to start.",
-                                value=engine.scheduler.pending_count())
+                                value=snap.pending)
         yield GaugeMetricFamily("nerve_computes_running", "Computes running now.",
                                 value=sum(1 for s in states.values() if s.running))
         yield GaugeMetricFamily("nerve_log_rows_buffered", "Log rows waiting for the next batch commit.",
-                                value=engine.logs.pending())
+                                value=snap.log_rows_buffered)
         blocked = GaugeMetricFamily("nerve_senses_blocked", "Senses held back, by why (penalised, quarantined).",
                                     labels=["state"])
-        for state in ("penalised", "quarantined"):
+        for state in (SenseStatus.PENALISED, SenseStatus.QUARANTINED):
             blocked.add_metric([state], sum(1 for s in states.values() if s.blocked_until
-                                            and s.quarantined == (state == "quarantined")))
+                                            and s.quarantined == (state is SenseStatus.QUARANTINED)))
         yield blocked
         pressure = CounterMetricFamily("nerve_triggers_merged", "Triggers merged into another compute, by sense and "
                                        "how (coalesced, deferred, debounced, skipped).", labels=["sense", "how"])
@@ -191,7 +167,7 @@ class EngineCollector:
                     pressure.add_metric([name, how], getattr(s, how))
         yield pressure
 
-    def _workers(self) -> Iterator[Metric]:
+    def _workers(self, snap: Snapshot) -> Iterator[Metric]:
         up = GaugeMetricFamily("nerve_worker_up", "1 when the group's worker is ready.", labels=["group"])
         rss = GaugeMetricFamily("nerve_worker_resident_memory_bytes", "Resident memory of each worker.",
                                 labels=["group"])
@@ -201,11 +177,11 @@ class EngineCollector:
                                        labels=["group"])
         inflight = GaugeMetricFamily("nerve_worker_inflight", "Computes sent to each worker and not yet answered.",
                                      labels=["group"])
-        for group, sup in sorted(self.engine.groups.items()):
+        for group, sup in sorted(snap.workers.items()):
             up.add_metric([group], 1 if sup.state is WorkerState.READY else 0)
             restarts.add_metric([group], sup.restarts)
-            inflight.add_metric([group], len(sup.inflight))
-            pid = sup.worker.pid if sup.worker else None
+            inflight.add_metric([group], sup.inflight)
+            pid = sup.pid
             if pid:
                 try:
                     proc = psutil.Process(pid)
@@ -217,36 +193,35 @@ class EngineCollector:
                     pass
         yield from (up, rss, cpu, restarts, inflight)
 
-    def _threads(self) -> Iterator[Metric]:
-        workflows = self.engine.workflows
+    def _threads(self, snap: Snapshot) -> Iterator[Metric]:
         threads = GaugeMetricFamily("nerve_threads", "Workflow threads by workflow and status.",
                                     labels=["workflow", "status"])
         queue = GaugeMetricFamily("nerve_workflow_queue_depth", "Thread requests waiting for a slot.",
                                   labels=["workflow"])
-        for name, info in sorted((workflows.status() if workflows is not None else {}).items()):
+        for name, info in sorted(snap.workflows.items()):
             for status, count in sorted(info["counts"].items()):
                 threads.add_metric([name, status], count)
             queue.add_metric([name], len(info["queued"]))
         durations = HistogramMetricFamily("nerve_thread_duration_seconds", "Workflow threads from their start to "
                                           "their end (waits for a person included), by workflow.", labels=["workflow"])
-        for name, hist in sorted(self.engine.stats.thread_durations.items()):
+        for name, hist in sorted(snap.stats.thread_durations.items()):
             durations.add_metric([name], hist.cumulative(), hist.sum)
         waiting = GaugeMetricFamily("nerve_thread_oldest_waiting_seconds", "How long the longest-waiting thread of "
                                     "each workflow has waited for a person (0: none waits).", labels=["workflow"])
         now_ms = time.time() * 1000
-        for name, since in sorted((workflows.oldest_waiting() if workflows is not None else {}).items()):
+        for name, since in sorted(snap.oldest_waiting.items()):
             waiting.add_metric([name], 0.0 if since is None else max(0.0, (now_ms - since) / 1000))
         yield from (threads, queue, durations, waiting)
 
 
-    def _listeners(self) -> Iterator[Metric]:
+    def _listeners(self, snap: Snapshot) -> Iterator[Metric]:
         """What waits for each listener, per source (the snapshot the scrape refreshed, at most a second old)."""
         events = GaugeMetricFamily("nerve_listener_backlog_events", "Events stored for a listener and not consumed "
                                    "yet, by listener and source.", labels=["sense", "source"])
         age = GaugeMetricFamily("nerve_listener_backlog_oldest_age_seconds", "Age of the oldest event waiting for a "
                                 "listener (0 when none waits), by listener and source.", labels=["sense", "source"])
         now = time.time() * 1000
-        for sense, found in sorted(self.engine.listener_health.last.items()):
+        for sense, found in sorted(snap.backlogs.items()):
             for b in found:
                 events.add_metric([sense, b.source], b.events)
                 age.add_metric([sense, b.source], max(0.0, (now - b.oldest_ts) / 1000) if b.oldest_ts else 0.0)
@@ -254,21 +229,19 @@ class EngineCollector:
         yield age
 
 
-    def _freshness(self) -> Iterator[Metric]:
-        freshness = self.engine.freshness
+    def _freshness(self, snap: Snapshot) -> Iterator[Metric]:
         stale = GaugeMetricFamily("nerve_sense_stale", "1 while a sense has not signalled within its "
                                   "expect_signal_every, else 0 (senses with that key only).", labels=["sense"])
-        for sense in sorted(freshness.expected):
-            stale.add_metric([sense], 1 if sense in freshness.stale else 0)
+        for sense in sorted(snap.freshness):
+            stale.add_metric([sense], 1 if sense in snap.stale else 0)
         yield stale
 
-    def _webhooks(self) -> Iterator[Metric]:
-        server = self.engine.webhooks
-        if server is None:
+    def _webhooks(self, snap: Snapshot) -> Iterator[Metric]:
+        if snap.webhooks_url is None:
             return
         answered = CounterMetricFamily("nerve_webhook_requests", "Webhook posts answered, by channel and HTTP status "
                                        "(channel \"\" for posts to no open channel).", labels=["channel", "code"])
-        for (channel, code), count in sorted(server.counts.items()):
+        for (channel, code), count in sorted(snap.webhook_counts.items()):
             answered.add_metric([channel, str(code)], count)
         yield answered
 

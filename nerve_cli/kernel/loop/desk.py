@@ -8,16 +8,18 @@ the part that owns them. An edge never reaches past it into a part's fields.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
+from nerve_cli.kernel.control.snapshot import SenseView, Snapshot, WorkerView
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
-from nerve_cli.kernel.core.freshness import Freshness
-from nerve_cli.kernel.core.listeners import ListenerHealth, Snapshot, listeners_of
+from nerve_cli.kernel.core.listeners import ListenerHealth, listeners_of
+from nerve_cli.kernel.core.listeners import Snapshot as Backlogs
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import EngineStats
@@ -34,6 +36,7 @@ from nerve_cli.vocab.reasons import DEMAND, REPLAY, Reason
 
 if TYPE_CHECKING:
     from nerve_cli.config.projection import Reading
+    from nerve_cli.kernel.core.scheduler import SenseState
     from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
 
 
@@ -79,24 +82,57 @@ class Desk:
         self.current.warnings = value
 
     @property
-    def readings(self) -> dict[str, Reading]:
-        return self.current.readings
-
-    @property
-    def groups(self) -> dict[str, GroupSupervisor]:
-        return self.processes.supervisors
-
-    @property
-    def errors(self) -> dict[str, dict[str, Any]]:
-        return self.outcomes.errors.by_sense
-
-    @property
-    def freshness(self) -> Freshness:
-        return self.freshness_watch.freshness
-
-    @property
     def fleet(self) -> Any:
         return self.fleet_edge.fleet
+
+    def snapshot(self) -> Snapshot:
+        """The whole engine as now (status, a scrape, a health signal)."""
+        workers = {s.group: _worker(s) for s in self.processes}
+        freshness = self.freshness_watch.freshness
+        return Snapshot(
+            home=self.home, pid=os.getpid(), started_at=self.started_at,
+            senses={name: self._view(name, state, workers) for name, state in self.scheduler.states.items()},
+            workers=workers, pending=self.scheduler.pending_count(), log_rows_buffered=self.logs.pending(),
+            channels=sorted(self.config.external_channels()), warnings=list(self.current.warnings),
+            enabled=frozenset(self.config.enabled_senses()), errors=self.outcomes.errors.views(),
+            recent_errors=list(self.outcomes.errors.recent), stats=self.stats,
+            workflows=self.workflows.status() if self.workflows is not None else {},
+            oldest_waiting=self.workflows.oldest_waiting() if self.workflows is not None else {},
+            fleet=self.fleet.status() if self.fleet is not None else None,
+            webhooks_url=self.webhooks.url if self.webhooks is not None else None,
+            webhook_counts=dict(self.webhooks.counts) if self.webhooks is not None else {},
+            backlogs=dict(self.listener_health.last), freshness=dict(freshness.expected),
+            stale=dict(freshness.stale))
+
+    def sense(self, name: str) -> SenseView | None:
+        """One sense the engine schedules, as now (None: no such enabled sense)."""
+        state = self.scheduler.states.get(name)
+        if state is None:
+            return None
+        supervisor = self.processes.for_sense(name)
+        return self._view(name, state, {supervisor.group: _worker(supervisor)} if supervisor is not None else {})
+
+    def senses(self) -> list[str]:
+        """The senses the engine schedules (enabled ones and the built-ins)."""
+        return list(self.scheduler.states)
+
+    def reading(self, sense: str) -> Reading | None:
+        """How `sense` reads its `on:` sources (None: it has none)."""
+        return self.current.readings.get(sense)
+
+    def _view(self, name: str, state: SenseState, workers: dict[str, WorkerView]) -> SenseView:
+        settings = self.config.senses.get(name)
+        group = settings.group if settings is not None else "kernel"
+        supervisor = self.processes.get(group) if settings is not None else None
+        load_error = supervisor.failed.get(name) if supervisor is not None else None
+        freshness = self.freshness_watch.freshness
+        return SenseView(
+            name=name, group=group, state=state,
+            next_due=None if load_error is not None else self.scheduler.next_due(name),  # it cannot run: not due
+            errors=self.outcomes.errors.view(name), load_error=load_error,
+            load_failed_since=supervisor.failed_since.get(name) if supervisor and load_error else None,
+            worker=workers.get(group), expect_signal_every=freshness.expected.get(name),
+            stale_since=freshness.stale.get(name))
 
     # actions ---------------------------------------------------------------------
     def pump(self) -> None:
@@ -127,7 +163,7 @@ class Desk:
         """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""
         return self.outcomes.router.offline(channel)
 
-    async def listener_backlogs(self) -> Snapshot:
+    async def listener_backlogs(self) -> Backlogs:
         """Each listener's backlog per source, at most a second old (read from the files in a thread)."""
         listeners = listeners_of(self.config, self.home, self.delivery.takers, self.processes.loaded())
         return await self.listener_health.snapshot(listeners)
@@ -149,9 +185,6 @@ class Desk:
         return had
 
     # hot reload (reload.Target) --------------------------------------------------
-    def start_group(self, group: str, senses: list[str]) -> None:
-        self.processes.start(group, senses)
-
     def use_config(self, config: NerveConfig) -> None:
         self.current.use(config)
         # a sense that joins keeps its rhythm from disk, like at start-up (the log store keeps every
@@ -172,3 +205,9 @@ class Desk:
             self.workflows.update_config(self.config)
         self.guards.update_config(self.config.engine)
         self.watchdog.update()
+
+
+def _worker(supervisor: GroupSupervisor) -> WorkerView:
+    worker = supervisor.worker
+    return WorkerView(supervisor.group, supervisor.state, worker.pid if worker else None, supervisor.restarts,
+                      len(supervisor.inflight), supervisor.last_exit, supervisor.describe())

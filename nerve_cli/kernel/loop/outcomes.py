@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from nerve_cli.clock import now_ms
 from nerve_cli.config.model import BUILTIN_SENSES, THREADS_SENSE
 from nerve_cli.home import Layout
+from nerve_cli.kernel.control.snapshot import SenseErrors
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.reads import Reads
@@ -68,8 +69,12 @@ class Errors:
         if sense in self.by_sense:  # the log keeps the history
             self.by_sense[sense]["last"] = self.by_sense[sense]["last_ts"] = None
 
-    def total(self) -> int:
-        return sum(e["count"] for e in self.by_sense.values())
+    def view(self, sense: str) -> SenseErrors:
+        found = self.by_sense.get(sense)
+        return SenseErrors(**found) if found else SenseErrors()
+
+    def views(self) -> dict[str, SenseErrors]:
+        return {sense: SenseErrors(**found) for sense, found in self.by_sense.items()}
 
 
 class Outcomes:

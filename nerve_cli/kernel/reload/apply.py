@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Protocol
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
-from nerve_cli.kernel.supervision.supervisor import GroupSupervisor
+from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
-from nerve_cli.wire.spec import GroupSpec
 from nerve_cli.words import plural
 
 if TYPE_CHECKING:
@@ -43,8 +42,7 @@ class Target(Protocol):
     home: Path
     @property
     def config(self) -> NerveConfig: ...
-    @property
-    def groups(self) -> dict[str, GroupSupervisor]: ...
+    processes: Groups  # the process manager: reload asks it to regroup and restart, never edits its table
     workflows: WorkflowManager | None
     warnings: list[str]  # nerve.yaml's current warnings, shown in status apart from errors
 
@@ -53,8 +51,6 @@ class Target(Protocol):
 
     def config_applied(self) -> None:
         """The workers have moved: the engine's other parts follow the current config."""
-
-    def start_group(self, group: str, senses: list[str]) -> None: ...
 
     def log(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None: ...
 
@@ -140,39 +136,13 @@ async def reload_config(engine: Target) -> set[str]:
         engine.log(logrows.config_unchanged([str(w) for w in warnings]))
         return set()
     engine.use_config(new)
-    restarted = await _regroup(engine, old, new)
+    restarted = await engine.processes.regroup(old, new)
     engine.config_applied()
     engine.log(logrows.config_reloaded(changes, sorted(restarted), [str(w) for w in warnings]))
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
     for warning in warnings:
         engine.report("warn", str(warning))
     return restarted
-
-
-async def _regroup(engine: Target, old: NerveConfig, new: NerveConfig) -> set[str]:
-    restarted: set[str] = set()
-    new_groups = new.sense_groups()
-    for group in list(engine.groups):
-        if group not in new_groups:
-            await engine.groups.pop(group).stop(engine.config.engine.shutdown_timeout)
-    for group, senses in new_groups.items():
-        supervisor = engine.groups.get(group)
-        if supervisor is None:
-            engine.start_group(group, senses)
-            restarted.add(group)
-        elif senses != supervisor.senses or _spec_changed(old, new, group, senses):
-            await supervisor.restart(senses, new)
-            restarted.add(group)
-        else:
-            supervisor.config = new
-    return restarted
-
-
-def _spec_changed(old: NerveConfig, new: NerveConfig, group: str, senses: list[str]) -> bool:
-    """Whether the group's worker would be handed other settings (peers, lazy peers, what signals carry)."""
-    if any(n not in old.senses for n in senses):
-        return True
-    return GroupSpec.from_config(old, group, senses) != GroupSpec.from_config(new, group, senses)
 
 
 async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) -> None:
@@ -182,11 +152,11 @@ async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) 
         if name in enabled:
             by_group.setdefault(enabled[name].group, []).append(name)
     for group, senses in by_group.items():
-        if group in skip_groups or group not in engine.groups:
+        if group in skip_groups or engine.processes.get(group) is None:
             continue
         engine.log(logrows.sense_reloaded(group, senses))
         engine.report("info", f"{', '.join(senses)} changed: restarting worker group={group}")
-        await engine.groups[group].restart()
+        await engine.processes.restart(group)
 
 
 async def reload_workflow(engine: Target, name: str) -> None:
