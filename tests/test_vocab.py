@@ -13,7 +13,8 @@ from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND, INTERVAL, Reason, TriggerKind
-from nerve_cli.vocab.states import SenseStatus, ThreadStatus, WorkerState
+from nerve_cli.vocab.sources import SourceKind
+from nerve_cli.vocab.states import Decision, JobState, SenseStatus, StepStatus, ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
 
 ROOT = Path(__file__).resolve().parents[1] / "nerve_cli"
@@ -113,3 +114,56 @@ def test_nerve_writes_its_log_only_through_the_constructors() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "workflow_event":
                 found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: workflow_event")
     assert not found, "log rows built by hand (use vocab.logrows):\n" + "\n".join(found)
+
+
+# what a compared name says it holds → the enums whose values it takes
+_TYPED = {"outcome": (Outcome,), "status": (ThreadStatus, SenseStatus), "state": (WorkerState, SenseStatus, JobState,
+                                                                                  StepStatus),
+          "decision": (Decision,), "kind": (SourceKind,)}
+
+
+# modules whose `kind` is another vocabulary than a source's, each typed where it is made
+_OTHER_KINDS = {
+    "cli/mesh_cmd.py": "a mesh node's kind (config.mesh.NodeKind)",
+    "cli/sense_remove.py": "what a removal moved (config.lifecycle.Kind)",
+    "config/lifecycle.py": "sense | reflex | workflow (lifecycle.Kind)",
+    "config/code.py": "whose code a problem is in (sense | workflow)",
+    "config/code_cache.py": "a file system entry's kind (file | dir | link)",
+    "worker/entry.py": "which worker to run (sense | workflow)",
+}
+
+
+def state_literals(tree: ast.AST, kinds: bool = True) -> list[tuple[int, str]]:
+    """Comparisons of a state, status, outcome, decision or source kind with a string literal that is one of its
+    enum's values (`x.state == "running"`, `status in ("queued", "started")`)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or not any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                        for op in node.ops):
+            continue
+        sides = [node.left, *node.comparators]
+        literals = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+        for side in sides:
+            if isinstance(side, (ast.Tuple, ast.Set, ast.List)):
+                literals += [e.value for e in side.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        named = " ".join(ast.unparse(s).lower() for s in sides
+                         if not isinstance(s, (ast.Constant, ast.Tuple, ast.Set, ast.List)))
+        values = {m.value for word, enums in _TYPED.items() if word in named and (kinds or word != "kind")
+                  for enum in enums for m in enum}
+        if values & set(literals):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_state_literal_is_compared_where_its_enum_exists() -> None:
+    found = [f"{path.relative_to(ROOT.parent)}:{line}: {text}" for path, tree in _modules()
+             if path.parent.name != "vocab"
+             for line, text in state_literals(tree, kinds=path.relative_to(ROOT).as_posix() not in _OTHER_KINDS)]
+    assert not found, "compare with the enum's member, not its text:\n" + "\n".join(found)
+
+
+def test_a_state_literal_is_caught() -> None:
+    """Guards against a vacuous pass: each shape the finder looks for is found, and a member is not."""
+    code = ('job.state == "running"\nstatus in ("queued", "x")\nsub.kind != "channel"\nresult["outcome"] == "error"\n'
+            'job.state is JobState.RUNNING\nname == "running"\n')
+    assert [line for line, _ in state_literals(ast.parse(code))] == [1, 2, 3, 4]

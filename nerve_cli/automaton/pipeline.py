@@ -16,6 +16,7 @@ from typing import Any
 
 from nerve_cli.automaton.model import END, PERSON, START, asks_person
 from nerve_cli.config.pipeline import GATE_PREFIX, Pipeline
+from nerve_cli.vocab.states import StepStatus
 
 
 def gate_role(step_id: str) -> str:
@@ -34,7 +35,7 @@ def _meta(m: Any) -> Mapping[str, Any]:
 @dataclass(frozen=True)
 class StepState:
     id: str
-    state: str  # done | running | waiting | refused | ready | pending
+    state: StepStatus
     round: int | None = None  # the round that did it
     why: str = ""  # waiting: for whom; pending: which needs are not done; refused: the note
 
@@ -67,14 +68,14 @@ def step_states(pipeline: Pipeline, messages: Sequence[Any]) -> list[StepState]:
     out = []
     for step in pipeline.steps:
         if step.id in done:
-            out.append(StepState(step.id, "done", done[step.id]))
+            out.append(StepState(step.id, StepStatus.DONE, done[step.id]))
         elif step.id in refused:
-            out.append(StepState(step.id, "refused", why=refused[step.id]))
+            out.append(StepState(step.id, StepStatus.REFUSED, why=refused[step.id]))
         elif step.id in waiting:
-            out.append(StepState(step.id, "waiting", why=waiting[step.id]))
+            out.append(StepState(step.id, StepStatus.WAITING, why=waiting[step.id]))
         else:
             missing = [n for n in step.needs if n not in done]
-            out.append(StepState(step.id, "pending" if missing else "ready",
+            out.append(StepState(step.id, StepStatus.PENDING if missing else StepStatus.READY,
                                  why=("needs " + ", ".join(missing)) if missing else ""))
     return out
 
@@ -82,13 +83,13 @@ def step_states(pipeline: Pipeline, messages: Sequence[Any]) -> list[StepState]:
 def next_role(pipeline: Pipeline, messages: Sequence[Any]) -> str:
     """The moderator: the next step (behind its gate), or END when every step is done or a person refused."""
     states = {s.id: s for s in step_states(pipeline, messages)}
-    if any(s.state == "refused" for s in states.values()):
+    if any(s.state is StepStatus.REFUSED for s in states.values()):
         return END
     gates_passed = {_role(m)[len(GATE_PREFIX):] for i, m in enumerate(messages)
                     if _role(m).startswith(GATE_PREFIX) and i + 1 < len(messages)
                     and _role(messages[i + 1]) == PERSON and _meta(messages[i + 1]).get("approved")}
     for step in pipeline.steps:
-        if states[step.id].state != "ready":
+        if states[step.id].state is not StepStatus.READY:
             continue
         if pipeline.gated(step) and step.id not in gates_passed:
             return gate_role(step.id)

@@ -35,6 +35,7 @@ from nerve_cli.automaton.model import (
 )
 from nerve_cli.automaton.questions import QUESTIONS, TOOL_APPROVAL, Question, build, open_questions, settled
 from nerve_cli.names import channel_problem
+from nerve_cli.vocab import states
 from nerve_cli.vocab.states import WaitKind
 
 WAITS_FOR_EVENT = "wait_for_event"  # meta key of a role's message that waits for an event: the EventWait
@@ -272,7 +273,7 @@ def tool_continuation(messages: Sequence[WorkflowMessage], clock: Callable[[], i
                           "note": vote.meta.get("note"), "by": vote.meta.get("by"), "via": vote.meta.get("via")}
                          for q, vote in answers]
             meta = {"role": ask.role, "decisions": decisions, "interrupted": False}
-            text = "; ".join(f"{'approved' if d['decision'] == 'approve' else 'rejected'}: {_call_text(d['call'])}"
+            text = "; ".join(f"{'approved' if d['decision'] == states.Decision.APPROVE else 'rejected'}: {_call_text(d['call'])}"
                              for d in decisions)
             return ask.role, WorkflowMessage(TOOL, text, meta, clock())
     if messages and messages[-1].role == TOOL and isinstance(messages[-1].meta.get("role"), str):

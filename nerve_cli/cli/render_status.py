@@ -6,6 +6,7 @@ from typing import Any
 
 from nerve_cli.cli import output
 from nerve_cli.clock import now_ms
+from nerve_cli.vocab.states import WorkerState
 
 
 def render_status(doc: dict[str, Any]) -> None:
@@ -29,7 +30,7 @@ def render_status(doc: dict[str, Any]) -> None:
     workers = []
     for w in doc["workers"]:
         state = w["state"]
-        if state == "backoff" and w.get("next_retry_ms"):
+        if state == WorkerState.BACKOFF and w.get("next_retry_ms"):
             state = f"backoff (retry {ago(w['next_retry_ms'], now)}; last: {w.get('last_exit')})"
         failed = "; ".join(f"{f['sense']}: {f['message']}" for f in w["failed"])
         workers.append((w["group"], w["pid"] or "-", state, w["restarts"], ", ".join(w["senses"]), failed))

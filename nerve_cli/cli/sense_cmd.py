@@ -11,6 +11,7 @@ from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_re
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
 from nerve_cli.clock import now_ms
+from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.words import plural
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def compute(
         print_json(compute_document(result))
     else:
         _render_compute(result)
-    if result.outcome == "error":
+    if result.outcome == Outcome.ERROR:
         raise typer.Exit(1)
 
 
@@ -362,12 +363,12 @@ def _dry_run(home, name: str, event: list[str] | None, json_: bool, bind: dict |
         print_json(result.to_json())
     else:
         _render_dry_run(result)
-        if event and not result.events and result.outcome != "error":
+        if event and not result.events and result.outcome != Outcome.ERROR:
             from nerve_cli.cli.output import info
 
             info(f"note: {name}'s compute takes no third parameter (trigger), so the --event samples were not "
                  "given to it", style="yellow")
-    if result.outcome == "error":
+    if result.outcome == Outcome.ERROR:
         raise typer.Exit(1)
 
 
@@ -382,7 +383,7 @@ def _render_dry_run(result) -> None:
         err_console().print(f"{result.sense}{where} | {line['text']}", markup=False, highlight=False, soft_wrap=True)
     took = f" in {result.duration_ms:.1f} ms" if result.duration_ms is not None else ""
     given = f" with {result.events} event(s)" if result.events else ""
-    if result.outcome == "error":
+    if result.outcome == Outcome.ERROR:
         e = result.error
         where = f" at {e.file}:{e.line}" if e and e.file else ""
         error(f"{result.sense} (dry run{given}): {e.type}: {e.message}{where}" if e else f"{result.sense}: failed")
@@ -393,7 +394,7 @@ def _render_dry_run(result) -> None:
     what = {"signal": "would signal", "kept": "would keep its rows without a signal (KEEP)",
             "silent": "would stay silent (returned None: its rows are dropped)"}[result.to_json()["outcome"]]
     info(f"{result.sense} (dry run{given}){took}: {what}", style="bold")
-    if result.outcome == "signal":
+    if result.outcome == Outcome.SIGNAL:
         info(json.dumps(result.payload, indent=2, ensure_ascii=False, default=str))
         if result.workflow:
             info(f"workflow directive: {result.workflow}")
@@ -418,7 +419,7 @@ def _render_compute(result) -> None:
         where = "" if line["stream"] == "stdout" else " (stderr)"
         err_console().print(f"{result.sense}{where} | {line['text']}", markup=False, highlight=False, soft_wrap=True)
     took = f" in {result.duration_ms:.1f} ms" if result.duration_ms is not None else ""
-    if result.outcome == "signal":
+    if result.outcome == Outcome.SIGNAL:
         info(f"{result.sense}: signal{took}", style="bold green")
         info(json.dumps(result.payload, indent=2, ensure_ascii=False, default=str))
         if result.workflow:
@@ -428,7 +429,7 @@ def _render_compute(result) -> None:
                 info(f"  → {thread['run_id']} {thread['status']}")
             elif thread.get("reason"):
                 (warn if thread.get("status") == "not_started" else error)(f"  → {thread['status']}: {thread['reason']}")
-    elif result.outcome == "silent":
+    elif result.outcome == Outcome.SILENT:
         info(f"{result.sense}: silent{took} (compute returned None; nothing was stored)")
     else:
         e = result.error

@@ -8,6 +8,7 @@ from nerve_cli.cli import complete
 from nerve_cli.cli.choices import ThreadStatus, value
 from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, SinceOption, UntilOption, UtcOption, window
 from nerve_cli.cli.group import HelpGroup
+from nerve_cli.vocab import states
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
@@ -158,7 +159,7 @@ def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str]
     if json_:
         output.print_json(answer(result))
         return
-    done = ("approved" if decision == "approve" else "rejected") + (
+    done = ("approved" if decision == states.Decision.APPROVE else "rejected") + (
         f" ({', '.join(result['answered'])})" if result.get("answered") else "")
     if result.get("open"):
         output.info(f"{result['run_id']} {done}; it waits on for {', '.join(result['open'])} "
@@ -166,7 +167,7 @@ def _answer(run_id: str, decision: str, note: Optional[str], text: Optional[str]
     elif result["via"] == "offline":
         output.info(f"{result['run_id']} {done}; no engine is running: it resumes at the next `nerve run`",
                     style="green")
-    elif result["status"] == "started":
+    elif result["status"] == states.ThreadStatus.STARTED:
         output.info(f"{result['run_id']} {done}; it resumes now (follow it with "
                     f"`nerve thread show {result['run_id']}`)", style="green")
     else:

@@ -6,6 +6,7 @@ import typer
 from nerve_cli.cli import complete, sense_remove, workflow_lifecycle
 from nerve_cli.cli.common import FormatOption, HomeOption, JsonOption, WorkflowName
 from nerve_cli.cli.group import HelpGroup
+from nerve_cli.vocab.states import ThreadStatus
 
 app = typer.Typer(
     cls=HelpGroup, no_args_is_help=True,
@@ -184,10 +185,10 @@ def run(
             else:
                 output.warn(f"{run_id} interrupted; see `nerve thread show {run_id}`")
         raise typer.Exit(EXIT_INTERRUPTED)
-    if status == "waiting":
+    if status == ThreadStatus.WAITING:
         raise typer.Exit(EXIT_WAITING)
-    if status != "completed":
-        raise typer.Exit(EXIT_DROPPED if status == "dropped" else EXIT_FAILED)
+    if status != ThreadStatus.COMPLETED:
+        raise typer.Exit(EXIT_DROPPED if status == ThreadStatus.DROPPED else EXIT_FAILED)
 
 
 # disable/enable live in workflow_lifecycle (shared lifecycle rules with senses)

@@ -42,6 +42,7 @@ from nerve_cli.automaton.model import PERSON, TOOL, RoleSetupError, WorkflowMess
 from nerve_cli.automaton.questions import TOOL_APPROVAL, call_question
 from nerve_cli.automaton.waits import note_decisions
 from nerve_cli.roles.blocking import in_daemon_thread
+from nerve_cli.vocab import states
 
 TOOL_CALLS = "tool_calls"  # meta key: every tool call of the round
 RECORDED_RESULT = 64 * 1024  # characters of a tool's result kept in the record (the model gets all of it)
@@ -108,10 +109,10 @@ class Decision:
 
     def outcome(self) -> str | None:
         """What the model gets instead of running the call, or None: run it."""
-        if self.interrupted and self.decision == "approve":
+        if self.interrupted and self.decision == states.Decision.APPROVE:
             return ("Not run: this call was approved, but the worker stopped while acting on it, so it may "
                     "have run already; it is not run again. Check its effect before trying again.")
-        if self.decision != "approve":
+        if self.decision != states.Decision.APPROVE:
             return f"Rejected by a person: {self.note}" if self.note else "Rejected by a person."
         return None
 

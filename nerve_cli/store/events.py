@@ -46,6 +46,7 @@ from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, check_file, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
+from nerve_cli.vocab.sources import SourceKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 MAX_KEY = 200  # characters in an idempotency key
@@ -457,7 +458,7 @@ def rebuilt(cursor: Cursor | None, identity: str | None, top: int) -> bool:
 
 # -- reading one source ----------------------------------------------------------
 
-SOURCE_TABLES = {"channel": "events", "file": "file_events", "sense": "_signals"}
+SOURCE_TABLES: dict[str, str] = {SourceKind.CHANNEL: "events", SourceKind.FILE: "file_events", SourceKind.SENSE: "_signals"}
 
 
 def head(conn: sqlite3.Connection, kind: str) -> int:
@@ -496,7 +497,7 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
     A file source (`name`, a path pattern) is the listener's own: `listener` names it."""
     narrow, narrow_params = where(wanted)
     try:
-        if kind == "channel":
+        if kind == SourceKind.CHANNEL:
             sql = (f"SELECT id, ts, payload, schema_version, hash FROM events WHERE channel = ? AND id > ?{narrow} "
                    "ORDER BY id LIMIT ?")
             try:
@@ -508,7 +509,7 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
                 sql = (f"SELECT id, ts, payload, NULL, NULL FROM events WHERE channel = ? AND id > ?{narrow} "
                        "ORDER BY id LIMIT ?")
                 return conn.execute(sql, (name, after, *narrow_params, limit)).fetchall()
-        if kind == "file":
+        if kind == SourceKind.FILE:
             sql = (f"SELECT id, ts, payload, NULL, NULL FROM file_events WHERE sense = ? AND pattern = ? AND id > ?"
                    f"{narrow} ORDER BY id LIMIT ?")
             return conn.execute(sql, (listener, name, after, *narrow_params, limit)).fetchall()
@@ -545,7 +546,7 @@ def last_id_before(conn: sqlite3.Connection, kind: str, since_ms: int) -> int:
 
     Read backwards from the newest row, so a recent `since_ms` costs a few rows whatever the table's size.
     """
-    table = "events" if kind == "channel" else "_signals"
+    table = "events" if kind == SourceKind.CHANNEL else "_signals"
     try:
         row = conn.execute(f"SELECT id FROM {table} WHERE ts < ? ORDER BY id DESC LIMIT 1", (since_ms,)).fetchone()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing came before
@@ -555,7 +556,7 @@ def last_id_before(conn: sqlite3.Connection, kind: str, since_ms: int) -> int:
 
 def source_path(data: Path, kind: str, name: str) -> Path:
     """Where a source's events live: data/events.db (channels, files), or the sense's own database."""
-    return data / "events.db" if kind != "sense" else data / "senses" / f"{name}.db"
+    return data / "events.db" if kind != SourceKind.SENSE else data / "senses" / f"{name}.db"
 
 
 BACKLOG_CAP = 1_000_000  # events counted per source; more reads as "at least this many"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nerve_cli.store.events import BUSY_TIMEOUT_MS, Cursor, connect_readonly, head, rebuilt, source_identity, source_path
 from nerve_cli.store.sqlitefile import check_file
+from nerve_cli.vocab.sources import SourceKind
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS sent (kind TEXT NOT NULL, name TEXT NOT NULL, last_id INTEGER NOT NULL, "
           "ts INTEGER NOT NULL, PRIMARY KEY (kind, name))")
@@ -89,7 +90,7 @@ class OutboxStore:
         out: list[Row] = []
         size = 0
         try:
-            if kind == "channel":
+            if kind == SourceKind.CHANNEL:
                 sql = ("SELECT id, ts, payload FROM events WHERE channel = ? AND id > ? AND origin IS NULL "
                        "ORDER BY id LIMIT ?")
                 cursor = conn.execute(sql, (name, after, limit))
@@ -137,7 +138,7 @@ class OutboxStore:
 def _count_above(conn: sqlite3.Connection, source: Source, after: int) -> int:
     kind, name = source
     try:
-        if kind == "channel":
+        if kind == SourceKind.CHANNEL:
             sql = "SELECT count(*) FROM events WHERE channel = ? AND id > ? AND origin IS NULL"
             return int(conn.execute(sql, (name, after)).fetchone()[0])
         return int(conn.execute("SELECT count(*) FROM _signals WHERE id > ?", (after,)).fetchone()[0])

@@ -36,7 +36,8 @@ from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import thread_detail
 from nerve_cli.store.history import sense_history
 from nerve_cli.top.source import Snapshot, Source
-from nerve_cli.vocab.states import ThreadStatus, WaitKind
+from nerve_cli.vocab import states
+from nerve_cli.vocab.states import LIVE, Decision, ThreadStatus, WaitKind
 from nerve_cli.words import plural
 
 REFRESH_S = 0.5  # what the eye needs; a new signal shows within a second
@@ -276,7 +277,7 @@ class ThreadScreen(Screen):
 
     def live(self) -> bool:
         """Still moving: worth reading again on the next tick."""
-        return self.status in ("queued", "started", "waiting")
+        return self.status in LIVE
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -304,9 +305,9 @@ class ThreadScreen(Screen):
             if m.get("meta") and m["round"] is not None:
                 text += Text(f"meta: {short(m['meta'], 200)}\n", style="dim")
         wait = d.get("waiting_for") or {}
-        if d["status"] == "waiting" and wait.get("kind") == WaitKind.EVENT:
+        if d["status"] == ThreadStatus.WAITING and wait.get("kind") == WaitKind.EVENT:
             text += Text(f"\nwaiting for {wait.get('description')}\n", style="bold yellow")
-        elif d["status"] == "waiting":
+        elif d["status"] == ThreadStatus.WAITING:
             text += Text(f"\nwaiting for a person: {d.get('question') or ''}\n", style="bold yellow")
             text += Text("a approves · x rejects, after showing the questions (the moderator sees the answer as the "
                          "next message)\n", style="dim")
@@ -330,7 +331,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         wait = waiting_for(self.detail) or {}
         questions = wait.get("questions") or [{"id": "", "question": self.detail.get("question") or ""}]
-        verb = "Approve" if self.decision == "approve" else "Reject"
+        verb = "Approve" if self.decision == states.Decision.APPROVE else "Reject"
         with VerticalScroll(id="confirm-box"):
             yield Static(Text(f"{verb} {self.run_id} ({self.detail.get('workflow')})?", style="bold"))
             for q in questions:
@@ -461,7 +462,7 @@ class NerveTop(App):
         except NerveError as exc:
             self.notify(str(exc), severity="error")
             return
-        if detail["status"] != "waiting":
+        if detail["status"] != states.ThreadStatus.WAITING:
             self.notify(f"{run_id} is {detail['status']}, not waiting", severity="warning")
             return
 
@@ -473,7 +474,7 @@ class NerveTop(App):
 
     async def _answer_confirmed(self, run_id: str, decision: str, detail: dict[str, Any]) -> None:
         schema = (waiting_for(detail) or {}).get("schema")
-        if schema is not None and decision == "approve":
+        if schema is not None and decision == Decision.APPROVE:
             async def answered(data: Any) -> None:  # None: the screen was left without an answer
                 await self._send(run_id, decision, data)
 
@@ -490,7 +491,7 @@ class NerveTop(App):
             self.notify(str(exc), severity="error")
             return
         later = " (resumes at the next `nerve run`)" if result.get("via") == "offline" else ""
-        self.notify(f"{run_id} {'approved' if decision == 'approve' else 'rejected'}: {result['status']}{later}")
+        self.notify(f"{run_id} {'approved' if decision == Decision.APPROVE else 'rejected'}: {result['status']}{later}")
         await self.tick()
 
     async def compute(self, sense: str) -> None:

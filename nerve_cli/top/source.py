@@ -24,6 +24,7 @@ from nerve_cli.ops.client import request
 from nerve_cli.ops.stopped import stopped_answer
 from nerve_cli.ops.workflows.threads import list_threads
 from nerve_cli.store.sqlitefile import read_rows
+from nerve_cli.vocab.states import SenseStatus
 
 EVENTS_AT_START = 20
 ACTIVE = ("started", "waiting", "queued")
@@ -86,7 +87,7 @@ class Source:
         for sense in senses:
             last = self._last_value.get(sense["name"])
             behind = waiting.pop(sense["name"], None)
-            stale = sense.get("stale") and sense["state"] in ("idle", "pending")
+            stale = sense.get("stale") and sense["state"] in (SenseStatus.IDLE, SenseStatus.PENDING)
             out.append({"name": sense["name"], "group": sense["group"], "state": "stale" if stale else sense["state"],
                         "last_value": last[1] if last else None, "last_run_ms": sense["last_run_ms"],
                         "next_due_ms": sense["next_due_ms"], "errors": sense["errors"],

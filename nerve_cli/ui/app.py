@@ -37,6 +37,7 @@ from nerve_cli.ui.data import Reader
 from nerve_cli.ui.forms import form_fields, read_answer
 from nerve_cli.ui.graph import BOX_H, BOX_W, layout
 from nerve_cli.ui.security import Gate, Session, csrf_ok
+from nerve_cli.vocab import states
 
 VIA = "nerve ui"
 SSE_EVERY = 0.1  # seconds between two looks at the log's newest id
@@ -62,7 +63,7 @@ def build(home: Path, token: str, hosts: list[str]) -> Gate:
         fragment = request.url.path.startswith("/fragment/")
         backlog = {listener["name"]: listener["backlog"] for listener in status.get("listeners") or []}
         return page(request, "dashboard_live.html" if fragment else "dashboard.html", status=status, backlog=backlog,
-                    threads=threads[:50], waiting=[t for t in threads if t["status"] == "waiting"])
+                    threads=threads[:50], waiting=[t for t in threads if t["status"] == states.ThreadStatus.WAITING])
 
     async def sense(request: Request) -> Response:
         name = request.path_params["name"]
@@ -105,7 +106,7 @@ def build(home: Path, token: str, hosts: list[str]) -> Gate:
         question = str(form.get("question") or "") or None
         note = str(form.get("note") or "").strip() or None
         try:
-            data = read_answer({k: str(v) for k, v in form.items()}) if decision == "approve" else NO_ANSWER
+            data = read_answer({k: str(v) for k, v in form.items()}) if decision == states.Decision.APPROVE else NO_ANSWER
             done = await run_in_threadpool(answer_thread, home, run_id, decision, note, VIA, data, question)
         except (NerveError, ValueError) as exc:
             return page(request, "error.html", code=422, message=str(exc), back=f"/threads/{run_id}")

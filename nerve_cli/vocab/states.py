@@ -70,3 +70,22 @@ class Decision(StrEnum):
 
     APPROVE = "approve"
     REJECT = "reject"
+
+
+class JobState(StrEnum):
+    """A compute inside its worker: the settle-or-cancel race (worker.compute.Job)."""
+
+    QUEUED = "queued"  # received, not started (waits behind another compute of its sense)
+    RUNNING = "running"
+    CANCELLED = "cancelled"  # timed out or abandoned: its outcome is dropped, its transaction rolled back
+    SETTLED = "settled"  # its own outcome won and is being sent
+
+
+class StepStatus(StrEnum):
+    """A pipeline step's state, read from its thread's chain (automaton.pipeline)."""
+
+    DONE = "done"
+    WAITING = "waiting"  # for a person (its gate, or a person's step)
+    REFUSED = "refused"  # a person rejected it: the thread ends
+    READY = "ready"  # its needs are done: it is next
+    PENDING = "pending"  # some need is not done yet

@@ -20,6 +20,7 @@ import orjson
 
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND, Reason
+from nerve_cli.vocab.states import ThreadStatus
 
 # the limits live apart so the CLI reads them without this module; the protocol's users import them from here too
 from nerve_cli.wire.limits import LOG_PREFIX, MAX_LINE, MAX_PAYLOAD, payload_too_large  # noqa: F401
@@ -310,7 +311,9 @@ class RoleFailed(Message):
 class ThreadEnd(Message):
     type: ClassVar[str] = "thread_end"
     run_id: str
-    status: str  # completed | failed | waiting (a role asked a person; reason is the question)
+    # completed | failed | waiting (a role asked a person; reason is the question); a status this kernel does
+    # not know stays text, and the thread fails naming it
+    status: ThreadStatus | str
     reason: str
     error: dict[str, Any] | None = None  # user code's failure (type, message, traceback, file, line)
 
@@ -343,6 +346,9 @@ _TYPES: dict[str, type[Message]] = {
 }
 
 
+_STATUSES = frozenset(ThreadStatus)
+
+
 def decode(line: bytes) -> Message | Malformed:
     try:
         body = orjson.loads(line)
@@ -362,6 +368,8 @@ def decode(line: bytes) -> Message | Malformed:
             if not isinstance(body["reason"], dict):
                 return Malformed(line[:200], "bad fields for compute: reason is not {kind, source}")
             body["reason"] = Reason.from_dict(body["reason"])
+        if cls is ThreadEnd and body.get("status") in _STATUSES:
+            body["status"] = ThreadStatus(body["status"])
         if cls is Ready and isinstance(body.get("failed"), dict):
             body["failed"] = {k: ErrorInfo(**v) for k, v in body["failed"].items()}
         return cls(**body)

@@ -44,6 +44,7 @@ from nerve_cli.store.events import Cursor, content_hash
 from nerve_cli.store.sensedb import Peers, SenseDB
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
+from nerve_cli.vocab.states import JobState
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
 from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, read_cursors, sample_events
 from nerve_cli.worker.failure import error_info, shown_path
@@ -164,7 +165,7 @@ class Job:
         self.batch = Batch()  # the events this compute was given
         self.received = time.perf_counter()
         self.started: float | None = None
-        self.state = "queued"  # queued | running | cancelled | settled
+        self.state = JobState.QUEUED
         self.task: asyncio.Future[Any] | None = None
         self.answered = False  # exactly one answer per compute, whatever path sends it
         self.waiting = False  # queued behind another compute of the same sense
@@ -172,29 +173,29 @@ class Job:
 
     @property
     def cancelled(self) -> bool:
-        return self.state == "cancelled"
+        return self.state is JobState.CANCELLED
 
     def start(self) -> bool:
         with self._lock:
-            if self.state != "queued":
+            if self.state is not JobState.QUEUED:
                 return False
-            self.state = "running"
+            self.state = JobState.RUNNING
             self.started = time.perf_counter()
             return True
 
-    def cancel(self) -> str | None:
-        """Cancel if not settled yet; returns the state it was cancelled in ("queued" or "running"), else None."""
+    def cancel(self) -> JobState | None:
+        """Cancel if not settled yet; returns the state it was cancelled in (queued or running), else None."""
         with self._lock:
-            if self.state in ("queued", "running"):
-                was, self.state = self.state, "cancelled"
+            if self.state in (JobState.QUEUED, JobState.RUNNING):
+                was, self.state = self.state, JobState.CANCELLED
                 return was
             return None
 
     def settle(self) -> bool:
         """True when the compute's own outcome wins and must be sent (checked before COMMIT)."""
         with self._lock:
-            if self.state in ("running", "settled"):
-                self.state = "settled"
+            if self.state in (JobState.RUNNING, JobState.SETTLED):
+                self.state = JobState.SETTLED
                 return True
             return False
 
@@ -281,8 +282,8 @@ def _begin(sense: LoadedSense, job: Job) -> bool:
     if sense.db_replaced():  # written to now, an unlinked file would take the compute's rows with it
         sense.rebuild_db()
     conn = sense.db.conn
-    conn.set_progress_handler(lambda: job.state == "cancelled", PROGRESS_STEPS)
-    sense.peers.progress_handler = lambda: job.state == "cancelled"
+    conn.set_progress_handler(lambda: job.state is JobState.CANCELLED, PROGRESS_STEPS)
+    sense.peers.progress_handler = lambda: job.state is JobState.CANCELLED
     sense.peers.begin()  # a lazy peer is brought up to date again at its first read in this compute
     conn.execute("BEGIN IMMEDIATE")
     return True

@@ -58,6 +58,7 @@ from nerve_cli.store.events import (
     source_path,
     write_cursors,
 )
+from nerve_cli.vocab.sources import SourceKind
 
 __all__ = ["KEEP", "Event", "Trigger", "EventReader", "Batch", "commit_cursors", "read_cursors", "sample_events"]
 
@@ -196,7 +197,7 @@ def sample_events(sample: list[dict[str, Any]]) -> tuple[Event, ...]:
     out = []
     for item in sample:
         source, kind = str(item["source"]), str(item.get("kind") or "channel")
-        space = source if kind == "sense" else "events.db"
+        space = source if kind == SourceKind.SENSE else "events.db"
         counts[space] = counts.get(space, 0) + 1
         out.append(Event(source, counts[space], ts, item.get("payload"), kind))
     return tuple(out)

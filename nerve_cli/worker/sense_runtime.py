@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from nerve_cli.errors import NerveError
 from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.states import JobState
 from nerve_cli.wire import containment
 from nerve_cli.wire.protocol import (
     LOG_PREFIX,
@@ -332,7 +333,7 @@ class SenseRuntime:
         was = job.cancel() if job is not None else None
         if job is None or was is None:
             return  # unknown, or already settled: its own answer is (or was) sent
-        if was == "queued":
+        if was is JobState.QUEUED:
             self._answer_cancelled(job, "was cancelled before it started")
         elif job.task is not None:
             job.task.cancel()  # an async compute stops at its next await
@@ -400,7 +401,7 @@ class SenseRuntime:
     def _abandon_stuck(self) -> bool:
         """The end of the drain: answer for computes still running; True when there were none."""
         with self._lock:
-            stuck = [job for job in self.jobs.values() if job.state in ("running", "cancelled")]
+            stuck = [job for job in self.jobs.values() if job.state in (JobState.RUNNING, JobState.CANCELLED)]
         for job in stuck:
             job.cancel()
             self._send(job, Error(job.id, job.sense, ErrorInfo(

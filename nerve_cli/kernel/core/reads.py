@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nerve_cli.names import binding_key
+from nerve_cli.vocab.outcomes import Outcome
 
 
 @dataclass
@@ -39,7 +40,7 @@ async def catch_up(waiting: Callable[[], Awaitable[bool]], compute: Callable[[],
         result = await compute()
         answer["computes"] += 1
         answer["events"] += result.get("events", 0)
-        if result.get("outcome") not in ("signal", "silent"):
+        if result.get("outcome") not in (Outcome.SIGNAL, Outcome.SILENT):
             answer["error"] = result.get("error") or {"type": "Error", "message": f"compute {result.get('outcome')}",
                                                       "traceback": "", "file": None, "line": None}
             return answer

@@ -45,6 +45,7 @@ from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
 from nerve_cli.names import traceparent_problem
 from nerve_cli.vocab import logrows
+from nerve_cli.vocab.sources import SourceKind
 
 BATCH = 256
 EXPIRES = 5.0  # seconds a pull request waits on the server
@@ -219,7 +220,7 @@ class Inbox:
             if claimed is not None and origin is not None and claimed != origin:
                 self._forged(sub, origin, claimed)
                 continue
-            if sub.kind == "channel" and origin == self.host:
+            if sub.kind == SourceKind.CHANNEL and origin == self.host:
                 continue  # this host's own emit: it is already here
             msg_id = headers.get("Nats-Msg-Id") or f"{self.fleet.stream}.{msg.metadata.sequence.stream}"
             items.append((sub.source, self._payload(msg), KEY_PREFIX + msg_id, origin, _traceparent(headers)))

@@ -27,6 +27,7 @@ from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
 from nerve_cli.store.events import Cursor
 from nerve_cli.store.fleet import OutboxStore, Row, Source
 from nerve_cli.vocab import logrows
+from nerve_cli.vocab.sources import SourceKind
 
 MAX_BATCH = 256  # rows in one pipelined window
 MAX_BATCH_BYTES = 4 << 20  # payload bytes read for one window
@@ -191,7 +192,7 @@ class Outbox:
             return  # the same row in a window sent again: said once
         self._said_too_large[(kind, name)] = row.id
         limit = self.link.max_payload
-        what = f"signal #{row.id} of sense {name}" if kind == "sense" else f"event #{row.id} of channel {name}"
+        what = f"signal #{row.id} of sense {name}" if kind == SourceKind.SENSE else f"event #{row.id} of channel {name}"
         message = (f"{what} is {size:,} bytes, more than the NATS server's max_payload of {limit:,}; not sent "
                    "(raise max_payload in the server's configuration to send payloads this large)")
         self.too_large += 1

@@ -27,6 +27,7 @@ from nerve_cli.kernel.fleet.link import MAX_RETRY, Link
 from nerve_cli.kernel.fleet.outbox import Outbox
 from nerve_cli.store.fleet import OutboxStore, Row
 from nerve_cli.vocab import logrows
+from nerve_cli.vocab.sources import SourceKind
 
 
 class Fleet:
@@ -79,7 +80,7 @@ class Fleet:
     def committed_offline(self, channel: str | None) -> None:
         """Emits were stored without the engine (on `channel`, or any): look at the published channels again."""
         for kind, name in self.outbox.subjects:
-            if kind == "channel" and channel in (None, name):
+            if kind == SourceKind.CHANNEL and channel in (None, name):
                 self.outbox.poke(kind, name)
 
     def status(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from nerve_cli.store import links
 from nerve_cli.store.answers import Answer
 from nerve_cli.store.logs import workflow_runs
 from nerve_cli.store.runs import persisted_chain
+from nerve_cli.vocab import states
 from nerve_cli.vocab.states import ThreadStatus
 
 PREFIX = "/answer/"
@@ -124,7 +125,7 @@ class LinkDesk:
         except NerveError as exc:  # refused by the answer path: nothing written, the link stays usable
             return 422, "Not taken", f"<p>{html.escape(str(exc))}</p>", {"error": str(exc)}
         links.spend(self.home, claims, now_ms())
-        verb = "approved" if given.decision == "approve" else "rejected"
+        verb = "approved" if given.decision == states.Decision.APPROVE else "rejected"
         then = ("it resumes now" if done.get("resumes") else
                 f"it waits on for {', '.join(done.get('open') or [])}")
         return 200, f"{claims.run_id} {verb}", f"<p>Thank you: {html.escape(claims.run_id)} {verb}; {then}.</p>", done
@@ -148,7 +149,7 @@ def _fields(content_type: str, body: bytes) -> dict[str, Any]:
             answer = orjson.loads(text) if text else NO_ANSWER
         except orjson.JSONDecodeError as exc:
             raise ValueError(f"the answer is not JSON: {exc}") from None
-    if decision not in ("approve", "reject"):
+    if decision not in (states.Decision.APPROVE, states.Decision.REJECT):
         raise ValueError('decision must be "approve" or "reject"')
     if note is not None and not isinstance(note, str):
         raise ValueError("the note must be text")

@@ -43,6 +43,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.trace.export import Exporting, LogExporting
 from nerve_cli.kernel.trace.settings import TraceSettings
+from nerve_cli.vocab import states
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
@@ -266,7 +267,7 @@ def _executed(call: dict[str, Any]) -> bool:
     approval: dict[str, Any] = given if isinstance(given, dict) else {}
     if call.get("earlier") or approval.get("interrupted"):
         return False
-    if approval and approval.get("decision") != "approve":
+    if approval and approval.get("decision") != states.Decision.APPROVE:
         return False
     return "result" in call or "error" in call
 

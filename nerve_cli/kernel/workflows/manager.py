@@ -51,7 +51,7 @@ from nerve_cli.store.events import EventError, store_event
 from nerve_cli.store.logs import LogStore, now_ms, workflow_runs
 from nerve_cli.store.runs import run_counts
 from nerve_cli.store.thread_control import rerun_of
-from nerve_cli.vocab import logrows
+from nerve_cli.vocab import logrows, states
 from nerve_cli.vocab.sources import SourceKind
 from nerve_cli.vocab.states import ThreadStatus, WorkerState
 from nerve_cli.wire import protocol
@@ -289,7 +289,7 @@ class WorkflowManager:
             self._pump(kind)  # starts it at once if there is a free slot
         self._flush()
         status = ("started" if thread.run_id in kind.running else "queued") if done.resumes else "waiting"
-        verb = "approved" if given.decision == "approve" else "rejected"
+        verb = "approved" if given.decision == states.Decision.APPROVE else "rejected"
         self.report("info", f"workflow {kind.name}: {given.run_id} {' '.join(done.answered)} {verb} by "
                             f"{given.by}; {status}")
         return {**done.to_json(), "status": status}

@@ -203,8 +203,8 @@ class Spawner:
                 self._unexpected(kind, kind.worker, f"thread_end for {msg.run_id}, which it does not run")
             return False
         reason = msg.reason
-        if msg.status in END_STATUSES:
-            status = ThreadStatus(msg.status)
+        if isinstance(msg.status, ThreadStatus) and msg.status in END_STATUSES:
+            status = msg.status
         else:
             status, reason = ThreadStatus.FAILED, f"worker reported unknown status {msg.status!r}: {msg.reason}"
         if thread.cancelling is not None and status is not ThreadStatus.COMPLETED:  # it stopped as asked

@@ -30,6 +30,7 @@ import orjson
 from nerve_cli.automaton.waits import EventWait, matches
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.store.events import connect_readonly, last_id_before, read_source, source_identity, source_path
+from nerve_cli.vocab.sources import SourceKind
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Waiter:
     kind: Kind
     thread: Thread
     wait: EventWait
-    source_kind: str  # "sense" | "channel": where its source's events live
+    source_kind: SourceKind  # where its source's events live
     after: int | None = None  # the highest id it has read (None: not resolved from since_ms yet)
     identity: str | None = None  # the identity of the source database `after` counts in (a rebuilt one restarts)
 
@@ -95,7 +96,7 @@ class EventWaits:
     def changed_channels(self) -> None:
         """Events were committed to some channel (`nerve emit` with no engine listening): read every channel."""
         for source, waiters in list(self.by_source.items()):
-            if any(w.source_kind == "channel" for w in waiters.values()):
+            if any(w.source_kind == SourceKind.CHANNEL for w in waiters.values()):
                 self.changed(source)
 
     def _read(self, source: str) -> None:

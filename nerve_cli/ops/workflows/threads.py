@@ -144,7 +144,7 @@ def thread_detail(logs_path: Path, run_id: str) -> dict[str, Any]:
         ended = None  # resumed or requeued after an end: not over
     chain = _chain(rows)
     end_payload = (ended or {}).get("payload") or {}
-    waiting = status_row if status_row is not None and status_row["type"] == "waiting" else None
+    waiting = status_row if status_row is not None and status_row["type"] == ThreadStatus.WAITING else None
     now = now_ms()
     return {
         "run_id": run_id,
