@@ -133,6 +133,10 @@ _OTHER_KINDS = {
 }
 
 
+# modules that compare another program's protocol values, not ours
+_FOREIGN = {"agents/codex.py": "the Codex app-server's turn and thread statuses"}
+
+
 def state_literals(tree: ast.AST, kinds: bool = True) -> list[tuple[int, str]]:
     """Comparisons of a state, status, outcome, decision or source kind with a string literal that is one of its
     enum's values (`x.state == "running"`, `status in ("queued", "started")`)."""
@@ -157,7 +161,7 @@ def state_literals(tree: ast.AST, kinds: bool = True) -> list[tuple[int, str]]:
 
 def test_no_state_literal_is_compared_where_its_enum_exists() -> None:
     found = [f"{path.relative_to(ROOT.parent)}:{line}: {text}" for path, tree in _modules()
-             if path.parent.name != "vocab"
+             if path.parent.name != "vocab" and path.relative_to(ROOT).as_posix() not in _FOREIGN
              for line, text in state_literals(tree, kinds=path.relative_to(ROOT).as_posix() not in _OTHER_KINDS)]
     assert not found, "compare with the enum's member, not its text:\n" + "\n".join(found)
 

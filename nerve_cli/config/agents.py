@@ -22,9 +22,8 @@ Finding = tuple[Loc, Severity, str]
 
 
 def agent_sources(config: NerveConfig, name: str) -> dict[str, str]:
-    """{source: "sense" | "channel"} of one agent, in `on:` order (fleet sources are channels: events.db)."""
-    agent = config.agents[name]
-    return {s: "sense" if s in config.senses or s in BUILTIN_SENSES else "channel" for s in agent.on}
+    """{source: its SourceKind} of one agent, in `on:` order (fleet sources are channels: events.db)."""
+    return {s: config.source_kind(s) for s in config.agents[name].on}
 
 
 def heard_channels(data: dict) -> set[str]:
