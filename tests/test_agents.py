@@ -216,3 +216,29 @@ def test_mesh_draws_each_agent_from_its_sources(home):
     tree = nerve("mesh", home=home).stdout
     assert "coder (agent)" in tree and "reviewer (agent)" in tree
     assert nerve("mesh", "--format", "dot", home=home).returncode == 0
+
+
+def test_the_agent_hooks_recipe_folds_a_sessions_hook_events(home):
+    from conftest import cli
+
+    assert cli("init", "--home", str(home)).exit_code == 0
+    made = nerve("sense", "new", "hooks-log", "--from", "agent-hooks", "--on", "hooks", home=home)
+    assert made.returncode == 0, made.stderr
+    hooks = [
+        {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "npm test"},
+         "tool_response": {"exit_code": 1}},
+        {"headers": {"X-Hook": "1"}, "body": {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                                             "tool_input": {"file_path": "/p/a.py"}, "tool_response": {}}},
+        {"session_id": "s1", "hook_event_name": "PostToolUseFailure", "tool_name": "Read", "tool_input": {},
+         "error": "no such file"},
+        {"session_id": "s2", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"},
+         "tool_response": {"exit_code": 0}},
+    ]
+    args = [a for hook in hooks for a in ("--event", "hooks=" + json.dumps(hook))]
+    tried = json.loads(nerve("sense", "compute", "hooks-log", "--dry-run", "--json", *args, home=home).stdout)
+    assert tried["error"] is None, tried["error"]
+    sessions = {s["session_id"]: s for s in tried["payload"]["sessions"]}
+    assert (sessions["s1"]["failed_commands"], sessions["s1"]["files_edited"], sessions["s1"]["tool_errors"]) == (1, 1, 1)
+    assert (sessions["s2"]["failed_commands"], sessions["s2"]["events"]) == (0, 1)
+    notes = {(r["row"]["kind"], r["row"]["detail"]) for t in tried["tables"] if t["name"] == "hook_note" for r in t["rows"]}
+    assert notes == {("failed_command", "npm test"), ("file_edited", "/p/a.py"), ("tool_error", "Read: no such file")}

@@ -36,7 +36,7 @@ def new(
     name: Name,
     group: Annotated[str, typer.Option("--group", help="Worker group to run it in.")] = "default",
     recipe: Annotated[Optional[str], typer.Option(
-        "--from", help="Start from a recipe: projection, reaction, wait-all, merge, switch or heartbeat.")] = None,
+        "--from", help="Start from a recipe: projection, reaction, wait-all, merge, switch, heartbeat or agent-hooks.")] = None,
     on: Annotated[Optional[str], typer.Option(
         "--on", help="Comma-separated senses or channels it listens to (instead of running every 1m).")] = None,
     disabled: Annotated[bool, typer.Option("--disabled", help="Register it with `enabled: false`: try it with "

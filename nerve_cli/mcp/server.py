@@ -313,7 +313,7 @@ def build(home: Path) -> MCPServer:
     # -- authoring --------------------------------------------------------------------------------------
     @app.tool(title="Scaffold a new sense", annotations=ACT)
     def new_sense(name: Annotated[str, Field(description="the new sense's name (lowercase, digits, - and _)")],
-                  recipe: Annotated[Literal["projection", "reaction", "wait-all", "merge", "switch", "heartbeat"]
+                  recipe: Annotated[Literal["projection", "reaction", "wait-all", "merge", "switch", "heartbeat", "agent-hooks"]
                                     | None, Field(description="start from this recipe (on: its sources); "
                                                               "default: the plain template")] = None,
                   on: Annotated[list[str] | None, Field(description=(

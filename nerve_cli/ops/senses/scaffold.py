@@ -27,7 +27,7 @@ from nerve_cli.store.events import EventError, check_channel
 
 TEMPLATE_FILES = ("schema.py", "sense.py")
 DEFAULT_INTERVAL = "1m"
-RECIPES = ("projection", "reaction", "wait-all", "merge", "switch", "heartbeat")
+RECIPES = ("projection", "reaction", "wait-all", "merge", "switch", "heartbeat", "agent-hooks")
 JOINS = ("wait-all", "merge")  # recipes that combine several sources
 WATCHES = {"heartbeat": DEFAULT_INTERVAL}  # recipes that also run on an interval (to notice silence)
 
