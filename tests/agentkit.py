@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
 
 from conftest import nerve
@@ -41,7 +41,10 @@ class Sim:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
-        threading.Timer(scaled(5), _kill_group, (self.proc.pid,)).start()
+        deadline = time.monotonic() + scaled(3)
+        while time.monotonic() < deadline and _group_alive(self.proc.pid):
+            time.sleep(0.05)
+        _kill_group(self.proc.pid)
 
 
 def turns(log: Path) -> list[dict]:
@@ -52,6 +55,14 @@ def turns(log: Path) -> list[dict]:
 
 def ended(log: Path) -> list[dict]:
     return [t for t in turns(log) if t["t"] == "end"]
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _kill_group(pgid: int) -> None:
