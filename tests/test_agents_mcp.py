@@ -8,15 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from contractkit import Checked
 from enginekit import write_instance
 from loadclock import scaled
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
+from test_mcp_server import _mcp  # a real `nerve mcp` through the SDK's stdio client
 
 from nerve_cli.ops.emit import emit_event
 
@@ -27,21 +26,6 @@ CONFIG = """
 agents:
   coder: {on: [ci.done], start: all}
 """
-
-
-def _params(home: Path) -> StdioServerParameters:
-    env = {k: v for k, v in os.environ.items() if k != "NERVE_HOME"}
-    return StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)], env=env)
-
-
-def _mcp(home: Path, body: Any) -> Any:
-    async def main() -> Any:
-        async with stdio_client(_params(home)) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await body(session)
-
-    return asyncio.run(main())
 
 
 async def _call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
