@@ -157,3 +157,28 @@ def test_wake_your_coding_agent_when_ci_fails_and_hear_what_it_does(home, tmp_pa
     review = json.loads(nerve("agent", "next", "reviewer", "--json", home=home).stdout)
     assert [e["payload"] for e in review["events"]] == [{"headers": {"X-GitHub-Event": "pull_request"},
                                                          "body": {"number": 7}}]
+
+
+def test_the_metrics_show_each_agents_backlog(home):
+    from conftest import nerve
+    from enginekit import free_port, metric_samples
+
+    port = free_port()
+    write_instance(home, "agents:\n  coder: {on: [ci.done], batch: 2}\n  idle: {on: [other]}\n", {})
+    nerve("agent", "next", "coder", home=home)  # its first look
+    for n in range(3):
+        emit_event(home, "ci.done", {"n": n})
+    nerve("agent", "next", "coder", home=home)  # two of them handed, pending
+    with RunningEngine(home, "--metrics", f"127.0.0.1:{port}") as engine:
+        engine.wait_ready(groups=0)
+
+        def agents() -> dict:
+            samples = metric_samples(port)
+            return {(name, labels["agent"]): value for name, labels, value in samples if name.startswith("nerve_agent_")}
+
+        found = wait_for(lambda: (a := agents()) and a.get(("nerve_agent_backlog_events", "coder")) == 3 and a,
+                         30, what="the agents' gauges")
+        engine.stop()
+    assert found[("nerve_agent_pending_deliveries", "coder")] == 1
+    assert found[("nerve_agent_backlog_oldest_age_seconds", "coder")] > 0
+    assert found[("nerve_agent_backlog_events", "idle")] == 0

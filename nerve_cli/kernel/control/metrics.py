@@ -68,6 +68,7 @@ class EngineCollector:
         if snap.fleet is not None:
             yield from fleet_metrics(snap.fleet)
         yield from self._listeners(snap)
+        yield from self._agents(snap)
         yield from self._webhooks(snap)
         yield from self._freshness(snap)
 
@@ -228,6 +229,21 @@ class EngineCollector:
         yield events
         yield age
 
+
+    def _agents(self, snap: Snapshot) -> Iterator[Metric]:
+        """What waits for each agent (agents: in nerve.yaml), as `nerve agent list` counts it."""
+        events = GaugeMetricFamily("nerve_agent_backlog_events", "Events an agent has not acknowledged: heard and "
+                                   "not handed, handed and pending, or not yet heard from its sources.", labels=["agent"])
+        pending = GaugeMetricFamily("nerve_agent_pending_deliveries", "Deliveries handed to an agent and not "
+                                    "acknowledged yet.", labels=["agent"])
+        age = GaugeMetricFamily("nerve_agent_backlog_oldest_age_seconds", "Age of the oldest event an agent has not "
+                                "acknowledged (0 when none).", labels=["agent"])
+        now = time.time() * 1000
+        for agent, found in sorted(snap.agents.items()):
+            events.add_metric([agent], found.events)
+            pending.add_metric([agent], found.deliveries)
+            age.add_metric([agent], max(0.0, (now - found.oldest_ts) / 1000) if found.oldest_ts else 0.0)
+        yield from (events, pending, age)
 
     def _freshness(self, snap: Snapshot) -> Iterator[Metric]:
         stale = GaugeMetricFamily("nerve_sense_stale", "1 while a sense has not signalled within its "

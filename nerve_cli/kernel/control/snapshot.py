@@ -94,6 +94,7 @@ class Snapshot:
     webhooks_url: str | None = None
     webhook_counts: Mapping[tuple[str, int], int] = field(default_factory=dict)
     backlogs: Backlogs = field(default_factory=dict)  # the last listener backlog count (at most a second old)
+    agents: Mapping[str, Any] = field(default_factory=dict)  # agent → its store.inbox.AgentBacklog (as backlogs)
     freshness: Mapping[str, float] = field(default_factory=dict)  # sense → its expect_signal_every
     stale: Mapping[str, float] = field(default_factory=dict)  # sense → stale since
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.snapshot import SenseView, Snapshot, WorkerView
+from nerve_cli.kernel.core.agent_health import AgentHealth
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.listeners import ListenerHealth, listeners_of
@@ -65,6 +66,7 @@ class Desk:
         self.fleet_edge = fleet
         self.files = files
         self.listener_health = ListenerHealth(home)
+        self.agent_health = AgentHealth(home)
         self.webhooks: Any = None  # kernel.ingress.webhooks.WebhookServer once it listens
         self.webhooks_pinned = False  # `nerve run --webhooks` chose where: engine.webhooks is not read
 
@@ -101,7 +103,8 @@ class Desk:
             fleet=self.fleet.status() if self.fleet is not None else None,
             webhooks_url=self.webhooks.url if self.webhooks is not None else None,
             webhook_counts=dict(self.webhooks.counts) if self.webhooks is not None else {},
-            backlogs=dict(self.listener_health.last), freshness=dict(freshness.expected),
+            backlogs=dict(self.listener_health.last), agents=dict(self.agent_health.last),
+            freshness=dict(freshness.expected),
             stale=dict(freshness.stale))
 
     def sense(self, name: str) -> SenseView | None:
@@ -169,8 +172,9 @@ class Desk:
         return await self.listener_health.snapshot(listeners)
 
     async def refresh_listener_health(self) -> None:
-        """Each listener's backlog, counted again if the last count is over a second old (for a scrape)."""
+        """Each listener's and agent's backlog, counted again if the last count is over a second old (a scrape)."""
         await self.listener_backlogs()
+        await self.agent_health.refresh(self.config)
 
     def replayed(self, sense: str) -> None:
         """`nerve sense replay` moved a cursor of `sense` back: run it now if events wait beyond it."""
