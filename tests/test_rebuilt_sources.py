@@ -137,3 +137,22 @@ def test_a_sense_database_deleted_while_the_engine_runs_is_rebuilt_and_no_signal
     assert "lost with the file" not in heard  # never routed: its signal row went with the deleted file
     shown = nerve("sense", "show", "src", "--json", home=home)
     assert shown.returncode == 0 and '"signal_count": 0' not in shown.stdout  # it ran, and says so
+
+
+def test_a_wal_deleted_under_a_running_worker_is_noticed_and_what_follows_is_seen(home: Path) -> None:
+    """With a -wal deleted (NAME.db, NAME.db-wal, NAME.db-shm deleted one after the other, the worker having
+    built the database again in between), the worker went on committing into the unlinked file: no reader
+    ever saw its signals again. It notices, opens the database again, and what it signals next is seen."""
+    write_instance(home, CONFIG.replace("ENABLED", "false").replace("30ms", "100ms"), {"src": SRC})
+    write_sense(home, "store", store_sense(), STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(signal_ids(home, "src")) >= 3, 30, what="src to signal")
+        seen = len(signal_ids(home, "src"))
+        for suffix in ("-wal", "-shm"):  # the side files the worker has open, as a clean-up of them would
+            (home / "data" / "senses" / f"src.db{suffix}").unlink()
+        # until the worker opens the database again, a reader meets "disk I/O error" (signal_ids: []): it does at
+        # its next compute (it used to go on until SQLite's own checkpoint, hundreds of computes later)
+        wait_for(lambda: len(signal_ids(home, "src")) >= seen + 3, 5, what="signals after the -wal was deleted")
+        engine.stop()

@@ -74,6 +74,10 @@ class LoadedSense:
     # its database file as opened (device, inode), and how to open it again from the migrations when the file
     # was deleted or replaced under the worker (`nerve`'s "delete NAME.db and it is rebuilt")
     db_file: tuple[int, int] | None = None
+    # and its -wal as it was after the first commit: a -wal deleted under an open connection takes every commit
+    # since the last checkpoint with it (deleting NAME.db, NAME.db-wal and NAME.db-shm one after the other can
+    # delete the -wal of the database just built again in place of the first)
+    wal_file: tuple[int, int] | None = None
     reopen: Callable[[], SenseDB] | None = None
     on_rebuilt: Callable[[str, str], None] | None = None  # (sense, why): told to the kernel
     created: bool = False  # its database did not exist when the worker opened it: made empty now
@@ -94,7 +98,15 @@ class LoadedSense:
             found = os.stat(self.db.path)
         except FileNotFoundError:
             return True
-        return (found.st_dev, found.st_ino) != self.db_file
+        if (found.st_dev, found.st_ino) != self.db_file:
+            return True
+        return self.wal_file is not None and file_id(_wal(self.db.path)) != self.wal_file
+
+    def committed(self) -> None:
+        """After a COMMIT: the -wal it went to is now this database's (noted once: it lives as long as the
+        worker's connection, which keeps it)."""
+        if self.wal_file is None and self.db_file is not None and self.db.path is not None:
+            self.wal_file = file_id(_wal(self.db.path))
 
     def rebuild_db(self) -> None:
         """Open the database afresh (built from the migrations when missing) in place of a deleted one."""
@@ -102,7 +114,7 @@ class LoadedSense:
             return
         self.db.close()
         self.db = self.reopen()
-        self.db_file = file_id(self.db.path)
+        self.db_file, self.wal_file = file_id(self.db.path), None
         if self.on_rebuilt is not None:
             self.on_rebuilt(self.name, "its database file was deleted or replaced while the engine ran")
 
@@ -266,6 +278,10 @@ async def run_async(sense: LoadedSense, job: Job) -> Answer:
     return _finish(sense, job, result)
 
 
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
 def file_id(path: Path | None) -> tuple[int, int] | None:
     if path is None:
         return None
@@ -355,7 +371,11 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer, value: bytes | None =
         conn.execute("COMMIT")
     except BaseException as exc:
         return _fail(sense, job, exc)
-    if sense.db_replaced():  # deleted while it computed: what it committed went with the unlinked file
+    replaced = sense.db_replaced()
+    if not replaced:
+        sense.committed()
+    if replaced:  # deleted while it computed: what it committed went with the unlinked file
+        sense.wal_file = None  # (its -wal too, maybe: the rebuild before the next compute notes the new one)
         return Answer(Outcome.ERROR, error=ErrorInfo(
             "DatabaseDeleted", f"{sense.db.path} was deleted while this compute ran: its rows and its signal went "
             "with the deleted file and nothing was sent; the database is built again before the next compute"))
