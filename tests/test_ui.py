@@ -204,3 +204,21 @@ def test_with_the_engine_stopped_the_console_reads_the_files_and_answers_for_the
     wait_for(lambda: thread_statuses(home).get(waiting[0]) == "queued", 20, what="the offline answer")
     page.screenshot(path=str(OUTPUT / "inbox-stopped-1280.png"), full_page=True)
     page.close()
+
+
+def test_engine_ui_keeps_the_console_beside_a_running_engine(tmp_path: Path) -> None:
+    port = free_port()
+    home = write_instance(tmp_path / "home", f"engine: {{ui: 127.0.0.1:{port}}}\n", {})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        wait_for(lambda: "the console (engine.ui) on http://127.0.0.1:" in engine.output(), 30, what="the console")
+        assert _http(f"http://127.0.0.1:{port}/")[0] == 401  # it serves, behind its token
+        token = (home / "data" / "ui.token").read_text().strip()
+        assert _http(f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {token}"})[0] == 200
+        code, _ = engine.stop()
+    assert code == 0
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+        raise AssertionError("the console outlived its engine")
+    except urllib.error.URLError:
+        pass

@@ -157,6 +157,7 @@ class EngineConfig(_Model):
     respawn_backoff_max: Duration = 30.0
     metrics: Address | None = None  # serve Prometheus metrics here (`nerve run --metrics` overrides it)
     webhooks: Address | None = None  # serve POST /emit/CHANNEL here (`nerve run --webhooks` wins)
+    ui: Address | None = None  # the engine runs `nerve ui --listen` here beside it (a service's console)
     webhook_connections: StrictInt = Field(default=256, ge=1, le=10_000)  # open at once; the next gets 503
     webhook_timeout: Duration = 10.0  # a request must arrive whole within this
     otel: OtelConfig | None = None  # traces over OpenTelemetry (also switched on by OTEL_EXPORTER_OTLP_ENDPOINT)
@@ -519,6 +520,30 @@ class FleetConfig(_Model):
         return self.host if self.host is not None else default_host()
 
 
+NOTIFY_EVENTS = ("waiting", "failed", "crashed", "completed", "cancelled", "dropped", "stale", "quarantined")
+
+
+class NotifyRule(_Model):
+    """`notify:` one rule: what to tell, and where (apprise URLs: ntfy://, slack://, mailto://, json://, ...)."""
+
+    name: Name | None = None  # in status and metrics (default notify-N, N its place in the list)
+    to: list[Annotated[str, Field(min_length=1, max_length=2000)]] = []
+    to_env: EnvName | None = None  # a variable holding more URLs (space or comma apart): secrets stay out of the file
+    on: list[Literal[NOTIFY_EVENTS]] = ["waiting", "failed", "crashed"]  # type: ignore[valid-type]
+    workflows: list[Name] = []  # only threads of these workflows (empty: every workflow)
+    senses: list[Name] = []  # only these senses going stale or quarantined (empty: every sense)
+    answer_as: Annotated[str, Field(min_length=1, max_length=200)] | None = None  # whose answer a notified link records
+    retry_max: Duration = 300.0  # the longest pause between two tries of a notification that failed
+    enabled: StrictBool = True
+
+    @model_validator(mode="after")
+    def _has_targets(self) -> NotifyRule:
+        if not self.to and self.to_env is None:
+            raise ValueError("a notify rule needs `to:` (apprise URLs, e.g. ntfy://ntfy.sh/TOPIC) or `to_env:` "
+                             "(a variable holding them)")
+        return self
+
+
 class NerveConfig(_Model):
     engine: EngineConfig = EngineConfig()
     groups: dict[Name, GroupConfig] = {}
@@ -528,6 +553,12 @@ class NerveConfig(_Model):
     fleet: FleetConfig | None = None
     channels: dict[Channel, ChannelConfig] = {}
     agents: dict[Name, AgentConfig] = {}
+    notify: tuple[NotifyRule, ...] = ()
+
+    def notify_rules(self, enabled: bool = True) -> dict[str, NotifyRule]:
+        """The `notify:` rules by name (an unnamed one is notify-N, N its place from 1): the enabled ones, or
+        (`enabled=False`) all of them."""
+        return {r.name or f"notify-{i}": r for i, r in enumerate(self.notify, 1) if r.enabled or not enabled}
 
     def enabled_senses(self) -> dict[str, SenseConfig]:
         return {n: s for n, s in self.senses.items() if s.enabled}

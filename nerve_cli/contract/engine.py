@@ -25,6 +25,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
         "listeners": [_listener(name, entry) for name, entry in sorted((answer.get("listeners") or {}).items())],
         "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
+        **({"notify": answer["notify"]} if answer.get("notify") else {}),
     }
 
 

@@ -47,6 +47,7 @@ from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.reads import Reads
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import SIGNAL_MARK, SUCCESS_MARK, EngineStats
+from nerve_cli.kernel.ingress.console import start_console
 from nerve_cli.kernel.loop import edges
 from nerve_cli.kernel.loop.builtins import Builtins
 from nerve_cli.kernel.loop.current import Current
@@ -57,6 +58,7 @@ from nerve_cli.kernel.loop.outcomes import Outcomes
 from nerve_cli.kernel.loop.pump import Pump
 from nerve_cli.kernel.loop.records import Computes
 from nerve_cli.kernel.loop.router import Router
+from nerve_cli.kernel.notify.edge import make_notifier
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.supervision.guards import Guards
@@ -200,6 +202,8 @@ class Engine:
         self.desk = desk = Desk(home, layout, current, self.started_at, scheduler, outcomes, groups, delivery, emits,
                                 stats, logs, log, report, freshness, guards, watchdog, workflows, fleet, files)
         desk.webhooks_pinned = self.options.webhooks is not None
+        desk.notifier = make_notifier(stack, home, lambda: current.config, desk.link_base, report)
+        router.subscribe(desk.notifier)  # it wakes on nerve-threads' and nerve-health's signals
         metrics_at = self.options.metrics or config.engine.metrics
         await edges.start_metrics(stack, desk, metrics_at, log, report)
         log(logrows.engine_started(os.getpid(), sorted(config.enabled_senses()), sorted(config.sense_groups()),
@@ -225,6 +229,8 @@ class Engine:
         desk.fleet_edge.start(desk.config.live_fleet())
         desk.webhooks = await edges.start_webhooks(stack, desk, self.options.webhooks or desk.config.engine.webhooks,
                                                    desk.log, self.report)
+        desk.notifier.start()  # once the listener its answer links point at is up
+        desk.console = await start_console(stack, self.home, desk.config.engine.ui, self.report)
         if desk.workflows is not None:
             await desk.workflows.start()
         desk.outcomes.trigger(THREADS_SENSE, BACKLOG)  # transitions logged while no engine signalled them

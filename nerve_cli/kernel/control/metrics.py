@@ -22,6 +22,7 @@ from prometheus_client.process_collector import ProcessCollector
 from nerve_cli import __version__, eventloop
 from nerve_cli.kernel.control.snapshot import Snapshot
 from nerve_cli.kernel.core.stats import Histogram
+from nerve_cli.kernel.notify.edge import notify_metrics
 from nerve_cli.vocab.states import SenseStatus, WorkerState
 
 
@@ -70,6 +71,7 @@ class EngineCollector:
         yield from self._listeners(snap)
         yield from self._agents(snap)
         yield from self._webhooks(snap)
+        yield from notify_metrics(snap.notify)
         yield from self._freshness(snap)
 
     def _build(self) -> Iterator[Metric]:

@@ -357,6 +357,7 @@ def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None) -> dict:
     return {
         "pid": snapshot.pid, "home": str(snapshot.home), "started_at": snapshot.started_at,
         "webhooks_url": snapshot.webhooks_url,
+        **({"notify": {rule: dict(figures) for rule, figures in snapshot.notify.items()}} if snapshot.notify else {}),
         "llm": llm_env().to_json(),  # what the workflow workers inherit: the models their roles call
         "uptime_s": round(now - snapshot.started_at, 1),
         "workers": [w.described for w in snapshot.workers.values()],

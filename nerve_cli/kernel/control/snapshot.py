@@ -92,6 +92,7 @@ class Snapshot:
     oldest_waiting: dict[str, int | None] = field(default_factory=dict)  # workflow → since when one waits (ms)
     fleet: dict[str, Any] | None = None  # this host in its fleet (Fleet.status()), when in one
     webhooks_url: str | None = None
+    notify: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # notify rule → its figures
     webhook_counts: Mapping[tuple[str, int], int] = field(default_factory=dict)
     backlogs: Backlogs = field(default_factory=dict)  # the last listener backlog count (at most a second old)
     agents: Mapping[str, Any] = field(default_factory=dict)  # agent → its store.inbox.AgentBacklog (as backlogs)

@@ -69,6 +69,8 @@ class Desk:
         self.agent_health = AgentHealth(home)
         self.webhooks: Any = None  # kernel.ingress.webhooks.WebhookServer once it listens
         self.webhooks_pinned = False  # `nerve run --webhooks` chose where: engine.webhooks is not read
+        self.notifier: Any = None  # kernel.notify.notifier.Notifier: `notify:` rules through apprise
+        self.console: Any = None  # kernel.ingress.console.Console when engine.ui runs the web console
 
     # what the edges read ---------------------------------------------------------
     @property
@@ -102,6 +104,7 @@ class Desk:
             oldest_waiting=self.workflows.oldest_waiting() if self.workflows is not None else {},
             fleet=self.fleet.status() if self.fleet is not None else None,
             webhooks_url=self.webhooks.url if self.webhooks is not None else None,
+            notify=self.notifier.status() if self.notifier is not None else {},
             webhook_counts=dict(self.webhooks.counts) if self.webhooks is not None else {},
             backlogs=dict(self.listener_health.last), agents=dict(self.agent_health.last),
             freshness=dict(freshness.expected),
@@ -201,10 +204,18 @@ class Desk:
         self.freshness_watch.apply_config(config)
         self.fleet_edge.apply_config(config)
 
+    def link_base(self) -> str | None:
+        """`http://HOST:PORT` of the listener answer links are served on (None: no webhooks listener)."""
+        return self.webhooks.url.rsplit("/emit/", 1)[0] if self.webhooks is not None else None
+
     def config_applied(self) -> None:
         if not self.webhooks_pinned and self.config.engine.webhooks != (self.webhooks and self.webhooks.address):
             self.report("warn", "engine.webhooks changed: restart the engine to listen there "
                                 "(the channels' settings apply at once)")
+        if self.config.engine.ui != (self.console.address if self.console is not None else None):
+            self.report("warn", "engine.ui changed: restart the engine to run the console there")
+        if self.notifier is not None:
+            self.notifier.wake()  # notify: rules apply at its next look
         if self.workflows is not None:
             self.workflows.update_config(self.config)
         self.guards.update_config(self.config.engine)
