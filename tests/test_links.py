@@ -78,6 +78,8 @@ def test_a_link_shows_the_question_answers_once_and_refuses_tampered_expired_and
         assert _http(made["url"])[0] == 409
         time.sleep(1.2)
         assert json.loads(_http(short, accept="application/json")[1])["status"] == 410
+        # a listener on for links alone says what it serves, not that it is wasted
+        assert f"the HTTP listener on http://127.0.0.1:{port} serves answer links" in engine.output()
         engine.stop()
     with RunningEngine(home) as engine:  # a link made before a restart still answers after it
         engine.wait_ready(groups=0)

@@ -246,8 +246,9 @@ class WebhookServer:
     def _warn_about_secrets(self) -> None:
         open_ = self.engine.config.webhook_channels()
         if not open_:
-            self.report("warn", f"webhooks on {self.url} but no channel accepts them: add "
-                                "`channels: {NAME: {webhook: true}}` to nerve.yaml")
+            self.report("info", f"the HTTP listener on {self.url.rsplit('/emit/', 1)[0]} serves answer links "
+                                "(/answer/TOKEN); no channel accepts webhooks yet: add `channels: {NAME: {webhook: "
+                                "true}}` to nerve.yaml for them")
         for channel, settings in sorted(open_.items()):  # said now, not at the first post it must refuse
             if settings.secret_env is not None and not os.environ.get(settings.secret_env):
                 self._unset_warned.add(channel)
