@@ -12,7 +12,7 @@ HARNESS_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
 
-.PHONY: install test test-fast lint run bench clean tools
+.PHONY: install test test-fast lint run bench clean tools docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check nerve_cli tests bench
 	$(BIN)/mypy
 
+# the documentation site from docs/ (MkDocs, Material theme) into site/; --strict: a warning (a broken link, an
+# orphan page) fails the build. Material's notice about its own end of life is not a warning about these docs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# the site at http://127.0.0.1:8000, rebuilt as a page is saved
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
 run: $(STAMP)
 	@test -f $(DEMO_HOME)/nerve.yaml || $(BIN)/nerve init --home $(DEMO_HOME)
 	$(BIN)/nerve config check --home $(DEMO_HOME)
@@ -76,4 +85,4 @@ bench: $(STAMP)
 		$(BIN)/python bench/_kit.py goals $$goals; rm -f $$goals
 
 clean:
-	rm -rf $(VENV) .venv-datasette1 .harnesses $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-datasette1 .harnesses $(DEMO_HOME) site .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 Every failure a script or agent can meet has one `ErrorType`: the `error.type` of the
 `--json` error document (and of `nerve mcp`'s), listed in `contract/schemas/error.json`
-and the README. Each NerveError class names its own; a test holds the three lists equal.
+and the docs (docs/reference/json.md). Each NerveError class names its own; a test holds the three lists equal.
 """
 
 from __future__ import annotations

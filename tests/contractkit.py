@@ -4,7 +4,7 @@ A document is valid when it matches its shipped JSON Schema (nerve_cli/contract/
 closed for our own output (`schemarules.strict`: a field we print must be documented, every documented
 one is required, an enumeration's value must be listed), carries the contract's version, follows the
 naming rule for time, and still matches the schema of its kind as it was when version 1 began
-(tests/contract_v1/, read as the README promises: fields may be added, enumerations may grow). Every
+(tests/contract_v1/, read as the docs promise: fields may be added, enumerations may grow). Every
 `--json` output and every `nerve mcp` tool answer goes through `Checked.doc`.
 """
 
@@ -23,7 +23,7 @@ from nerve_cli.contract import VERSION
 from nerve_cli.contract.schema import schema
 
 PINNED = Path(__file__).resolve().parent / "contract_v1"  # the schemas as they were when version 1 began
-# What changed within version 1 that is more than an addition, each documented in the README's list
+# What changed within version 1 that is more than an addition, each documented in docs/changelog.md
 PINNED_EXCEPTIONS: dict[str, dict[str, Any]] = {
     "log": {"id": {"type": ["integer", "null"]}},  # null for a `--signals` row
 }
@@ -36,7 +36,7 @@ PINNED_NESTED: dict[tuple[str, str], dict[str, Any]] = {
 
 @lru_cache(maxsize=None)
 def pinned(kind: str) -> dict[str, Any] | None:
-    """The kind's schema at the version bump, opened as the README promises; None for a kind born later."""
+    """The kind's schema at the version bump, opened as the docs promise; None for a kind born later."""
     path = PINNED / f"{kind}.json"
     if not path.exists():
         return None

@@ -1,4 +1,4 @@
-"""Prometheus in the tests: promtool (installed by `make tools`) and the metric families README documents."""
+"""Prometheus in the tests: promtool (installed by `make tools`) and the metric families the docs list."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+METRICS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "metrics.md"
 
 
 def promtool() -> str:
@@ -19,9 +19,9 @@ def promtool() -> str:
 
 
 def documented_families() -> set[str]:
-    """The family names in README's Metrics table, as the text parser names them (`nerve_x_total` is family
+    """The family names in the metrics reference's table (docs/reference/metrics.md), as the text parser names them (`nerve_x_total` is family
     `nerve_x`); `nerve_kernel_process_*` is left out."""
-    section = README.read_text(encoding="utf-8").split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    section = METRICS_PAGE.read_text(encoding="utf-8")
     names = set()
     for row in section.splitlines():
         if row.startswith("| `nerve_"):

@@ -1,7 +1,7 @@
 """The rules every shipped JSON Schema follows, as code: `normal_form` writes them, `strict` closes them for our tests.
 
 The shipped schemas (nerve_cli/contract/schemas/) are what clients pin, so they are *open* where the
-README says a version may grow:
+docs (reference/json.md) say a version may grow:
 - objects accept fields they do not list (no `additionalProperties: false`);
 - an enumeration (`status`, `kind`, `error.type`...) lists today's values and accepts a new string:
   `{"anyOf": [{"type": "string", "enum": [...]}, {"type": "string"}]}`.
@@ -150,7 +150,7 @@ def strict(schema: Any) -> Any:
 
 
 def opened(schema: Any) -> Any:
-    """A schema as a client reads it under the README's promise: fields may be added, enumerations may grow.
+    """A schema as a client reads it under the docs' promise: fields may be added, enumerations may grow.
 
     Applied to the schemas as they were at the version bump, which were written closed."""
     node = copy.deepcopy(schema)

@@ -121,7 +121,7 @@ def _post(port: int, channel: str, body: dict, **headers: str) -> tuple[int, dic
 
 
 def test_wake_your_coding_agent_when_ci_fails_and_hear_what_it_does(home, tmp_path):
-    """README's worked example, with a hook's body key and a kept header besides."""
+    """The worked example of docs/guides/agents.md, with a hook's body key and a kept header besides."""
     from conftest import nerve
     from enginekit import free_port, last_signal
 

@@ -27,7 +27,7 @@ from nerve_cli.cli.app import app
 from nerve_cli.contract.schema import KINDS, schema
 from nerve_cli.errors import ErrorType, NerveError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+JSON_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "json.md"
 
 
 def valid(against: dict, doc: object) -> bool:
@@ -85,17 +85,17 @@ def _all_error_classes() -> list[type[NerveError]]:
     return found
 
 
-def test_every_error_type_the_code_can_raise_is_listed_in_the_schema_and_the_readme() -> None:
+def test_every_error_type_the_code_can_raise_is_listed_in_the_schema_and_the_docs() -> None:
     classes = _all_error_classes()
     assert len(classes) >= 15
-    for cls in classes:  # a new error class names its type; a new type joins ErrorType, error.json and the README
+    for cls in classes:  # a new error class names its type; a new type joins ErrorType, error.json and the docs
         assert "type" in vars(cls), f"{cls.__module__}.{cls.__name__} does not set `type = ErrorType.X`"
         assert isinstance(cls.type, ErrorType)
     listed = [t.value for t in ErrorType]
     shipped = schema("error")["properties"]["error"]["properties"]["type"]["anyOf"][0]["enum"]
     assert shipped == listed, "nerve_cli/contract/schemas/error.json lists other types than ErrorType"
-    table = re.findall(r"^  \| `([a-z_]+)` \| ", README.read_text(encoding="utf-8"), re.M)
-    assert table == listed, "README's error.type table lists other types than ErrorType"
+    table = re.findall(r"^  \| `([a-z_]+)` \| ", JSON_PAGE.read_text(encoding="utf-8"), re.M)
+    assert table == listed, "docs/reference/json.md's error.type table lists other types than ErrorType"
     source = "\n".join(p.read_text(encoding="utf-8") for p in Path(nerve_cli.__file__).parent.rglob("*.py"))
     used = {cls.type for cls in classes} | {ErrorType[m] for m in re.findall(r"ErrorType\.([A-Z_]+)", source)}
     assert set(ErrorType) == used, f"types nothing raises: {set(ErrorType) - used}"
@@ -139,13 +139,13 @@ def _gained(old: object, new: object, where: str = "") -> list[str]:
     return found
 
 
-def test_the_readme_names_exactly_the_first_published_v1_files_a_client_can_pin_as_written() -> None:
-    """The first v1 files were closed, so most of today's documents fail them as written: the README says which
+def test_the_docs_name_exactly_the_first_published_v1_files_a_client_can_pin_as_written() -> None:
+    """The first v1 files were closed, so most of today's documents fail them as written: the docs say which
     still pass, and those are kept passing (a field added to one of them fails here first)."""
-    text = README.read_text(encoding="utf-8")
+    text = JSON_PAGE.read_text(encoding="utf-8")
     listed = set(text.split("pinnable as\n  first published: ", 1)[1].split(".*", 1)[0].replace("\n  ", " ").split(", "))
     pinnable = {path.stem for path in PINNED.glob("*.json")
                 if not _gained(json.loads(path.read_text(encoding="utf-8")), schema(path.stem))}
-    assert listed == pinnable, (f"README lists {sorted(listed)} as pinnable as first published; as written, these "
+    assert listed == pinnable, (f"docs/reference/json.md lists {sorted(listed)} as pinnable as first published; as written, these "
                                 f"pass today: {sorted(pinnable)}")
     assert f"The other {len(list(PINNED.glob('*.json'))) - len(pinnable)} have gained" in " ".join(text.split())

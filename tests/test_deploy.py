@@ -39,7 +39,7 @@ def metric_names(expr: str) -> set[str]:
 
 def family_of(series: str) -> str:
     """`nerve_computes_total` → `nerve_computes`, `nerve_x_bucket` → `nerve_x` (the histogram's family);
-    the kernel process's own `nerve_kernel_process_*` (README's row) → that prefix."""
+    the kernel process's own `nerve_kernel_process_*` (the metrics reference's row) → that prefix."""
     if series.startswith("nerve_kernel_process_"):
         return "nerve_kernel_process_*"
     return re.sub(r"_(total|bucket|count|sum)$", "", series)

@@ -2,7 +2,7 @@
 
 Every import counts: top-level, inside functions and under TYPE_CHECKING, so an
 import moved into a function to dodge a cycle still fails here. Run this file
-with python to print the package graph and the rooms' graph (what README's Development section draws).
+with python to print the package graph and the rooms' graph (what docs/development.md draws).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SKIP = {"templates"}  # user-code templates the CLI copies out; not part of the 
 
 # The layers, top to bottom: a package imports only packages in rows below its own
 # (so two packages in one row, like kernel and worker, never import each other).
-# README's Development section draws the same rows; a new package takes a row here.
+# docs/development.md draws the same rows; a new package takes a row here.
 LAYERS = [
     ["__main__"],             # python -m nerve_cli
     ["cli"],                  # the nerve command

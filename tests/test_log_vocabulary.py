@@ -1,4 +1,4 @@
-"""The log's vocabulary is one list: every kind Nerve can write is in the README's table and in the JSON
+"""The log's vocabulary is one list: every kind Nerve can write is in the docs' table and in the JSON
 Schemas of the documents that carry it, and `nerve doctor` names rows of any other kind."""
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from workflow_support import PINGPONG, ended, make_instance, manager, wait_for
 from nerve_cli.contract.schema import schema as load_schema
 from nerve_cli.vocab.logrows import LogKind, LogSource
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+LOG_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "log.md"
 WRITTEN = {(k.source.value, k.type) for k in LogKind}
 
 
 def readme_table() -> set[tuple[str, str]]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("### The log's vocabulary", 1)[1].split("\n## ", 1)[0]
+    section = LOG_PAGE.read_text(encoding="utf-8").split("# The log's vocabulary", 1)[1]
     return set(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", section, re.M))
 
 
@@ -33,8 +32,8 @@ def enum(prop: dict) -> list:
 
 def test_every_kind_nerve_writes_is_in_the_readme_table_and_the_schemas() -> None:
     table = readme_table()
-    assert table - WRITTEN == set(), f"README documents kinds Nerve never writes: {sorted(table - WRITTEN)}"
-    assert WRITTEN - table == set(), f"kinds missing from README's vocabulary table: {sorted(WRITTEN - table)}"
+    assert table - WRITTEN == set(), f"docs/reference/log.md documents kinds Nerve never writes: {sorted(table - WRITTEN)}"
+    assert WRITTEN - table == set(), f"kinds missing from docs/reference/log.md's vocabulary table: {sorted(WRITTEN - table)}"
     sources = [s.value for s in LogSource]
     types = {t for _, t in WRITTEN} | {"signal"}  # `nerve logs --signals` rows: source and type `signal`
     for kind, props in (("log", load_schema("log")["properties"]),

@@ -123,10 +123,10 @@ def test_metrics_are_scraped_during_a_run_and_counters_increase(tmp_path: Path, 
         assert value(first, "nerve_model_tokens", "nerve_model_tokens_total", model="echo", type="input") > 0
         assert value(first, "nerve_thread_duration_seconds", "nerve_thread_duration_seconds_count", workflow="notes") == 1
         assert value(first, "nerve_thread_oldest_waiting_seconds", workflow="notes") == 0
-        # every family README documents, but the fleet's and the webhooks': those come with a `fleet:` section
+        # every family the metrics reference documents, but the fleet's and the webhooks': those come with a `fleet:` section
         # and with webhooks on (their own tests)
         missing = {f for f in documented_families() if not f.startswith(("nerve_fleet_", "nerve_webhook_"))} - set(first)
-        assert not missing, f"documented in README's Metrics table, not scraped: {missing}"
+        assert not missing, f"documented in docs/reference/metrics.md, not scraped: {missing}"
         lint = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         assert lint.returncode == 0, lint.stdout + lint.stderr
         # counters keep counting with the computes

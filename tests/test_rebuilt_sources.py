@@ -125,7 +125,7 @@ def test_a_sense_database_deleted_while_the_engine_runs_is_rebuilt_and_no_signal
     with RunningEngine(home) as engine:
         engine.wait_ready()
         wait_for(lambda: len(got(home, "store")) >= 3, 30, what="the listener to consume")
-        for suffix in ("", "-wal", "-shm"):  # deleted between computes, as the README allows
+        for suffix in ("", "-wal", "-shm"):  # deleted between computes, as docs/guides/senses.md allows
             (home / "data" / "senses" / f"src.db{suffix}").unlink(missing_ok=True)
         wait_for(lambda: read_logs(home, "system", "sense_db_created", "src"), 30, what="the rebuild to be logged")
         (home / "data" / "delete-me-once").write_text("")  # and once while a compute runs

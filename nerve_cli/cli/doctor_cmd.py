@@ -83,7 +83,7 @@ def _render_runs(report) -> None:
 
     for u in report.unknown:
         output.warn(f"logs.db holds {plural(u.rows, 'row')} of source {u.source}, type {u.type}: no kind of the log's "
-                    "vocabulary (README: The log's vocabulary); another version of Nerve or a hand wrote them "
+                    "vocabulary (docs/reference/log.md); another version of Nerve or a hand wrote them "
                     f"(`nerve logs --source {u.source} --type {u.type}` shows them)")
 
     if not report.differences:

@@ -11,7 +11,7 @@ def mcp(home: HomeOption = None) -> None:
     sense's signals, run read-only SQL on its database, query the logs, emit on
     a channel, compute a sense, start and show threads, approve or reject a
     waiting thread. Reads work from the files; emit/compute/start need `nerve run`.
-    Register it (README "Agents: nerve mcp") with the command `nerve` and the
+    Register it (docs/guides/mcp.md) with the command `nerve` and the
     arguments `mcp --home PATH`.
 
     Example: nerve mcp --home ~/.uncaged-nerve

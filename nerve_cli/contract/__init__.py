@@ -1,7 +1,7 @@
 """The documents Nerve hands to scripts and agents: one shape per answer, built here, outside the CLI.
 
 Every document is a plain dict with `version` at its top level; `nerve ... --json`,
-`nerve mcp` and `nerve top` all return these shapes. The rules (README,
+`nerve mcp` and `nerve top` all return these shapes. The rules (docs/reference/json.md,
 "JSON output"):
 - time: `<name>_ms` (integer unix ms) beside `<name>` (ISO 8601 UTC string);
   durations `<name>_s` (seconds);

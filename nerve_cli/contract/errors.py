@@ -1,7 +1,7 @@
 """The error document: what `--json` prints on stdout when a command fails (same exit code as without).
 
 `error.type` is one of `ErrorType` (nerve_cli.errors): a closed list in each release, documented in
-schemas/error.json and the README, to which a version only adds.
+schemas/error.json and the docs (docs/reference/json.md), to which a version only adds.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The MCP server: Nerve's tools over stdio with the official SDK (`mcp` 2.x, `MCPServer`).
 
 Register it with a client as a stdio server running `nerve mcp --home PATH`
-(README: "Agents: nerve mcp"). Each tool returns a JSON object (structured
+(docs/guides/mcp.md). Each tool returns a JSON object (structured
 content, also as text) — the same document the matching CLI command prints
 with --json (nerve_cli.contract), or one only MCP answers (`sense-query`,
 `log-list`, `thread-start`); each tool advertises its document's shipped JSON

@@ -27,7 +27,7 @@ def fleet_view(home: Path) -> dict[str, Any]:
     fleet = config.fleet
     if fleet is None:
         raise NerveError("nerve.yaml has no `fleet:` section, so this instance is not in a fleet; add one "
-                         "(servers, publish, subscribe: see README, Running a fleet)")
+                         "(servers, publish, subscribe: see docs/guides/fleet.md)")
     layout = Layout(home)
     try:
         live = request(home, "status").get("fleet")

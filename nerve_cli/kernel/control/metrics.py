@@ -4,7 +4,7 @@
 HTTP side (metrics_http) answers on the engine's own event loop, so a scrape
 reads the engine's state between two events (never mid-update, no thread) and
 an idle engine has nothing extra waking up. prometheus-client is imported only
-here, only when metrics are asked for. README's Metrics table lists every family.
+here, only when metrics are asked for. docs/reference/metrics.md lists every family.
 """
 
 from __future__ import annotations
