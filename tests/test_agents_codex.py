@@ -111,3 +111,33 @@ agents:
     assert "ci.done #1" in texts[0] and '"job":1' in texts[0] and "#2" not in texts[0]
     assert "ci.done #2" in texts[1] and '"job":2' in texts[1]
     assert "2 turns completed" in out
+
+
+@pytest.mark.timeout(180)
+def test_a_running_engine_delivers_the_configured_agent_itself(home, tmp_path):
+    from enginekit import RunningEngine
+
+    model, codex_home = FakeModel(), tmp_path / "codex"
+    socket = Path(tempfile.mkdtemp(prefix="cx")) / "app.sock"
+    codex_home.mkdir()
+    (tmp_path / "project").mkdir()
+    server = _app_server(codex_home, socket, model)
+    try:
+        thread = asyncio.run(_start_thread(socket, tmp_path / "project"))
+        write_instance(home, f"""
+agents:
+  coder: {{on: [ci.done], start: all, deliver: {{codex: {{endpoint: "unix://{socket}", thread: "{thread}"}}}}}}
+""", {})
+        with RunningEngine(home) as engine:
+            engine.wait_ready(groups=0)
+            refused = nerve("agent", "deliver", "coder", home=home)
+            assert refused.returncode != 0 and "running engine delivers agent coder" in refused.stderr
+            emit_event(home, "ci.done", {"job": 3})
+            wait_for(lambda: _acked(home) == 1, 60, what="the engine's turn to be acknowledged")
+            engine.stop()
+    finally:
+        _kill(server)
+        model.close()
+        socket.unlink(missing_ok=True)
+        socket.parent.rmdir()
+    assert len(model.user_texts()) == 1 and "ci.done #1" in model.user_texts()[0]

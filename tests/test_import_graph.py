@@ -248,8 +248,9 @@ def test_a_back_arrow_is_caught() -> None:
 # rows below its own (the pump hands a start it cannot place back as a value, never calls up).
 LOOP = [
     ["desk"],                    # the running engine as its edges see it
-    ["outcomes", "edges"],       # the supervisors' hooks, the end of each compute, the loop's entry point
+    ["outcomes", "edges", "deliveries"],  # the supervisors' hooks, the end of each compute, the loop's entry point
                                  # | the optional edges (traces, fleet, webhooks, file reflexes, metrics)
+                                 # | the agents delivered to Codex
     ["builtins", "router"],      # the built-in senses, answering like a group | the signal bus
     ["pump", "freshness"],       # the one timer and the hand-over of starts | freshness on time
     ["records", "logwriter", "current"],  # one record per compute | batched log commits | the config in force

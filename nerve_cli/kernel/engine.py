@@ -51,6 +51,7 @@ from nerve_cli.kernel.ingress.console import start_console
 from nerve_cli.kernel.loop import edges
 from nerve_cli.kernel.loop.builtins import Builtins
 from nerve_cli.kernel.loop.current import Current
+from nerve_cli.kernel.loop.deliveries import CodexDeliveries
 from nerve_cli.kernel.loop.desk import Desk
 from nerve_cli.kernel.loop.freshness import FreshnessWatch
 from nerve_cli.kernel.loop.logwriter import LogWriter
@@ -233,6 +234,9 @@ class Engine:
         desk.console = await start_console(stack, self.home, desk.config.engine.ui, self.report)
         if desk.workflows is not None:
             await desk.workflows.start()
+        codex = CodexDeliveries(self.home, desk.current, self.report)  # agents delivered to Codex (its own part)
+        codex.start()
+        stack.push_async_callback(codex.close)
         desk.outcomes.trigger(THREADS_SENSE, BACKLOG)  # transitions logged while no engine signalled them
         desk.processes.start_all()
         desk.files.apply_config(desk.config)

@@ -106,9 +106,13 @@ def deliver_codex(home: Path, name: str, seconds: float | None, report: Callable
 
     from nerve_cli.agents.codex import CodexDeliverer  # websockets: only an agent delivered to Codex needs it
     from nerve_cli.agents.watch import UnknownAgent
+    from nerve_cli.ops.client import engine_running
 
     first = _waiter(home, name)
     codex = first.agent.deliver.codex if first.agent.deliver is not None else None
+    if codex is not None and engine_running(home):
+        raise UnknownAgent(f"the running engine delivers agent {name} to Codex itself (one delivery, one turn); "
+                           "stop it first to run `nerve agent deliver` in the foreground")
     if codex is None:
         raise UnknownAgent(f"agent {name} has no `deliver: {{codex: {{endpoint, thread}}}}` in nerve.yaml; "
                            "add it, or take its events with `nerve agent wait|next`")

@@ -1,0 +1,89 @@
+"""The agents delivered to Codex, run by the engine: one `CodexDeliverer` per agent with `deliver: {codex: ...}`.
+
+`nerve agent deliver NAME` runs one in the foreground; a running engine runs
+every configured one itself (and `nerve agent deliver` then refuses, so one
+delivery never becomes two turns). The config in force is looked at every
+`LOOK_S` seconds: an agent added, removed, disabled or pointed elsewhere by a
+hot reload has its deliverer started, stopped or started again. websockets is
+imported only once one is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Callable
+
+from nerve_cli.home import Layout
+from nerve_cli.kernel.loop.current import Current
+
+log = logging.getLogger(__name__)
+
+LOOK_S = 1.0
+
+
+class CodexDeliveries:
+    def __init__(self, home: Path, current: Current, report: Callable[[str, str], None]) -> None:
+        self.data = Layout(Path(home)).data
+        self.current, self.report = current, report
+        self.running: dict[str, tuple[tuple[str, str], asyncio.Event, asyncio.Task]] = {}
+        self._task: asyncio.Task | None = None
+
+    def wanted(self) -> dict[str, tuple[str, str]]:
+        """agent → (endpoint, thread) of the enabled agents delivered to Codex."""
+        out = {}
+        for name, agent in self.current.config.agents.items():
+            codex = agent.deliver.codex if agent.deliver is not None else None
+            if agent.enabled and codex is not None:
+                out[name] = (codex.endpoint, codex.thread)
+        return out
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            await self.reconcile()
+            await asyncio.sleep(LOOK_S)
+
+    async def reconcile(self) -> None:
+        wanted = self.wanted()
+        for name in [n for n, (where, _, _) in self.running.items() if wanted.get(n) != where]:
+            await self._stop(name)
+        for name, where in wanted.items():
+            if name not in self.running:
+                self._run(name, where)
+
+    def _run(self, name: str, where: tuple[str, str]) -> None:
+        from nerve_cli.agents.codex import CodexDeliverer  # websockets: only once an agent is delivered to Codex
+        from nerve_cli.agents.watch import Waiter
+
+        stop = asyncio.Event()
+        deliverer = CodexDeliverer(self.data, lambda: Waiter.of(self.data, self.current.config, name), *where,
+                                   report=self.report)
+        task = asyncio.get_running_loop().create_task(deliverer.run(stop))
+        task.add_done_callback(lambda done: self._ended(name, done))
+        self.running[name] = (where, stop, task)
+        self.report("info", f"agent {name}: delivering to codex thread {where[1]} at {where[0]}")
+
+    def _ended(self, name: str, task: asyncio.Task) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.report("error", f"agent {name}: codex delivery stopped: {task.exception()}; started again")
+        if self.running.get(name, (None, None, None))[2] is task:
+            del self.running[name]  # the next look starts it again
+
+    async def _stop(self, name: str) -> None:
+        _, stop, task = self.running.pop(name)
+        stop.set()
+        try:
+            await asyncio.wait_for(task, 10)
+        except (asyncio.TimeoutError, Exception):  # it was told to stop; whatever it raised on the way is over
+            task.cancel()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for name in list(self.running):
+            await self._stop(name)
