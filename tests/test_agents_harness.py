@@ -182,3 +182,20 @@ def test_the_metrics_show_each_agents_backlog(home):
     assert found[("nerve_agent_pending_deliveries", "coder")] == 1
     assert found[("nerve_agent_backlog_oldest_age_seconds", "coder")] > 0
     assert found[("nerve_agent_backlog_events", "idle")] == 0
+
+
+def test_the_engine_takes_each_agents_first_look_at_start(home):
+    """`start: new` counts from the agent's first look: a running engine takes it, so what reaches the engine
+    before any harness asked is the agent's (without it, the first take would start after these events)."""
+    from conftest import nerve
+
+    write_instance(home, "agents:\n  coder: {on: [ci.done]}\n", {})
+    emit_event(home, "ci.done", {"n": 0})  # before anyone looked: history, not news
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        wait_for(lambda: json.loads(nerve("agent", "list", "--json", home=home).stdout)["agents"][0]["unheard"] == 0
+                 and (home / "data" / "agents.db").exists(), 30, what="the engine's first look")
+        emit_event(home, "ci.done", {"n": 1})
+        engine.stop()
+    taken = json.loads(nerve("agent", "next", "coder", "--json", home=home).stdout)
+    assert [e["payload"]["n"] for e in taken["events"]] == [1]

@@ -1,4 +1,9 @@
-"""The agents delivered to Codex, run by the engine: one `CodexDeliverer` per agent with `deliver: {codex: ...}`.
+"""The agents, as the running engine keeps them: each one's first look, and a `CodexDeliverer` per agent
+with `deliver: {codex: ...}`.
+
+The first look: an agent whose sources start `new` (the default) hears what they receive from its first look
+on; the engine takes it for every enabled agent when it starts and when a reload adds one, so events that
+reach the engine before any harness asked are the agent's.
 
 `nerve agent deliver NAME` runs one in the foreground; a running engine runs
 every configured one itself (and `nerve agent deliver` then refuses, so one
@@ -28,6 +33,7 @@ class CodexDeliveries:
         self.data = Layout(Path(home)).data
         self.current, self.report = current, report
         self.running: dict[str, tuple[tuple[str, str], asyncio.Event, asyncio.Task]] = {}
+        self.looked: set[str] = set()  # agents whose first look this engine took
         self._task: asyncio.Task | None = None
 
     def wanted(self) -> dict[str, tuple[str, str]]:
@@ -48,12 +54,33 @@ class CodexDeliveries:
             await asyncio.sleep(LOOK_S)
 
     async def reconcile(self) -> None:
+        new = [n for n, a in self.current.config.agents.items() if a.enabled and n not in self.looked]
+        if new:
+            try:
+                await asyncio.to_thread(self._look, new)
+            except Exception as exc:  # the inbox unreadable now (a damaged file is reported by whoever writes it)
+                self.report("error", f"agents {', '.join(new)}: could not look at their sources: {exc}")
+            else:
+                self.looked.update(new)
         wanted = self.wanted()
         for name in [n for n, (where, _, _) in self.running.items() if wanted.get(n) != where]:
             await self._stop(name)
         for name, where in wanted.items():
             if name not in self.running:
                 self._run(name, where)
+
+    def _look(self, names: list[str]) -> None:
+        from nerve_cli.config.agents import agent_sources  # (kept with _run: the agent side loads when there are agents)
+        from nerve_cli.store.inbox import Inbox  # data/agents.db: opened only when there are agents
+
+        config = self.current.config
+        inbox = Inbox(self.data)
+        try:
+            for name in names:
+                agent = config.agents[name]
+                inbox.intake(name, agent_sources(config, name), agent.match, agent.start)
+        finally:
+            inbox.close()
 
     def _run(self, name: str, where: tuple[str, str]) -> None:
         from nerve_cli.agents.codex import CodexDeliverer  # websockets: only once an agent is delivered to Codex
