@@ -43,11 +43,26 @@ def _app_server(codex_home: Path, socket: Path, model: FakeModel) -> subprocess.
 
 
 def _kill(server: subprocess.Popen) -> None:
+    """The app-server and what it started: its process group, and any process still serving its socket (the
+    native binary can leave the group npm's wrapper started)."""
+    listen = server.args[server.args.index("--listen") + 1] if isinstance(server.args, list) else None
     try:
         os.killpg(server.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     server.wait()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if listen is not None and listen.encode() in command and b"app-server" in command:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 async def _start_thread(socket: Path, cwd: Path) -> str:
