@@ -164,7 +164,7 @@ def test_config_tracebacks_non_utf8_save_keeps_hot_reload_working(home: Path) ->
         assert "not UTF-8" in rejected[0]["payload"]["problems"][0]
         (home / "nerve.yaml").write_text(config.replace("1h", "2h"))
         reloaded = wait_for(lambda: read_logs(home, "system", "config_reloaded"), 15, what="the next good save")
-        assert reloaded[0]["payload"]["changes"] == ["reflexes changed (1 → 1)"]
+        assert reloaded[0]["payload"]["changes"] == ["reflexes changed (1 → 1)", "reflexes[0].interval: 1h → 2h"]
         code, output = engine.stop()
     assert code == 0, output
 

@@ -151,3 +151,31 @@ def test_a_workflows_folder_created_after_start_is_watched(home: Path) -> None:
         (home / "workflows" / "late.py").write_text("workflow = None\n")
         wait_for(lambda: read_logs(home, "system", "workflow_reloaded", "late"), 10, what="the new workflow file")
         engine.stop()
+
+
+SLOW = "import time\n\ndef compute(db, peers):\n    time.sleep(3)\n    return 1\n"
+
+
+def test_a_nerve_yaml_save_during_a_reload_that_restarts_the_watch_is_applied(home: Path) -> None:
+    """The gap itself, held open: a batch with a new folder restarts the watch once its reload is done, and a
+    save of nerve.yaml while that reload waits (here, for a slow compute to end before its worker restarts) was
+    in the old watch's queue, dropped with it."""
+    config = "senses:\n  slow: {}\nreflexes:\n  - {sense: slow, interval: 100ms}\n"
+    write_instance(home, config, {"slow": SLOW})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: starts(home, "slow"), 20, what="slow to be computing")
+        write_sense(home, "slow", SLOW + "# edited\n")  # its worker restarts once this compute ends
+        write_sense(home, "fresh", returns("new"))  # a new folder: the watch starts again after this reload
+        time.sleep(1.0)  # the batch was taken (300 ms of debounce), its reload waits for slow's compute
+        (home / "nerve.yaml").write_text(textwrap.dedent("""
+            senses:
+              slow: {}
+              fresh: {}
+            reflexes:
+              - {sense: slow, interval: 100ms}
+              - {sense: fresh, interval: 100ms}
+        """))
+        wait_for(lambda: last_signal(home, "fresh") == "new", 30, what="the sense nerve.yaml added in the gap")
+        code, out = engine.stop()
+    assert code == 0, out

@@ -575,6 +575,10 @@ class NerveConfig(_Model):
         live = self.enabled_senses()
         return [r for r in self.reflexes if r.enabled and r.sense in live]
 
+    def kernel_senses(self) -> dict[str, float | None]:
+        """The built-in senses the kernel computes, each with its interval (None: it runs when asked)."""
+        return {HEALTH_SENSE: self.engine.health_interval, THREADS_SENSE: None}
+
     def live_fleet(self) -> FleetConfig | None:
         """The fleet section when it is there and enabled."""
         return self.fleet if self.fleet is not None and self.fleet.enabled else None

@@ -150,8 +150,7 @@ class Engine:
         stats = EngineStats()
         stats.restore(logs.meta_with_prefix(SUCCESS_MARK), logs.meta_with_prefix(SIGNAL_MARK))
         # every sense is held until its group's worker says it is ready (the built-in senses are the kernel's own)
-        scheduler = Scheduler(config, completions, {HEALTH_SENSE: config.engine.health_interval,
-                                                    THREADS_SENSE: None}, now=time.time(), hold_new=True)
+        scheduler = Scheduler(config, completions, config.kernel_senses(), now=time.time(), hold_new=True)
 
         def trigger(sense: str, reason: Reason) -> None:  # (the outcomes part, made below, is the loop's entry)
             outcomes.trigger(sense, reason)
@@ -202,7 +201,6 @@ class Engine:
         self._halts.append(watchdog.stop)
         self.desk = desk = Desk(home, layout, current, self.started_at, scheduler, outcomes, groups, delivery, emits,
                                 stats, logs, log, report, freshness, guards, watchdog, workflows, fleet, files)
-        desk.webhooks_pinned = self.options.webhooks is not None
         desk.notifier = make_notifier(stack, home, lambda: current.config, desk.link_base, report)
         router.subscribe(desk.notifier)  # it wakes on nerve-threads' and nerve-health's signals
         metrics_at = self.options.metrics or config.engine.metrics

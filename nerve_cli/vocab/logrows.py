@@ -333,9 +333,12 @@ def sense_fresh(sense: str, expected_every_s: float) -> LogRow:
 
 # -- hot reload -----------------------------------------------------------------------------
 
-def config_reloaded(changes: list[str], restarted_groups: list[str], warnings: list[str]) -> LogRow:
+def config_reloaded(changes: list[str], restarted_groups: list[str], warnings: list[str],
+                    at_next_start: list[str] | None = None) -> LogRow:
+    """A save of nerve.yaml applied: every change (a key path each), and the keys among them that only the
+    engine's next start applies (`at_next_start`)."""
     return LogRow(LogKind.CONFIG_RELOADED, "nerve.yaml", {"changes": changes, "restarted_groups": restarted_groups,
-                                                          "warnings": warnings})
+                                                          "warnings": warnings, "at_next_start": at_next_start or []})
 
 
 def config_rejected(problems: list[str], warnings: list[str]) -> LogRow:

@@ -176,8 +176,11 @@ class Scheduler:
 
     # configuration ---------------------------------------------------------
     def apply_config(self, config: NerveConfig, last_completions: dict[str, float] | None = None,
-                     *, now: float = 0.0) -> None:
-        """(Re)build triggers from config, keeping the runtime state of senses that stay."""
+                     *, now: float = 0.0, extra_senses: dict[str, float | None] | None = None) -> None:
+        """(Re)build triggers from config, keeping the runtime state of senses that stay; `extra_senses`: the
+        kernel's own senses with their intervals now (engine.health_interval changed), when given."""
+        if extra_senses is not None:
+            self._extra = dict(extra_senses)
         self._release_debounces(NEVER)  # a burst in progress fires now rather than being lost
         old, completions = self.states, last_completions or {}
         previous_crons = {name: state.crons for name, state in old.items()}

@@ -68,7 +68,6 @@ class Desk:
         self.listener_health = ListenerHealth(home)
         self.agent_health = AgentHealth(home)
         self.webhooks: Any = None  # kernel.ingress.webhooks.WebhookServer once it listens
-        self.webhooks_pinned = False  # `nerve run --webhooks` chose where: engine.webhooks is not read
         self.notifier: Any = None  # kernel.notify.notifier.Notifier: `notify:` rules through apprise
         self.console: Any = None  # kernel.ingress.console.Console when engine.ui runs the web console
 
@@ -197,7 +196,7 @@ class Desk:
         # a sense that joins keeps its rhythm from disk, like at start-up (the log store keeps every
         # sense's last completion in memory: no query here); cron times count from now
         completions = {k: v / 1000 for k, v in self.logs.last_completions().items()}
-        self.scheduler.apply_config(config, completions, now=time.time())
+        self.scheduler.apply_config(config, completions, now=time.time(), extra_senses=config.kernel_senses())
         self.outcomes.refresh_runnable(list(self.scheduler.states))  # senses may have joined or changed group
         self.delivery.apply_config(config)  # changed on: lists: a new source's waiting events are delivered
         self.files.apply_config(config)
@@ -209,11 +208,6 @@ class Desk:
         return self.webhooks.url.rsplit("/emit/", 1)[0] if self.webhooks is not None else None
 
     def config_applied(self) -> None:
-        if not self.webhooks_pinned and self.config.engine.webhooks != (self.webhooks and self.webhooks.address):
-            self.report("warn", "engine.webhooks changed: restart the engine to listen there "
-                                "(the channels' settings apply at once)")
-        if self.config.engine.ui != (self.console.address if self.console is not None else None):
-            self.report("warn", "engine.ui changed: restart the engine to run the console there")
         if self.notifier is not None:
             self.notifier.wake()  # notify: rules apply at its next look
         if self.workflows is not None:

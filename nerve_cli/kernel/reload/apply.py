@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig, format_duration
 from nerve_cli.errors import ConfigError
+from nerve_cli.kernel.reload.keys import Effect
+from nerve_cli.kernel.reload.keys import changes as config_changes
 from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.vocab import logrows
@@ -60,11 +62,14 @@ class Target(Protocol):
 
 
 _SCHEDULER_KEYS = ("throttle", "timeout", "grace_period")
+SAID = "(takes effect at the next start)"
 
 
 def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
-    """Human-readable changes from `old` to `new`, one line each."""
+    """Human-readable changes from `old` to `new`, one line each: every field of the validated configuration
+    that differs (`reload.keys.changes`), a key that only a start applies marked so."""
     out: list[str] = []
+    found = config_changes(old, new)
     old_on, new_on = old.enabled_senses(), new.enabled_senses()
     for name in new_on.keys() - old_on.keys():
         out.append(f"sense {name} added (group {new_on[name].group})")
@@ -80,23 +85,25 @@ def describe_diff(old: NerveConfig, new: NerveConfig) -> list[str]:
             va, vb = getattr(a, key), getattr(b, key)
             if va != vb:
                 out.append(f"senses.{name}.{key}: {_dur(va)} → {_dur(vb)}")
+    said = {f"senses.{n}.{k}" for n in old_on.keys() & new_on.keys() for k in ("group", "peers", *_SCHEDULER_KEYS)}
+    said |= {f"senses.{n}" for n in old_on.keys() ^ new_on.keys()} | {f"senses.{n}.enabled" for n in old.senses}
     if old.reflexes != new.reflexes:
         out.append(f"reflexes changed ({len(old.reflexes)} → {len(new.reflexes)})")
-    if old.workflows != new.workflows:
-        out.append("workflows changed: " + ", ".join(sorted(
-            n for n in old.workflows.keys() | new.workflows.keys() if old.workflows.get(n) != new.workflows.get(n))))
-    if old.groups != new.groups:
-        out.append("group limits changed: " + ", ".join(sorted(
-            n for n in old.groups.keys() | new.groups.keys() if old.groups.get(n) != new.groups.get(n))))
-    if old.engine.metrics != new.engine.metrics:
-        out.append(f"engine.metrics: {old.engine.metrics or 'unset'} → {new.engine.metrics or 'unset'} "
-                   "(takes effect at the next start)")
-    if old.engine.model_copy(update={"metrics": None}) != new.engine.model_copy(update={"metrics": None}):
-        out.append("engine settings changed")
+        said.add("reflexes")
     if old.live_fleet() != new.live_fleet():
         what = "left" if new.live_fleet() is None else ("joined" if old.live_fleet() is None else "changed")
         out.append(f"fleet {what} (the link to NATS starts again)")
+    for change in found:
+        if change.path in said:
+            continue
+        line = change.describe()
+        out.append(f"{line} {SAID}" if change.effect is Effect.NEXT_START else line)
     return out
+
+
+def at_next_start(old: NerveConfig, new: NerveConfig) -> list[str]:
+    """The changed keys a running engine does not apply: logged, and said, as taking effect at its next start."""
+    return [c.path for c in config_changes(old, new) if c.effect is Effect.NEXT_START]
 
 
 def _dur(value: float | None) -> str:
@@ -138,8 +145,12 @@ async def reload_config(engine: Target) -> set[str]:
     engine.use_config(new)
     restarted = await engine.processes.regroup(old, new)
     engine.config_applied()
-    engine.log(logrows.config_reloaded(changes, sorted(restarted), [str(w) for w in warnings]))
+    later = at_next_start(old, new)
+    engine.log(logrows.config_reloaded(changes, sorted(restarted), [str(w) for w in warnings], later))
     engine.report("info", "nerve.yaml reloaded: " + "; ".join(changes))
+    if later:
+        engine.report("warn", f"{', '.join(later)} changed: a running engine does not apply "
+                              f"{'it' if len(later) == 1 else 'them'}; restart it to")
     for warning in warnings:
         engine.report("warn", str(warning))
     return restarted

@@ -28,6 +28,7 @@ IGNORED_DIRS = {"data", ".git", "__pycache__", ".venv", ".mypy_cache", ".pytest_
 DEBOUNCE_MS = 300  # the longest a burst of saves is collected before one reload
 MAX_DEPTH = 6  # folders below senses/ that are watched (a sense's own packages, migrations/)
 STEP_MS = 50  # watchfiles' poll of its event queue: 20 wake-ups/s idle; a batch ends after this much quiet
+ACTIVE_MS = 2000  # with no event, a watch yields once in this long (the first yield: the watch is running)
 
 
 @dataclass
@@ -118,17 +119,27 @@ def watched_dirs(home: Path) -> set[Path]:
 
 
 async def watch(home: Path, on_change: Callable[[Changes], Awaitable[None]], stop: asyncio.Event) -> None:
-    """Call `on_change` once per debounced batch of relevant file changes, until `stop` is set."""
+    """Call `on_change` once per debounced batch of relevant file changes, until `stop` is set.
+
+    When a folder comes or goes the watch starts again over the new set; a file saved between the old
+    watch's end and the new one's start would be seen by neither (`nerve sense new` makes a folder, then
+    writes nerve.yaml: 2 of 14 new senses were never loaded). So what may have changed in that gap —
+    nerve.yaml, and the files of the new folders — is looked at once the new watch runs (its first yield:
+    an event, or a `rust_timeout` with none), when any later save is the new watch's.
+    """
     folders = watched_dirs(home)
+    again = Changes()  # to look at once the next watch runs
     while not stop.is_set():
         rebuilt: set[Path] | None = None
         async for batch in awatch(*sorted(folders), watch_filter=_Filter(), stop_event=stop, debounce=DEBOUNCE_MS,
-                                  step=STEP_MS, recursive=False, raise_interrupt=False):
-            changes = classify(home, {path for _change, path in batch})
-            now = watched_dirs(home)
-            if now != folders:  # a folder came or went: files in a new one were not watched yet
-                for folder in now - folders:  # its files may have been saved before its watch began
-                    changes = _merge(changes, classify(home, {str(folder / "sense.py"), *_files(folder)}))
+                                  step=STEP_MS, recursive=False, raise_interrupt=False, rust_timeout=ACTIVE_MS,
+                                  yield_on_timeout=True):
+            changes, again = _merge(classify(home, {path for _change, path in batch}), again), Changes()
+            now = watched_dirs(home) if batch else folders
+            if now != folders:  # a folder came or went: the watch starts again over the new set
+                again = Changes(config=True)
+                for folder in now - folders:  # files saved in a new folder before (or while) it is watched
+                    again = _merge(again, classify(home, {str(folder / "sense.py"), *_files(folder)}))
                 rebuilt = now
             if changes:
                 await on_change(changes)
