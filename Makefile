@@ -12,7 +12,7 @@ HARNESS_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332
 # processes and SQLite, so the suite takes about 60% of its serial time.
 PYTEST_ARGS ?= -n 4
 
-.PHONY: install test test-fast lint run bench clean tools docs docs-serve
+.PHONY: install test test-fast lint run bench clean tools docs docs-serve reference
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,13 +62,18 @@ test-fast: $(STAMP)
 # the gate CI runs before the tests: ruff (mistakes, import order) and mypy (types), both configured in
 # pyproject.toml; every change passes it
 lint: $(STAMP)
-	$(BIN)/ruff check nerve_cli tests bench
+	$(BIN)/ruff check nerve_cli tests bench scripts
 	$(BIN)/mypy
 
 # the documentation site from docs/ (MkDocs, Material theme) into site/; --strict: a warning (a broken link, an
 # orphan page) fails the build. Material's notice about its own end of life is not a warning about these docs.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# the reference pages made from the code (the CLI, nerve.yaml's model, the JSON Schemas, the log's vocabulary, the
+# metrics, the error types): written again; tests/test_docs_reference.py fails while a committed one is stale
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
 
 # the site at http://127.0.0.1:8000, rebuilt as a page is saved
 docs-serve: $(STAMP)

@@ -14,27 +14,49 @@ from typing import ClassVar
 class ErrorType(str, Enum):
     """`error.type` in the error document. Values are only ever added within a contract version."""
 
-    ERROR = "error"  # a problem the message explains (no narrower type applies)
-    USAGE = "usage"  # a bad option, argument or tool argument (exit code 2)
-    INSTANCE_NOT_FOUND = "instance_not_found"  # no instance at --home / $NERVE_HOME / ~/.uncaged-nerve
-    INSTANCE_EXISTS = "instance_exists"  # nerve init on a folder that is not empty
-    CONFIG_ERROR = "config_error"  # nerve.yaml is invalid; every problem is in `problems`
-    SENSE_ERROR = "sense_error"  # a sense cannot be found, loaded or computed
-    MIGRATION_ERROR = "migration_error"  # a migration cannot be generated or applied
-    SCHEMA_DRIFT = "schema_drift"  # schema.py and the migrations disagree: run `nerve sense migrate`
-    WORKFLOW_ERROR = "workflow_error"  # a workflow definition, directive or thread request is invalid
-    WORKFLOW_LOAD_ERROR = "workflow_load_error"  # a workflow file does not load
-    ENGINE_NOT_RUNNING = "engine_not_running"  # the command needs `nerve run`
-    ENGINE_LOCKED = "engine_locked"  # another engine holds the instance
-    WORKER_GONE = "worker_gone"  # a one-off worker exited before it answered
-    DAMAGED_DATABASE = "damaged_database"  # a database file SQLite cannot read as one
-    STORAGE_ERROR = "storage_error"  # a write the disk refused (read-only, permissions, full)
-    DATABASE_ERROR = "database_error"  # SQLite failed otherwise (locked too long, I/O)
-    EVENT_ERROR = "event_error"  # an event that cannot be stored as given
-    QUERY_REFUSED = "query_refused"  # a query that would write (or is not one statement): nothing ran
-    BLOB_NOT_FOUND = "blob_not_found"  # no blob with that hash
-    WEBHOOK_REFUSED = "webhook_refused"  # a webhook post refused (no such channel, bad signature, not JSON...)
-    INTERNAL = "internal"  # an unexpected failure in Nerve itself: the message names the exception; please report it
+    ERROR = "error"
+    """A problem the message explains, when no narrower type applies."""
+    USAGE = "usage"
+    """A bad option, argument or MCP tool argument (exit code 2)."""
+    INSTANCE_NOT_FOUND = "instance_not_found"
+    """No instance at `--home`, `$NERVE_HOME` or `~/.uncaged-nerve`."""
+    INSTANCE_EXISTS = "instance_exists"
+    """`nerve init` on a folder that is not empty."""
+    CONFIG_ERROR = "config_error"
+    """nerve.yaml is invalid; every problem is in `problems`."""
+    SENSE_ERROR = "sense_error"
+    """A sense cannot be found, loaded or computed."""
+    MIGRATION_ERROR = "migration_error"
+    """A migration cannot be generated or applied."""
+    SCHEMA_DRIFT = "schema_drift"
+    """schema.py and the migrations disagree (run `nerve sense migrate NAME`)."""
+    WORKFLOW_ERROR = "workflow_error"
+    """A workflow definition, directive or thread request is invalid."""
+    WORKFLOW_LOAD_ERROR = "workflow_load_error"
+    """A workflow file does not load."""
+    ENGINE_NOT_RUNNING = "engine_not_running"
+    """The command needs `nerve run`."""
+    ENGINE_LOCKED = "engine_locked"
+    """Another engine holds the instance."""
+    WORKER_GONE = "worker_gone"
+    """A one-off worker exited before it answered."""
+    DAMAGED_DATABASE = "damaged_database"
+    """A database file SQLite cannot read as one."""
+    STORAGE_ERROR = "storage_error"
+    """A write the disk refused (read-only, permissions, full)."""
+    DATABASE_ERROR = "database_error"
+    """SQLite failed otherwise (locked too long, I/O)."""
+    EVENT_ERROR = "event_error"
+    """An event that cannot be stored as given."""
+    QUERY_REFUSED = "query_refused"
+    """A query that would write, or is not one statement: nothing ran."""
+    BLOB_NOT_FOUND = "blob_not_found"
+    """No blob with that hash."""
+    WEBHOOK_REFUSED = "webhook_refused"
+    """A webhook post refused: no such channel, a bad signature, a body that is not JSON or too large (its HTTP status
+    says which)."""
+    INTERNAL = "internal"
+    """A failure in Nerve itself (the message names the exception; the traceback goes to stderr): please report it."""
 
 
 class NerveError(Exception):

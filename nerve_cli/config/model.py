@@ -125,7 +125,8 @@ HeaderName = Annotated[str, BeforeValidator(_check_header)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # each field's docstring is its description: the nerve.yaml reference (docs/reference/config.md) is made from it
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def _otlp_endpoint(value: object) -> object:
@@ -138,37 +139,72 @@ class OtelConfig(_Model):
     """Export traces over OpenTelemetry (needs `pip install 'nerve-cli[otel]'`); the OTEL_* variables apply too."""
 
     endpoint: Annotated[str, BeforeValidator(_otlp_endpoint)] | None = None  # as OTEL_EXPORTER_OTLP_ENDPOINT
+    """Export traces over OpenTelemetry (OTLP/HTTP) to this collector, e.g. `http://collector:4318`;
+    `OTEL_EXPORTER_OTLP_ENDPOINT` does the same (this key wins). Needs `pip install 'nerve-cli[otel]'`; see
+    [Traces](../guides/traces.md). Applies at the next start."""
     capture_content: StrictBool = False  # export prompts and answers of model calls, and payloads
+    """Export threads' prompts and models' answers too (as `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    Applies at the next start."""
     enabled: StrictBool = True
+    """`false` turns traces off whatever the environment says. Applies at the next start."""
 
 
 class EngineConfig(_Model):
     max_rounds: StrictInt = Field(default=100, ge=1)
+    """Hard cap on the rounds of any workflow thread."""
     archive_after: Duration = 30 * 86400.0
+    """Rows older than this are moved to `data/archive/` (daily, and by `nerve archive`)."""
     shutdown_timeout: Duration = 5.0
+    """On Ctrl-C or SIGTERM, how long running computes may finish."""
     health_interval: Duration = 60.0
+    """How often the built-in `nerve-health` sense runs."""
     failure_backoff_after: StrictInt = Field(default=3, ge=1)
+    """Failures in a row (error, timeout, worker died) before a sense is backed off."""
     failure_backoff_first: Duration = 5.0
+    """The first back-off of a failing sense, doubling up to `failure_backoff_max`; one success ends it."""
     failure_backoff_max: Duration = 600.0
+    """The longest back-off of a failing sense."""
     quarantine_after: StrictInt = Field(default=3, ge=1)
+    """A sense blamed for its worker's death this many times within `quarantine_window` is not computed for
+    `quarantine_for` (survives restarts; `nerve sense reset` lifts it)."""
     quarantine_window: Duration = 3600.0
+    """The window in which a sense's blamed worker deaths are counted."""
     quarantine_for: Duration = 3600.0
+    """How long a quarantined sense is not computed."""
     respawn_backoff_first: Duration = 0.5
+    """A dead worker (a sense group's or a workflow's) is respawned after this, doubling up to `respawn_backoff_max`
+    while it keeps dying within 10s of its start."""
     respawn_backoff_max: Duration = 30.0
+    """The longest pause before a dead worker is respawned."""
     metrics: Address | None = None  # serve Prometheus metrics here (`nerve run --metrics` overrides it)
+    """Serve Prometheus metrics at `http://HOST:PORT/metrics` (`127.0.0.1:9464`, `[::1]:9464`, or a port: loopback);
+    `nerve run --metrics` overrides it. Applies at the next start; see [Metrics and alerts](../guides/metrics.md)."""
     webhooks: Address | None = None  # serve POST /emit/CHANNEL here (`nerve run --webhooks` wins)
+    """Serve `POST /emit/CHANNEL` at `HOST:PORT` (a bare port: loopback); `nerve run --webhooks` wins. Answer links
+    (`/answer/TOKEN`) are served there too. A change applies at the next start; see
+    [Webhooks](../guides/webhooks.md)."""
     ui: Address | None = None  # the engine runs `nerve ui --listen` here beside it (a service's console)
+    """The engine runs the web console (`nerve ui --listen HOST:PORT`) beside it, as its own process: restarted when it
+    dies, stopped with the engine; its address and token are in the engine's output. For a service-run engine; a
+    change applies at the next start."""
     webhook_connections: StrictInt = Field(default=256, ge=1, le=10_000)  # open at once; the next gets 503
+    """Webhook connections open at once; the next gets 503. A change applies at the next start."""
     webhook_timeout: Duration = 10.0  # a request must arrive whole within this
+    """How long one webhook request may take to arrive whole (else 408). A change applies at the next start."""
     otel: OtelConfig | None = None  # traces over OpenTelemetry (also switched on by OTEL_EXPORTER_OTLP_ENDPOINT)
+    """Traces over OpenTelemetry (also switched on by `OTEL_EXPORTER_OTLP_ENDPOINT`)."""
 
 
 class GroupConfig(_Model):
     """Resource limits of one sense group's worker; unset limits cost nothing."""
 
     memory_limit: Size | None = None
+    """Resident memory of the group's worker, e.g. `300MB`, `512MiB`: a worker over it is stopped, and the log names the
+    sense that used most of it."""
     cpu_limit: Percent | None = None
+    """Share of one core the group's worker may use, averaged over `cpu_window`, e.g. `80%`."""
     cpu_window: Duration = 10.0
+    """The window `cpu_limit` is averaged over."""
 
 
 def _check_signal_version(value: object) -> str:
@@ -183,16 +219,28 @@ SignalVersion = Annotated[str, BeforeValidator(_check_signal_version)]
 
 class SenseConfig(_Model):
     group: Name = "default"
+    """Senses of one group share a worker process."""
     throttle: Duration = 0.0
+    """Minimum gap between two compute starts; a trigger inside it is deferred to its end, never dropped."""
     timeout: Duration = 30.0
+    """A compute running longer is abandoned and rolled back."""
     grace_period: Duration | None = None
+    """After the timeout, the group worker is killed and respawned; none: 3 × `timeout`."""
     peers: tuple[Name, ...] = ()
+    """Senses whose databases this one may read (read-only)."""
     enabled: StrictBool = True
+    """`false` turns it off (with its cascade); nothing is deleted."""
     expect_signal_every: Duration | None = None  # longer without a signal: stale (status, top, metrics, nerve-health)
+    """Signalling less often than this makes it stale (status, top, metrics, a `nerve-health` signal); see
+    [Freshness](../guides/projections.md#freshness)."""
     # the schema version its signals carry as events (`event.schema_version` for its listeners), and whether
     # each carries its payload's content hash (`event.hash`), as `nerve emit --schema-version/--hash` does
     signal_version: SignalVersion | None = None
+    """The schema version its signals carry as events (`event.schema_version` for its listeners: text such as `2` or
+    `v1.0`, no spaces); change it with the payload's shape. Signals stored before keep theirs."""
     signal_hash: StrictBool = False
+    """`true`: each signal carries its payload's content hash (`event.hash`, `sha256:` of the canonical JSON), as `nerve
+    emit --hash` does."""
 
     @field_validator("expect_signal_every")
     @classmethod
@@ -220,20 +268,36 @@ BindingLiteral = StrictStr | StrictInt | StrictFloat | StrictBool
 
 class ReflexConfig(_Model):
     sense: Name
+    """The sense to compute."""
     interval: Duration | None = None
+    """Run it this long after its last completed compute."""
     on: tuple[Channel, ...] = ()
+    """Run it when these signal: senses, external channels (`nerve emit`; a channel name is at most 200 characters, no
+    control characters), the built-in `nerve-health` and `nerve-threads`, another host's `HOST/SENSE`."""
     paths: tuple[PathText, ...] = ()  # file reflex: run when files matching these globs change
+    """Run it when files matching these globs change (`~/notes/**/*.md`; relative: inside the instance); see [File
+    reflexes](../guides/file-reflexes.md)."""
     cron: str | None = None
+    """Five-field cron times, in `timezone`."""
     timezone: str | None = None
+    """The IANA timezone of `cron`; none: the machine's."""
     debounce: Duration | None = None
+    """A burst of `on:` signals (or of `paths:` changes) becomes one compute after this quiet period."""
     max_wait: Duration | None = None
+    """With `debounce`: never later than this after the burst began."""
     jitter: Duration | None = None
+    """Move each interval run randomly by up to ± this (shorter than the interval)."""
     # the `on:` sources wait until the sense is read (`sense show`, `sense compute`, MCP, a peer's read)
     lazy: StrictBool = False
+    """`true`: its `on:` sources' events wait until the sense is read, which brings it up to date; see [Lazy
+    projections](../guides/projections.md#lazy-projections)."""
     # payload key (a.b for nesting) → the value an event must have there: a literal, a list (any of them),
     # or `$name`, a parameter every read of the sense binds
     bindings: dict[str, BindingLiteral | list[BindingLiteral]] = {}
+    """Payload key (`a.b` for nesting) → the value its sources' events must hold there (a list: any of them; `$name`: a
+    parameter each read binds; needs `lazy: true`)."""
     enabled: StrictBool = True
+    """`false` turns the reflex off (no cascade)."""
 
     @field_validator("bindings")
     @classmethod
@@ -310,13 +374,21 @@ class ChannelConfig(_Model):
     """An external channel's own settings: whether HTTP may post to it, and how a post proves itself."""
 
     webhook: StrictBool = False  # accept POST /emit/NAME when the engine serves webhooks
+    """Accept `POST /emit/C` when the engine serves webhooks."""
     secret_env: EnvName | None = None  # the environment variable holding the HMAC-SHA256 secret
+    """The environment variable holding the HMAC-SHA256 secret posts to the channel are signed with."""
     signature_header: HeaderName = "X-Hub-Signature-256"  # its value: sha256=<hex digest of the body>
+    """The header carrying `sha256=<hex digest of the body>`."""
     delivery_header: HeaderName | None = None  # the delivery id (the emit key); unset: the usual names
+    """The header whose value is the delivery id (the event's key); none: `X-GitHub-Delivery`, `X-Gitea-Delivery`,
+    `X-Gitlab-Event-UUID`, `Webhook-Id`, `Idempotency-Key`."""
     # the emit key taken from the JSON body instead (`body.tool_use_id`: a dotted path in it); wins over the header
     key: Annotated[str, BeforeValidator(_body_key)] | None = None
+    """`body.PATH`: the event's key is the value at that dotted path of the posted JSON (a resend is stored once),
+    instead of a delivery header."""
     # headers kept with the event: the stored payload is then {"headers": {NAME: value}, "body": <the body>}
     keep_headers: tuple[HeaderName, ...] = ()
+    """Headers stored with a webhook's event: its payload becomes `{"headers": {NAME: value}, "body": <the body>}`."""
 
     @model_validator(mode="after")
     def _combinations(self) -> "ChannelConfig":
@@ -334,27 +406,51 @@ class ApproverRule(_Model):
     """`approvers: {names: [ada, bob, cy], count: 2}`: two of these three settle a question."""
 
     names: list[PersonName] = Field(default_factory=list)
+    """The people who may answer."""
     count: StrictInt = Field(default=1, ge=1, le=20)
+    """Distinct approvals that settle a question."""
 
 
 class WorkflowConfig(_Model):
     concurrency: StrictInt = Field(default=1, ge=1)
+    """Threads running at once."""
     overflow: Literal["drop", "queue"] = "queue"
+    """`drop` or `queue` a request when every slot is busy."""
     max_queue: StrictInt = Field(default=100, ge=1)
+    """A full queue drops its oldest request."""
     idempotent: StrictBool = False
+    """After a crash, resume threads instead of marking them `crashed`."""
     drain_timeout: Duration = 30.0
+    """On reload, how long running threads may finish."""
     role_timeout: Duration | None = None
+    """A role call taking longer is cancelled (and retried `role_retries` times)."""
     role_retries: StrictInt = Field(default=0, ge=0, le=5)
+    """Retries of a failing role call."""
     role_backoff: Duration = 1.0  # first pause before a retry; doubles each time, with jitter
+    """The pause before the first retry; each next pause doubles (capped at 60s), with jitter: pause n lies between half
+    and all of its nominal value, so pauses grow and retries of many threads spread out."""
     thread_timeout: Duration | None = None
+    """A thread older than this ends as failed."""
     approval_timeout: Duration | None = None  # a thread waiting for a person this long ends `failed`
+    """A thread waiting for a person this long ends `failed` with that reason."""
     cancel_grace: Duration = 5.0  # a cancelled thread's role still running after this: its worker is stopped
+    """A cancelled thread whose role has not stopped after this (a blocking call) is ended by the engine, which stops
+    its worker (the workflow's other running threads then follow the crash rule)."""
     model: ModelId | None = None  # llm model id or alias for model-backed roles (overridden by the role)
+    """The [llm](https://llm.datasette.io) model id or alias of the workflow's model-backed roles (`llm_role`); a role's
+    own `model=` wins; none: `llm models default`."""
     system: str | None = None  # system prompt for model-backed roles (overridden by the role)
+    """The system prompt of its model-backed roles; a role's own `system=` wins."""
     enabled: StrictBool = True
+    """`false` refuses new threads."""
     # who settles a person's question: a count of distinct people, the names who may answer, or both
     approvers: Annotated[StrictInt, Field(ge=1, le=20)] | list[PersonName] | ApproverRule | None = None
+    """Who settles a person's question: a count of distinct people (`2`), the names who may answer (`[ada, bob]`), or
+    both (`{names: [ada, bob, cy], count: 2}`); none: one approval by anyone. A rejection settles a question at once.
+    Read at each answer (hot reload applies it to the next one)."""
     self_approval: StrictBool = True  # false: the person who started a thread may not approve its questions
+    """`false`: the person who started a thread (its origin's `by`) may not approve its questions (a rejection is still
+    theirs to give)."""
 
     def approval_count(self) -> int:
         """Distinct approvals that settle a question (1 unless `approvers` asks for more)."""
@@ -404,24 +500,36 @@ class CodexDelivery(_Model):
     """Hand an agent's events to a Codex thread through the user's `codex app-server`."""
 
     endpoint: Annotated[str, BeforeValidator(_codex_endpoint)]
+    """The Codex app-server: `unix://PATH` or `ws://127.0.0.1:PORT`."""
     thread: Annotated[str, BeforeValidator(_codex_thread)]  # the thread id turns start on
+    """The Codex thread whose turns Nerve starts with the agent's events."""
 
 
 class AgentDelivery(_Model):
     codex: CodexDelivery | None = None
+    """The Codex app-server and thread whose turns Nerve starts with the agent's events: the running engine does it
+    (applied at once on reload), `nerve agent deliver` without one."""
 
 
 class AgentConfig(_Model):
     """A coding agent and what it hears: a listener without code, with a durable inbox (store.inbox)."""
 
     on: tuple[Channel, ...]  # any source a reflex can name
+    """The sources the agent hears, named as in a reflex's `on:` (see [Waking coding agents](../guides/agents.md)); read
+    by every take, so a change applies at the agent's next take."""
     match: Match = {}  # only events whose payload has these values reach it
+    """Payload key (`a.b` for nesting) → the value (or list of values) an event must have to reach the agent."""
     batch: StrictInt = Field(default=20, ge=1, le=1000)  # events in one delivery (one turn) at most
+    """Events in one delivery (one turn) at most, 1 to 1000."""
     deliver: AgentDelivery | None = None  # none: it takes its events itself (hook, MCP, `nerve agent next`)
+    """How deliveries reach it; none: it takes them itself (a hook, MCP, `nerve agent next`)."""
     # where a source it never heard starts: `new`, after what the source holds at its first look; `all`, everything
     # the source still holds
     start: Literal["new", "all"] = "new"
+    """Where a source the agent never heard starts: `new` after its newest event at the agent's first look (`nerve agent
+    install`, the first take, or a running engine: at its start and when a reload adds the agent), `all` at its first."""
     enabled: StrictBool = True
+    """A disabled agent keeps its inbox; nothing is handed to it."""
 
     @field_validator("on")
     @classmethod
@@ -492,28 +600,47 @@ ServerUrls = Annotated[tuple[ServerUrl, ...], BeforeValidator(lambda v: [v] if i
 
 class FleetPublish(_Model):
     senses: tuple[Name, ...] = ()  # this host's senses whose signals go out, as HOST/SENSE
+    """Local senses whose signals go out as `HOST/SENSE`."""
     channels: tuple[FleetChannel, ...] = ()  # channels whose local emits go out to the fleet
+    """Channels whose local emits go out to the fleet."""
 
 
 class FleetSubscribe(_Model):
     senses: tuple[RemoteSense, ...] = ()  # HOST/SENSE: another host's published sense
+    """Other hosts' senses (`HOST/SENSE`) received here as sources."""
     channels: tuple[FleetChannel, ...] = ()  # fleet channels: the other hosts' emits come in
+    """Fleet channels received here: the other hosts' emits come in."""
 
 
 class FleetConfig(_Model):
     """This host in a fleet joined through NATS JetStream (see `config.fleet` for names and subjects)."""
 
     servers: ServerUrls = Field(min_length=1)
+    """NATS server URLs (`nats://`, `tls://`, `ws://`, `wss://`; one may be written without a list); credentials come
+    from the environment (see [A fleet of machines](../guides/fleet.md))."""
     host: HostName | None = None  # None: this machine's hostname
+    """This host's name in the fleet: lowercase letters, digits, `_`, `-`; none: this machine's hostname (first label,
+    lowercased)."""
     stream: StreamName = "nerve"
+    """The JetStream stream (created if missing) and its subjects' first part."""
     publish: FleetPublish = FleetPublish()
+    """What this host sends to the fleet."""
     subscribe: FleetSubscribe = FleetSubscribe()
+    """What this host receives from the fleet."""
     retention: Duration = 7 * 86400.0  # how long the stream keeps a message for a host that is away
+    """How long the stream keeps a message for a host that is away."""
     max_bytes: Size = 1024 ** 3  # the stream's cap in bytes: past it the oldest messages go (as past retention)
+    """The stream's cap in bytes: past it the oldest messages go first (a host away that long misses them, as past
+    `retention`). The stream's bounds are the fleet's: a host that connects with other values updates them and logs
+    it, so give every host the same."""
     max_messages: StrictInt = Field(default=1_000_000, ge=1)  # and in messages
+    """The stream's cap in messages, as `max_bytes`."""
     replicas: StrictInt = Field(default=1, ge=1, le=5)
+    """The stream's replicas in a NATS cluster (when this host creates it)."""
     ack_wait: Duration = 30.0  # a message handed to this host and not acknowledged within this is handed again
+    """A message handed to this host and not acknowledged within this is handed over again."""
     enabled: StrictBool = True
+    """`false` leaves the fleet without removing the section."""
 
     @property
     def host_name(self) -> str:
@@ -527,14 +654,24 @@ class NotifyRule(_Model):
     """`notify:` one rule: what to tell, and where (apprise URLs: ntfy://, slack://, mailto://, json://, ...)."""
 
     name: Name | None = None  # in status and metrics (default notify-N, N its place in the list)
+    """The rule's name in status and metrics; none: `notify-N`, N its place in the list."""
     to: list[Annotated[str, Field(min_length=1, max_length=2000)]] = []
+    """Apprise URLs (`ntfy://`, `slack://`, `mailto://`, `json://`, ...); `to` or `to_env` is required."""
     to_env: EnvName | None = None  # a variable holding more URLs (space or comma apart): secrets stay out of the file
+    """An environment variable holding more URLs (space or comma apart): secrets stay out of the file."""
     on: list[Literal[NOTIFY_EVENTS]] = ["waiting", "failed", "crashed"]  # type: ignore[valid-type]
+    """What to tell of: `waiting`, `failed`, `crashed`, `completed`, `cancelled`, `dropped` (threads), `stale`,
+    `quarantined` (senses)."""
     workflows: list[Name] = []  # only threads of these workflows (empty: every workflow)
+    """Only threads of these workflows (empty: every workflow)."""
     senses: list[Name] = []  # only these senses going stale or quarantined (empty: every sense)
+    """Only these senses going stale or quarantined (empty: every sense)."""
     answer_as: Annotated[str, Field(min_length=1, max_length=200)] | None = None  # whose answer a notified link records
+    """Whose answer a notification's answer link records; none: the rule's name."""
     retry_max: Duration = 300.0  # the longest pause between two tries of a notification that failed
+    """The longest pause between two tries of a notification that failed."""
     enabled: StrictBool = True
+    """`false`: the rule sends nothing (its held notifications wait)."""
 
     @model_validator(mode="after")
     def _has_targets(self) -> NotifyRule:
@@ -546,14 +683,24 @@ class NotifyRule(_Model):
 
 class NerveConfig(_Model):
     engine: EngineConfig = EngineConfig()
+    """The engine's own settings; every key has a default."""
     groups: dict[Name, GroupConfig] = {}
+    """Resource limits per sense group (a group's senses share a worker)."""
     senses: dict[Name, SenseConfig] = {}
+    """The senses, by name: their folder is `senses/NAME/`."""
     reflexes: tuple[ReflexConfig, ...] = ()
+    """When senses run: each needs `interval`, `on`, `cron` or `paths`."""
     workflows: dict[Name, WorkflowConfig] = {}
+    """The workflows, by name: `workflows/NAME.py` or `workflows/NAME.pipeline.yaml`."""
     fleet: FleetConfig | None = None
+    """This host in a fleet of engines joined through NATS JetStream; see [A fleet of machines](../guides/fleet.md)."""
     channels: dict[Channel, ChannelConfig] = {}
+    """External channels' settings, by name: webhooks, signatures, keys."""
     agents: dict[Name, AgentConfig] = {}
+    """Coding agents woken with what they hear, by name; see [Waking coding agents](../guides/agents.md)."""
     notify: tuple[NotifyRule, ...] = ()
+    """Notification rules: who is told of threads waiting, failing, and senses going stale; see [People where they
+    are](../guides/people.md)."""
 
     def notify_rules(self, enabled: bool = True) -> dict[str, NotifyRule]:
         """The `notify:` rules by name (an unnamed one is notify-N, N its place from 1): the enabled ones, or

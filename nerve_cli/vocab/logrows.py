@@ -34,59 +34,154 @@ class LogKind(Enum):
 
     # computes
     RUN_START = (LogSource.REFLEX, "run_start")
+    """A compute started: compute_id, reason, lateness_ms.
+    ref_id: sense"""
     OUTPUT = (LogSource.REFLEX, "output")
+    """The lines a compute printed.
+    ref_id: sense"""
     RUN_COMPLETE = (LogSource.REFLEX, "run_complete")
+    """A compute ended: outcome (signal, silent, error, timeout, lost), duration, signal_id, events consumed.
+    ref_id: sense"""
     FILES_CHANGED = (LogSource.REFLEX, "files_changed")
+    """A file reflex saw a burst of changes: how many, the first paths.
+    ref_id: sense"""
     # external events
     EMIT = (LogSource.SIGNAL, "emit")
+    """An external event stored: payload, event_id, origin, schema_version, hash.
+    ref_id: channel"""
     # the engine
     ENGINE_STARTED = (LogSource.SYSTEM, "engine_started")
+    """The engine started: pid, senses, groups, event loop.
+    ref_id: —"""
     ENGINE_STOPPED = (LogSource.SYSTEM, "engine_stopped")
+    """The engine stopped: pid, uptime.
+    ref_id: —"""
     WARNING = (LogSource.SYSTEM, "warning")
+    """A nerve.yaml warning at start.
+    ref_id: nerve.yaml"""
     ERROR = (LogSource.SYSTEM, "error")
+    """Something failed: message, error_type, file, line, traceback.
+    ref_id: sense, workflow or part"""
     CONTROL_BUSY = (LogSource.SYSTEM, "control_busy")
+    """The control socket refused connections.
+    ref_id: control"""
     WEBHOOKS_STARTED = (LogSource.SYSTEM, "webhooks_started")
+    """The engine serves webhooks: url, channels.
+    ref_id: —"""
     METRICS_BUSY = (LogSource.SYSTEM, "metrics_busy")
+    """The metrics endpoint reached its connection cap.
+    ref_id: metrics"""
     WEBHOOKS_BUSY = (LogSource.SYSTEM, "webhooks_busy")
+    """The webhook server reached its cap of open connections or of request bytes being received: what, held, limit.
+    ref_id: webhooks"""
     ARCHIVED = (LogSource.SYSTEM, "archived")
+    """What the daily archive moved.
+    ref_id: archive"""
     # the fleet (ref_id: this host's name in it; fleet_not_sent: the source)
     FLEET_CONNECTED = (LogSource.SYSTEM, "fleet_connected")
+    """Joined the fleet's NATS server.
+    ref_id: this host"""
     FLEET_DISCONNECTED = (LogSource.SYSTEM, "fleet_disconnected")
+    """Lost it.
+    ref_id: this host"""
     FLEET_NOT_SENT = (LogSource.SYSTEM, "fleet_not_sent")
+    """A payload the NATS server refuses, logged once.
+    ref_id: source"""
     # workers (a sense group's, ref_id the group; a workflow's, ref_id the workflow)
     WORKER_STARTED = (LogSource.SYSTEM, "worker_started")
+    """A worker is ready: pid, senses, restarts.
+    ref_id: group or workflow"""
     WORKER_EXITED = (LogSource.SYSTEM, "worker_exited")
+    """A worker died: exit, what it was computing, blame.
+    ref_id: group or workflow"""
     WORKER_KILLED = (LogSource.SYSTEM, "worker_killed")
+    """The engine killed a worker: why.
+    ref_id: group"""
     WORKER_RESPAWN = (LogSource.SYSTEM, "worker_respawn")
+    """A workflow worker restarts after a back-off.
+    ref_id: workflow"""
     MALFORMED = (LogSource.SYSTEM, "malformed")
+    """A worker wrote a line that is not the protocol.
+    ref_id: group"""
     WATCHDOG_KILL = (LogSource.SYSTEM, "watchdog_kill")
+    """A worker over its memory or CPU limit was stopped.
+    ref_id: group"""
     # guards
     PENALISED = (LogSource.SYSTEM, "penalised")
+    """A failing sense is backed off.
+    ref_id: sense"""
     QUARANTINED = (LogSource.SYSTEM, "quarantined")
+    """A sense that kills its worker is not computed for a while.
+    ref_id: sense"""
     RESET = (LogSource.SYSTEM, "reset")
+    """`nerve sense reset` lifted that.
+    ref_id: sense"""
     CURSOR_MOVED = (LogSource.SYSTEM, "cursor_moved")
+    """`nerve sense replay` moved a cursor back: source, from, to, events waiting.
+    ref_id: sense"""
     CURSOR_RESTARTED = (LogSource.SYSTEM, "cursor_restarted")
+    """A listener's source database was rebuilt (another identity): its cursor restarts at the new one's first event;
+    source, was_at, identity_was, identity_now.
+    ref_id: sense"""
     SENSE_DB_CREATED = (LogSource.SYSTEM, "sense_db_created")
+    """A sense that ran before got a new empty database (deleted while the engine ran, or missing at start): path, why,
+    had_history.
+    ref_id: sense"""
     # freshness (expect_signal_every)
     SENSE_STALE = (LogSource.SYSTEM, "sense_stale")
+    """A sense did not signal within its `expect_signal_every`.
+    ref_id: sense"""
     SENSE_FRESH = (LogSource.SYSTEM, "sense_fresh")
+    """A stale sense signalled again.
+    ref_id: sense"""
     # hot reload
     CONFIG_RELOADED = (LogSource.SYSTEM, "config_reloaded")
+    """A saved nerve.yaml was applied: the changes.
+    ref_id: nerve.yaml"""
     CONFIG_REJECTED = (LogSource.SYSTEM, "config_rejected")
+    """A saved nerve.yaml was refused: every problem.
+    ref_id: nerve.yaml"""
     CONFIG_UNCHANGED = (LogSource.SYSTEM, "config_unchanged")
+    """A save that changed nothing.
+    ref_id: nerve.yaml"""
     SENSE_RELOADED = (LogSource.SYSTEM, "sense_reloaded")
+    """A sense's files changed: its worker restarted.
+    ref_id: group"""
     WORKFLOW_RELOADED = (LogSource.SYSTEM, "workflow_reloaded")
+    """A workflow's file changed: its worker restarted.
+    ref_id: workflow"""
     # threads: a message of the chain, and each status a thread takes
     THREAD_MESSAGE = (LogSource.WORKFLOW, "message")
+    """One message of its chain: the start message, a role's round (`round`), a person's answer.
+    ref_id: run id"""
     ROLE_FAILED = (LogSource.WORKFLOW, "role_failed")  # an attempt of a role failed and is retried: not a status
+    """An attempt of a role failed and is retried (role, attempt of attempts, reason, error, the pause before the next):
+    part of its story, not a status.
+    ref_id: run id"""
     THREAD_QUEUED = (LogSource.WORKFLOW, ThreadStatus.QUEUED.value)
+    """A thread was asked for (prompt, max_rounds, origin), or queued again after a person's answer.
+    ref_id: run id"""
     THREAD_STARTED = (LogSource.WORKFLOW, ThreadStatus.STARTED.value)
+    """A worker took it (or resumed it).
+    ref_id: run id"""
     THREAD_WAITING = (LogSource.WORKFLOW, ThreadStatus.WAITING.value)
+    """It waits for a person: the question.
+    ref_id: run id"""
     THREAD_COMPLETED = (LogSource.WORKFLOW, ThreadStatus.COMPLETED.value)
+    """It ended: END, or max_rounds.
+    ref_id: run id"""
     THREAD_FAILED = (LogSource.WORKFLOW, ThreadStatus.FAILED.value)
+    """It ended with a failure: the reason.
+    ref_id: run id"""
     THREAD_CRASHED = (LogSource.WORKFLOW, ThreadStatus.CRASHED.value)
+    """Its worker or the engine died and it could not resume.
+    ref_id: run id"""
     THREAD_DROPPED = (LogSource.WORKFLOW, ThreadStatus.DROPPED.value)
+    """Refused or pushed out by its workflow's `overflow`.
+    ref_id: run id"""
     THREAD_CANCELLED = (LogSource.WORKFLOW, ThreadStatus.CANCELLED.value)
+    """A person cancelled it (`nerve thread cancel`, MCP `cancel_thread`): reason, by, via.
+    ref_id: run id"""
 
     def __init__(self, source: LogSource, type_: str) -> None:
         self.source = source
