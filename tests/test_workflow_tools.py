@@ -6,6 +6,7 @@ import asyncio
 import json
 import signal
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,45 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
     after_kill = _messages(home, killed)
     assert [m["role"] for m in after_kill] == [START, "agent", "__person__", "__tool__", "__tool__", "agent"]
     assert tool_results(after_kill[-1]["content"])[0].startswith("Not run: this call was approved, but the worker")
+
+
+SYNC_AGENT = AGENT.replace('agent = llm_role(model="echo",', 'agent = llm_role(model="echo", sync=True,')
+
+
+def test_a_thread_cancelled_while_an_approved_call_runs_runs_nothing_after_it_and_ends_once_it_returned(
+        home: Path, llm_home: Path) -> None:
+    """A sync model's chain runs in a thread of its own, which cancelling the thread's task does not stop: it
+    went on to the next approved call after the thread was recorded cancelled (an approve and a cancel at
+    once: both accepted, the thread `cancelled`, and the approved tool ran)."""
+    write_instance(home, """
+        senses:
+          prs: {}
+        workflows:
+          agent: {cancel_grace: 60s}
+    """, {"prs": PRS}, {"prs": PRS_SCHEMA})
+    assert generate_migration(home / "senses" / "prs") is not None
+    (home / "workflows").mkdir(exist_ok=True)
+    (home / "workflows" / "agent.py").write_text(SYNC_AGENT)
+    status = lambda run: thread_statuses(home).get(run)  # noqa: E731
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        run = request(home, "start_thread", workflow="agent",
+                      prompt=_calls(("deploy", {"env": "prod"}), ("deploy", {"env": "staging"})))["run_id"]
+        wait_for(lambda: status(run) == "waiting", 30, what="the thread to ask about its two deploys")
+        (home / "deploy-hold").write_text("")
+        answered = answer_thread(home, run, "approve", None, via="nerve thread approve")
+        assert answered["resumes"], answered
+        wait_for(lambda: (home / "deploy-started").exists(), 30, what="the first approved deploy to start")
+        assert request(home, "cancel_thread", run_id=run, reason="stop")["status"] == "cancelling"
+        # the deploy it started runs on: the thread is not said stopped meanwhile
+        time.sleep(0.5)
+        assert status(run) == "started"
+        (home / "deploy-gate").write_text("")
+        wait_for(lambda: status(run) == "cancelled", 30, what="the thread to end once its deploy returned")
+        ended = read_logs(home, "workflow", "cancelled", run)[-1]["payload"]
+        engine.stop()
+    assert _deploys(home) == ["prod"]  # the second approved call never started: it was cancelled first
+    assert ended["by"] and ended["was"] == "started"
 
 
 # -- the role alone, without a worker --------------------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from nerve_cli.automaton.context import current_thread
 from nerve_cli.automaton.model import PERSON, TOOL, RoleSetupError, WorkflowMessage
 from nerve_cli.automaton.questions import TOOL_APPROVAL, call_question
 from nerve_cli.automaton.waits import note_decisions
@@ -174,12 +175,15 @@ class ToolRound:
             record, instead = self._gate(spec, arguments)
             if instead is not None:
                 return instead
-            with _recording(record):
-                if inspect.iscoroutinefunction(spec.function):
-                    value = await spec.function(**arguments)
-                else:  # a blocking function must not hold the worker's loop (nor survive a role_timeout)
-                    value = await in_daemon_thread(lambda: spec.function(**arguments))
-                record["result"] = _recordable(value)
+            with _running(spec, record) as stopped:
+                if stopped is not None:
+                    return stopped
+                with _recording(record):
+                    if inspect.iscoroutinefunction(spec.function):
+                        value = await spec.function(**arguments)
+                    else:  # a blocking function must not hold the worker's loop (nor survive a role_timeout)
+                        value = await in_daemon_thread(lambda: spec.function(**arguments))
+                    record["result"] = _recordable(value)
             return value
 
         return run
@@ -189,11 +193,14 @@ class ToolRound:
             record, instead = self._gate(spec, arguments)
             if instead is not None:
                 return instead
-            with _recording(record):
-                value = spec.function(**arguments)
-                if inspect.isawaitable(value):
-                    value = asyncio.run(_awaited(value))
-                record["result"] = _recordable(value)
+            with _running(spec, record) as stopped:
+                if stopped is not None:
+                    return stopped
+                with _recording(record):
+                    value = spec.function(**arguments)
+                    if inspect.isawaitable(value):
+                        value = asyncio.run(_awaited(value))
+                    record["result"] = _recordable(value)
             return value
 
         return run
@@ -248,6 +255,27 @@ class ToolRound:
             return False
         record["approval"] = {"decision": "asked"}
         return True
+
+
+@contextmanager
+def _running(spec: ToolSpec, record: dict[str, Any]) -> Iterator[str | None]:
+    """Around a call about to run: None, and the call counted as running for its thread's cancel to wait
+    for; or what the model gets instead, once the thread was cancelled (a sync chain runs on in its own
+    thread after the cancel: no call starts then)."""
+    info = current_thread()
+    if info is None:
+        yield None
+        return
+    ticket = info.halt.begin(spec.name)
+    if ticket is None:
+        instead = f"Not run: the thread was cancelled ({info.halt.cancelled})."
+        record["result"], record["cancelled"] = instead, True
+        yield instead
+        return
+    try:
+        yield None
+    finally:
+        info.halt.end(ticket)
 
 
 @contextmanager

@@ -11,7 +11,8 @@ the real stdout only; `print()` in user code goes to stderr.
   message is sent as ThreadMessage(seq) and the thread waits for the kernel's
   Ack(seq) — the message is on disk — before its next step. ThreadEnd closes it
   (status `waiting` when a role asked a person: the task ends, the slot is free).
-- ThreadCancel: cancel that thread's task; it ends `failed` with "cancelled: <reason>".
+- ThreadCancel: cancel that thread's task; no tool call of it starts any more (`automaton.context.Halt`),
+  and once those already running have returned it ends `failed` with "cancelled: <reason>".
 - Shutdown or EOF on stdin (the kernel is gone or stopping us): cancel what is
   left and exit 0. The kernel lets threads finish before it asks, so whatever is
   still running here cannot be acknowledged any more.
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nerve_cli.automaton.context import ThreadInfo, enter_thread
+from nerve_cli.automaton.context import Halt, ThreadInfo, enter_thread
 from nerve_cli.automaton.load import WorkflowLoadError
 from nerve_cli.automaton.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import FAILED, ThreadContext, run_thread
@@ -59,6 +60,7 @@ class Runtime:
         self.out = out
         self.definition = definition
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.halts: dict[str, Halt] = {}  # each running thread's cancel, as its tool calls see it
         self.acks: dict[tuple[str, int], asyncio.Future[None]] = {}
         self.emits: dict[tuple[str, int], asyncio.Future[protocol.EmitDone]] = {}
         self.requests = 0
@@ -90,6 +92,7 @@ class Runtime:
         elif isinstance(message, protocol.ThreadCancel):
             task = self.tasks.get(message.run_id)
             if task is not None:
+                self.halts[message.run_id].cancel(message.reason)
                 task.cancel(message.reason)
         elif isinstance(message, protocol.EmitDone):
             answer = self.emits.pop((message.run_id, message.request), None)
@@ -102,12 +105,13 @@ class Runtime:
         if message.run_id in self.tasks:
             print(f"workflow worker {self.name}: {message.run_id} is already running", file=sys.stderr)
             return
-        task = asyncio.get_running_loop().create_task(self.thread(message))
-        self.tasks[message.run_id] = task
+        halt = Halt()
+        task = asyncio.get_running_loop().create_task(self.thread(message, halt))
+        self.tasks[message.run_id], self.halts[message.run_id] = task, halt
         run_id = message.run_id
-        task.add_done_callback(lambda _t: self.tasks.pop(run_id, None))
+        task.add_done_callback(lambda _t: (self.tasks.pop(run_id, None), self.halts.pop(run_id, None)))
 
-    async def thread(self, start: protocol.ThreadStart) -> None:
+    async def thread(self, start: protocol.ThreadStart, halt: Halt) -> None:
         run_id = start.run_id
         try:
             if start.workflow != self.name:
@@ -130,11 +134,17 @@ class Runtime:
         ctx = dataclasses.replace(self.ctx, role_timeout=start.role_timeout, role_retries=start.role_retries,
                                   role_backoff=start.role_backoff, on_retry=retried)
         enter_thread(ThreadInfo(run_id, start.workflow, start.model, start.system, home=self.home,
-                                emit=lambda channel, payload, key: self.emit(run_id, channel, payload, key)))
+                                emit=lambda channel, payload, key: self.emit(run_id, channel, payload, key),
+                                halt=halt))
         try:
             outcome = await run_thread(self.definition, chain, persist, ctx)
         except asyncio.CancelledError as exc:
             reason = exc.args[0] if exc.args else "cancelled"
+            halt.cancel(reason)  # a worker stopping cancels its tasks without a ThreadCancel
+            running = halt.running()
+            if running:  # calls in threads of their own run on: the thread has stopped once they return
+                await halt.idle()
+                reason += f" (after its running tool call {', '.join(running)} returned)"
             self.out.send(protocol.ThreadEnd(run_id, FAILED, f"cancelled: {reason}"))
             raise
         except ValueError as exc:  # a chain the loop cannot run (e.g. bad maxRounds)
