@@ -54,6 +54,34 @@ def test_next_ack_and_the_offline_inbox(home):
     assert unknown.returncode == 2 and "no agent 'codr'" in unknown.stderr and "coder" in unknown.stderr
 
 
+def test_a_channel_store_put_back_from_a_backup_gives_the_agent_what_came_after_its_cursor(home, tmp_path):
+    """events.db put back from `nerve backup` has the same identity and ids behind the agent's cursor: the
+    agent hears what is stored after, not nothing until the ids pass its cursor again."""
+    write_instance(home, CONFIG, {})
+
+    def heard() -> list[int]:
+        done = _doc("agent-delivery", nerve("agent", "next", "coder", "--json", home=home))
+        if done["delivery"] is not None:
+            nerve("agent", "ack", "coder", str(done["delivery"]), home=home)
+        return [e["payload"]["n"] for e in done["events"]]
+
+    assert heard() == []  # its first look: start: new
+    for n in range(2):
+        emit_event(home, "ci.done", {"n": n})
+    assert heard() == [0, 1]
+    assert nerve("backup", str(tmp_path / "copy"), home=home).returncode == 0
+    for n in range(2, 6):
+        emit_event(home, "ci.done", {"n": n})
+    assert heard() == [2, 3, 4, 5]  # the cursor at id 6
+    time.sleep(0.01)  # what is stored from now on comes after the agent's cursor was written
+    for suffix in ("-wal", "-shm"):
+        (home / "data" / f"events.db{suffix}").unlink(missing_ok=True)
+    (home / "data" / "events.db").write_bytes((tmp_path / "copy" / "data" / "events.db").read_bytes())
+    for n in (10, 11):
+        emit_event(home, "ci.done", {"n": n})  # ids 3 and 4 again, in the restored lineage: behind 6
+    assert heard() == [10, 11]
+
+
 def test_wait_exits_2_with_the_events_on_stderr_and_0_on_timeout(home):
     write_instance(home, CONFIG, {})
     nerve("agent", "next", "coder", home=home)  # its first look

@@ -156,3 +156,36 @@ def test_a_wal_deleted_under_a_running_worker_is_noticed_and_what_follows_is_see
         # its next compute (it used to go on until SQLite's own checkpoint, hundreds of computes later)
         wait_for(lambda: len(signal_ids(home, "src")) >= seen + 3, 5, what="signals after the -wal was deleted")
         engine.stop()
+
+
+def test_a_source_put_back_from_a_backup_behind_its_listeners_cursor_is_read_from_where_the_listener_was(
+        home: Path, tmp_path: Path) -> None:
+    """`nerve backup`'s copy of a source database has the same identity: put back, its ids go on from the copy's
+    newest, behind the listener's cursor, and the listener skipped every signal up to where its cursor was."""
+    instance(home, enabled=True)
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(got(home, "store")) >= 4, 30, what="the listener to consume")
+        copy = tmp_path / "backup"
+        taken = nerve("backup", str(copy), home=home)
+        assert taken.returncode == 0, taken.stdout + taken.stderr
+        backed_up = signal_ids(copy, "src")[-1]
+        wait_for(lambda: len(got(home, "store")) >= backed_up + 8, 30, what="the listener to go on past the copy")
+        engine.stop()
+    cursor_before = max(event_id for _, event_id, _ in got(home, "store"))
+    assert cursor_before >= backed_up + 8
+    for suffix in ("-wal", "-shm"):  # put back with the engine stopped, as a person restoring a file would
+        (home / "data" / "senses" / f"src.db{suffix}").unlink(missing_ok=True)
+    (home / "data" / "senses" / "src.db").write_bytes((copy / "data" / "senses" / "src.db").read_bytes())
+    received = len(got(home, "store"))
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: len(signal_ids(home, "src")) >= cursor_before + 3, 30, what="the restored source to signal")
+        wait_for(lambda: {i for _, i, _ in got(home, "store")[received:]} >= set(range(backed_up + 1, cursor_before + 3)),
+                 30, what="the listener to receive the restored lineage's signals")
+        engine.stop()
+    again = [i for _, i, _ in got(home, "store")[received:]]
+    assert again[: cursor_before + 2 - backed_up] == list(range(backed_up + 1, cursor_before + 3))  # once, in order
+    row = read_logs(home, "system", "cursor_restarted", "store")[0]["payload"]
+    assert (row["why"], row["was_at"], row["reads_from"]) == ("restored", cursor_before, backed_up)
+    assert row["identity_was"] == row["identity_now"]

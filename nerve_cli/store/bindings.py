@@ -53,13 +53,15 @@ def _sql_value(value: Any) -> Any:
 def read_binding(conn: sqlite3.Connection, binding: str) -> tuple[dict[str, Cursor], Any, int | None]:
     """(cursors, value, value_ts) of one set of values; nothing consumed yet: ({}, None, None)."""
     try:
-        row = conn.execute(f"SELECT cursors, value, value_ts FROM {BINDINGS} WHERE binding = ?", (binding,)).fetchone()
+        row = conn.execute(f"SELECT cursors, value, value_ts, ts FROM {BINDINGS} WHERE binding = ?",
+                           (binding,)).fetchone()
     except sqlite3.OperationalError:  # no bound compute has committed yet
         return {}, None, None
     if row is None:
         return {}, None, None
     # each source's cursor is [last_id, identity of the source database it counted in]
-    cursors = {source: Cursor(*at) for source, at in orjson.loads(row[0]).items()}
+    cursors = {source: Cursor(at[0], at[1] if len(at) > 1 else None, row[3])  # ts: when it last consumed
+               for source, at in orjson.loads(row[0]).items()}
     return cursors, (orjson.loads(row[1]) if row[1] is not None else None), row[2]
 
 

@@ -31,7 +31,7 @@ import hashlib
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 import orjson
 
@@ -46,7 +46,7 @@ from nerve_cli.store.files import FILE_SCHEMA
 from nerve_cli.store.logview import LogReader
 from nerve_cli.store.sqlitefile import BUSY_TIMEOUT_MS, DamagedDatabase, DamagedRead, check_file, open_reader, open_writer
 from nerve_cli.vocab.reasons import TriggerKind
-from nerve_cli.vocab.sources import SourceKind
+from nerve_cli.vocab.sources import CursorJump, SourceKind
 from nerve_cli.wire.protocol import MAX_PAYLOAD, payload_too_large
 
 MAX_KEY = 200  # characters in an idempotency key
@@ -420,7 +420,8 @@ def store_event(path: Path, channel: str, payload: Any, key: str | None = None, 
 
 def read_cursors(conn: sqlite3.Connection) -> dict[str, Cursor]:
     try:
-        return {s: Cursor(i, ident) for s, i, ident in conn.execute(f"SELECT source, last_id, identity FROM {CURSORS}")}
+        return {s: Cursor(i, ident, ts) for s, i, ident, ts in
+                conn.execute(f"SELECT source, last_id, identity, ts FROM {CURSORS}")}
     except sqlite3.OperationalError:  # a database from before cursors (or their identities) existed
         try:
             return {s: Cursor(i) for s, i in conn.execute(f"SELECT source, last_id FROM {CURSORS}")}
@@ -444,6 +445,47 @@ def source_identity(conn: sqlite3.Connection) -> str | None:
     except sqlite3.Error:
         return None
     return row[0] if row else None
+
+
+class Resume(NamedTuple):
+    """Where a read of a source goes on from a cursor: after `after`; `why` it is not the cursor's own place."""
+
+    after: int
+    why: CursorJump | None = None
+
+
+def resume_after(conn: sqlite3.Connection, kind: str, name: str, cursor: Cursor | None, identity: str | None,
+                 listener: str = "") -> Resume:
+    """Where a listener reads `name` from, given its cursor (None: it never read it: from the start).
+
+    A source rebuilt since (another identity) is read from its start. A source behind its cursor in the same
+    database (a copy of an earlier state put back, e.g. from `nerve backup`: its ids go on from the copy's
+    newest) is read after the last event the listener had when it wrote its cursor: the events the copy
+    holds past that were made after the cursor, new to the listener (their ids may be ones it had from the
+    lost lineage); what the lost lineage held past the copy is gone with it."""
+    if cursor is None:
+        return Resume(0)
+    top = head(conn, kind)
+    if rebuilt(cursor, identity, top):
+        return Resume(0, CursorJump.REBUILT)
+    if cursor.last_id > top:
+        return Resume(_had_when(conn, kind, name, cursor.ts, top, listener), CursorJump.RESTORED)
+    return Resume(cursor.last_id)
+
+
+def _had_when(conn: sqlite3.Connection, kind: str, name: str, ts: int | None, top: int, listener: str) -> int:
+    """The newest id up to `top` of events stored by `ts` (unix ms); no time known: `top`."""
+    if ts is None:
+        return top
+    table = SOURCE_TABLES[kind]
+    scope, params = ("channel = ? AND ", [name]) if kind == SourceKind.CHANNEL else \
+        ("sense = ? AND pattern = ? AND ", [listener, name]) if kind == SourceKind.FILE else ("", [])
+    try:
+        row = conn.execute(f"SELECT max(id) FROM {table} WHERE {scope}id <= ? AND ts <= ?",
+                           (*params, top, ts)).fetchone()
+    except sqlite3.Error:
+        return top
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def rebuilt(cursor: Cursor | None, identity: str | None, top: int) -> bool:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nerve_cli.store.events import BUSY_TIMEOUT_MS, Cursor, connect_readonly, head, rebuilt, source_identity, source_path
+from nerve_cli.store.events import BUSY_TIMEOUT_MS, Cursor, connect_readonly, head, resume_after, source_identity, source_path
 from nerve_cli.store.sqlitefile import check_file
 from nerve_cli.vocab.sources import SourceKind
 
@@ -60,8 +60,8 @@ class OutboxStore:
 
     def sent(self) -> dict[Source, Cursor]:
         """Each published source's sent mark: the last id acknowledged, in the source database `identity`."""
-        return {(k, n): Cursor(i, ident) for k, n, i, ident in
-                self.conn.execute("SELECT kind, name, last_id, identity FROM sent")}
+        return {(k, n): Cursor(i, ident, ts) for k, n, i, ident, ts in
+                self.conn.execute("SELECT kind, name, last_id, identity, ts FROM sent")}
 
     def mark_sent(self, source: Source, mark: Cursor) -> None:
         self.conn.execute("INSERT INTO sent (kind, name, last_id, ts, identity) VALUES (?, ?, ?, ?, ?) "
@@ -76,8 +76,11 @@ class OutboxStore:
         if conn is None:
             return mark or Cursor(0)
         identity = source_identity(conn)
-        if mark is None or rebuilt(mark, identity, head(conn, source[0])):
+        if mark is None:
             return Cursor(0, identity)
+        after, jump = resume_after(conn, source[0], source[1], mark, identity)
+        if jump is not None:  # rebuilt, or an earlier copy put back: what it holds past the mark's time is new
+            return Cursor(after, identity)
         return mark if mark.identity is not None or identity is None else Cursor(mark.last_id, identity)
 
     def read(self, source: Source, after: int, limit: int, max_bytes: int) -> list[Row]:

@@ -46,7 +46,7 @@ from nerve_cli.store.events import (
     count_after,
     head,
     read_source,
-    rebuilt,
+    resume_after,
     source_identity,
     source_path,
 )
@@ -160,8 +160,8 @@ class Inbox:
 
     def _intake(self, agent: str, sources: Mapping[str, str], match: Mapping[str, Any] | None, start: str) -> int:
         conn, ts, heard = self.conn, now_ms(), 0
-        cursors = {s: Cursor(i, ident) for s, i, ident in conn.execute(
-            "SELECT source, last_id, identity FROM agent_cursors WHERE agent = ?", (agent,))}
+        cursors = {s: Cursor(i, ident, t) for s, i, ident, t in conn.execute(
+            "SELECT source, last_id, identity, ts FROM agent_cursors WHERE agent = ?", (agent,))}
         for name, kind in sources.items():
             cursor = cursors.get(name)
             path = source_path(self.data, kind, name)
@@ -178,10 +178,9 @@ class Inbox:
                 if cursor is None:
                     cursor = Cursor(top if start == "new" else 0, identity)
                     self._move(agent, name, cursor, ts)
-                after = cursor.last_id
-                if rebuilt(cursor, identity, top):  # its database was made again: its ids start over
-                    after = 0
-                    self._move(agent, name, Cursor(0, identity), ts)
+                after, jump = resume_after(source, kind, name, cursor, identity)
+                if jump is not None:  # made again (its ids start over), or an earlier copy put back
+                    self._move(agent, name, Cursor(after, identity), ts)
                 rows = read_source(source, kind, name, after, INTAKE_LIMIT, "", match or None)
             finally:
                 source.close()
@@ -336,8 +335,8 @@ def backlog(data: Path, agent: str, sources: Mapping[str, str], match: Mapping[s
             conn = None
         if conn is not None:
             try:
-                cursors = {s: Cursor(i, ident) for s, i, ident in conn.execute(
-                    "SELECT source, last_id, identity FROM agent_cursors WHERE agent = ?", (agent,))}
+                cursors = {s: Cursor(i, ident, t) for s, i, ident, t in conn.execute(
+                    "SELECT source, last_id, identity, ts FROM agent_cursors WHERE agent = ?", (agent,))}
                 queued, pending, oldest = conn.execute(
                     "SELECT count(*) FILTER (WHERE delivery IS NULL), count(*) FILTER (WHERE delivery IS NOT NULL), "
                     "min(ts) FROM agent_events WHERE agent = ?", (agent,)).fetchone()
@@ -361,7 +360,7 @@ def backlog(data: Path, agent: str, sources: Mapping[str, str], match: Mapping[s
         except sqlite3.Error:
             continue
         try:
-            after = 0 if rebuilt(cursor, source_identity(source), head(source, kind)) else cursor.last_id
+            after = resume_after(source, kind, name, cursor, source_identity(source)).after
             count, first = count_after(source, kind, name, after, cap, match or None)
         except sqlite3.Error:
             continue

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
+from nerve_cli.vocab.sources import CursorJump
 from nerve_cli.vocab.states import ThreadStatus
 
 
@@ -120,8 +121,9 @@ class LogKind(Enum):
     """`nerve sense replay` moved a cursor back: source, from, to, events waiting.
     ref_id: sense"""
     CURSOR_RESTARTED = (LogSource.SYSTEM, "cursor_restarted")
-    """A listener's source database was rebuilt (another identity): its cursor restarts at the new one's first event;
-    source, was_at, identity_was, identity_now.
+    """A listener's cursor does not fit its source's database: `why` rebuilt (another identity: it restarts at the
+    new one's first event) or restored (an earlier copy put back, ids behind the cursor: it reads after
+    `reads_from`, the last event it had); source, was_at, identity_was, identity_now, why, reads_from.
     ref_id: sense"""
     SENSE_DB_CREATED = (LogSource.SYSTEM, "sense_db_created")
     """A sense that ran before got a new empty database (deleted while the engine ran, or missing at start): path, why,
@@ -401,13 +403,22 @@ def cursor_moved(sense: str, source: str, kind: str, from_id: int, to_id: int, e
                                                 "events": events, "by": by})
 
 
-def cursor_restarted(sense: str, source: str, was_at: int, identity_was: str | None, identity_now: str | None) -> LogRow:
-    """`sense`'s cursor on `source` counted in a database that is gone (the source's file was deleted and built
-    again: another identity, ids from 1 again): it restarts at the start of the new one and receives every event
-    it holds; what the old one held beyond `was_at` and never reached it went with it."""
+def cursor_restarted(sense: str, source: str, was_at: int, identity_was: str | None, identity_now: str | None,
+                     why: CursorJump = CursorJump.REBUILT, reads_from: int = 0) -> LogRow:
+    """`sense`'s cursor on `source` (at `was_at`) does not fit the source's database any more, `why`:
+
+    - rebuilt: the file was deleted and built again (another identity, ids from 1 again): the cursor restarts
+      at the start of the new one and receives every event it holds; what the old one held beyond `was_at`
+      and never reached it went with it.
+    - restored: the same database put back from an earlier copy (`nerve backup`): its ids are behind the
+      cursor and go on from the copy's newest. It reads after `reads_from`, the last event it had when it
+      wrote its cursor: every event made since is received, once; what the lost lineage held past the copy
+      went with it."""
+    outcome = ("receives every event the rebuilt source holds, from its first" if why is CursorJump.REBUILT else
+               f"receives the restored source's events after {reads_from}, the last it had: those made since")
     return LogRow(LogKind.CURSOR_RESTARTED, sense, {
         "source": source, "was_at": was_at, "identity_was": identity_was, "identity_now": identity_now,
-        "outcome": "receives every event the rebuilt source holds, from its first"})
+        "why": why.value, "reads_from": reads_from, "outcome": outcome})
 
 
 def sense_db_created(sense: str, path: str, why: str, had_history: bool) -> LogRow:

@@ -49,11 +49,10 @@ from nerve_cli.store.events import (
     Event,
     Trigger,
     connect_readonly,
-    head,
     now_ms,
     read_cursors,
     read_source,
-    rebuilt,
+    resume_after,
     source_identity,
     source_path,
     write_cursors,
@@ -126,13 +125,12 @@ class EventReader:
                 continue
             conn, identity = opened
             cursor = cursors.get(name)
-            after = cursor.last_id if cursor is not None else 0
-            if cursor is not None and rebuilt(cursor, identity, head(conn, kind)):
-                # the source's database is not the one this cursor counted in: its ids started again
-                restarted.append({"source": name, "was_at": after, "identity_was": cursor.identity,
-                                  "identity_now": identity})
-                after = 0
-                moved[name] = Cursor(0, identity)
+            after, jump = resume_after(conn, kind, name, cursor, identity, self.listener)
+            if cursor is not None and jump is not None:
+                # rebuilt (another database: its ids started again) or restored (an earlier copy put back)
+                restarted.append({"source": name, "was_at": cursor.last_id, "identity_was": cursor.identity,
+                                  "identity_now": identity, "why": jump.value, "reads_from": after})
+                moved[name] = Cursor(after, identity)
             if budget <= 0 or room <= 0:
                 more = more or bool(read_source(conn, kind, name, after, 1, self.listener, filters.get(name)))
                 continue

@@ -41,6 +41,7 @@ from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogKind, LogRow
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import BACKLOG, DEMAND, READ, Reason
+from nerve_cli.vocab.sources import CursorJump
 from nerve_cli.wire import protocol
 from nerve_cli.wire.protocol import ErrorInfo
 
@@ -175,10 +176,21 @@ class Outcomes:
                 and isinstance(message, (protocol.Signal, protocol.Silent))):
             record.launched["consumed"] = message.consumed  # for who asked for it
         for restart in getattr(message, "restarted", None) or ():  # committed with this compute's cursors
+            try:
+                why = CursorJump(restart.get("why") or CursorJump.REBUILT)
+            except ValueError:
+                why = CursorJump.REBUILT
+            reads_from = int(restart.get("reads_from") or 0)
             self.log(logrows.cursor_restarted(sense, restart.get("source", "?"), int(restart.get("was_at") or 0),
-                                              restart.get("identity_was"), restart.get("identity_now")))
-            self.report("warn", f"{sense}: source {restart.get('source')} was rebuilt since its cursor (at "
-                                f"{restart.get('was_at')}) was counted; it reads the new one from its start")
+                                              restart.get("identity_was"), restart.get("identity_now"), why,
+                                              reads_from))
+            if why is CursorJump.RESTORED:
+                self.report("warn", f"{sense}: source {restart.get('source')} is behind its cursor (at "
+                                    f"{restart.get('was_at')}): an earlier copy was put back; it reads the events "
+                                    f"made since, after {reads_from}")
+            else:
+                self.report("warn", f"{sense}: source {restart.get('source')} was rebuilt since its cursor (at "
+                                    f"{restart.get('was_at')}) was counted; it reads the new one from its start")
         if isinstance(message, protocol.Signal):
             self.router.skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump after _finish starts them
