@@ -6,6 +6,8 @@
 - `FakeAnthropic`: Anthropic's Messages API (what Claude Code calls, `POST {ANTHROPIC_BASE_URL}/v1/messages`):
   streamed `message_start`, a text block "done", `message_delta` (end_turn), `message_stop`, or the whole
   message when not streamed.
+- `FakeChat`: OpenAI's Chat Completions API (what llm's OpenAI chat models call): a tool call when tools are
+  offered and a rule picks one, else text.
 
 Anything else is a 404.
 """
@@ -114,3 +116,45 @@ class FakeAnthropic(_Endpoint):
             ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                "usage": {"output_tokens": 1}}),
             ("message_stop", {"type": "message_stop"})])
+
+
+class FakeChat(_Endpoint):
+    """OpenAI's Chat Completions API (what llm's OpenAI chat models call, `POST {OPENAI_BASE_URL}/chat/completions`):
+    a request that offers tools is answered with the call `pick(body)` chooses (a tool name and its arguments; None
+    for plain text), a request whose last message is a tool's result with text; streamed as chunks when asked."""
+
+    path = "/chat/completions"
+
+    def __init__(self, pick: Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None] | None = None,
+                 text: str = "done") -> None:
+        self.pick = pick
+        self.text = text
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def answer(self, body: dict[str, Any], n: int) -> tuple[str, bytes]:
+        messages = body.get("messages") or [{}]
+        call = None
+        if body.get("tools") and messages[-1].get("role") != "tool" and self.pick is not None:
+            call = self.pick(body)
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        base = {"id": f"chatcmpl-{n}", "created": 0, "model": body.get("model", "fake")}
+        tool_calls = [{"index": 0, "id": f"call_{n}", "type": "function",
+                       "function": {"name": call[0], "arguments": json.dumps(call[1])}}] if call else None
+        finish = "tool_calls" if call else "stop"
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": None if call else self.text, "tool_calls": tool_calls}
+            whole = {**base, "object": "chat.completion", "usage": usage,
+                     "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+            return "application/json", json.dumps(whole).encode()
+        delta: dict[str, Any] = {"role": "assistant", **({"tool_calls": tool_calls} if call else {"content": self.text})}
+        chunks = [{**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
+                                                                           "finish_reason": None}]},
+                  {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {},
+                                                                           "finish_reason": finish}]},
+                  {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
+        data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return "text/event-stream", data.encode()
