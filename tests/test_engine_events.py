@@ -223,6 +223,33 @@ def test_emit_with_the_engine_stopped_is_delivered_at_the_next_start(home: Path)
     assert completes(home, "store")[0]["payload"]["reason"] == "backlog"
 
 
+def test_no_compute_runs_empty_for_a_backlog_another_compute_already_read(home: Path) -> None:
+    """At a worker's start the kernel looks for each listener's backlog off the loop; the compute started
+    meanwhile (a signal routed while the worker was starting) read it, and the look's answer still asked for
+    one more compute, which ran empty (`backlog`, 0 events). Here a signal waits for the listener's worker,
+    which starts after its source's (it sleeps as it loads)."""
+    write_instance(home, f"""
+        {FAST_RECOVERY}
+        senses:
+          src: {{group: sources}}
+          store: {{group: listeners}}
+        reflexes:
+          - {{sense: src, interval: 1h}}
+          - {{sense: store, on: [src]}}
+    """.replace("\n        ", "\n"), {"src": "def compute(db, peers):\n    return 1\n"})
+    write_sense(home, "store", store_sense(0.2).replace("import json, time", "import json, time\ntime.sleep(0.3)"),
+                STORE_SCHEMA)
+    generate_migration(home / "senses" / "store")
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: got(home, "store"), 30, what="src's signal to reach the listener")
+        time.sleep(1.0)  # room for a spurious compute to run
+        code, out = engine.stop()
+    assert code == 0, out
+    empty = [c["payload"] for c in completes(home, "store") if not c["payload"].get("events")]
+    assert empty == [], f"computes that received nothing: {empty}"
+
+
 @pytest.mark.parametrize("running", [True, False], ids=["engine", "no-engine"])
 def test_an_oversized_or_non_json_payload_is_refused_and_nothing_is_stored(home: Path, running: bool) -> None:
     store_instance(home)

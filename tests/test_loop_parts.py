@@ -88,7 +88,8 @@ class Kit:
         self.scheduler = Scheduler(self.config)
         self.stats = EngineStats()
         self.ledger = Ledger(self.layout, self.logs, self.log)
-        self.delivery = Delivery(self.layout.data, self.config, lambda s, r: self.outcomes.trigger(s, r))
+        self.delivery = Delivery(self.layout.data, self.config, lambda s, r: self.outcomes.trigger(s, r),
+                                 self.scheduler.starts)
         self.freshness = FreshnessWatch(Freshness(), self.layout.sense_db, self.log, self.report,
                                         lambda s, r: self.outcomes.trigger(s, r))
         self.router = Router(self.scheduler, self.ledger, self.delivery, self.freshness, self.stats, self.log,

@@ -179,7 +179,7 @@ class Engine:
         workflows.add_listener(stats.workflow_event)
         stack.push_async_callback(lambda: workflows.stop(self._timeout()))
         stack.push_async_callback(lambda: groups.stop_all(self._timeout()))
-        delivery = Delivery(layout.data, config, trigger)
+        delivery = Delivery(layout.data, config, trigger, scheduler.starts)
         files = edges.FileEdge(home, trigger, log, report)
         stack.push_async_callback(files.close)
         router = Router(scheduler, ledger, delivery, freshness, stats, log, report, workflows=workflows,

@@ -13,6 +13,11 @@ listener runs. Besides the usual `on:` trigger, it runs one again when:
   or while the listener's worker was down, are delivered — reason `backlog`;
 - a reload gave it new sources that already hold events.
 
+Those looks read the files off the loop; a compute of the listener that
+started meanwhile reads what they saw, so a look that comes back after one
+started asks for nothing (a compute then would run empty) and is made again
+once that compute is over.
+
 Only senses whose compute takes `trigger` are listeners in this sense (the
 worker says which in `Ready`); the others run exactly as before. A source a
 sense reads lazily (`lazy: true`) never runs it from here: its events wait
@@ -33,10 +38,14 @@ from nerve_cli.vocab.reasons import BACKLOG, RETRY, Reason
 
 
 class Delivery:
-    def __init__(self, data: Path, config: NerveConfig, trigger: Callable[[str, Reason], None]) -> None:
-        """`trigger(sense, reason)` asks the scheduler for one more compute and pumps."""
+    def __init__(self, data: Path, config: NerveConfig, trigger: Callable[[str, Reason], None],
+                 starts: Callable[[str], int] = lambda _sense: 0) -> None:
+        """`trigger(sense, reason)` asks the scheduler for one more compute and pumps; `starts(sense)` counts
+        the computes of `sense` started so far (the scheduler's)."""
         self.data = Path(data)
         self.trigger = trigger
+        self.starts = starts
+        self.again: dict[str, Reason] = {}  # a look answered while a compute read: looked at once it is over
         self.sources: dict[str, dict[str, str]] = sources_of(config)
         self.eager: dict[str, dict[str, str]] = sources_of(config, eager_only=True)
         self.filters: dict[str, dict[str, dict]] = filters_of(config)
@@ -58,10 +67,14 @@ class Delivery:
         self.check(sorted(set(takers) & senses), BACKLOG)
 
     def answered(self, sense: str, more: bool) -> None:
+        again = self.again.pop(sense, None)
         if more and sense in self.eager:  # a lazy sense's reader asks again itself
             self.trigger(sense, BACKLOG)
+        elif again is not None:
+            self.check([sense], again)
 
     def failed(self, sense: str) -> None:
+        self.again.pop(sense, None)
         self.check([sense], RETRY)
 
     def check(self, senses: Iterable[str], reason: Reason) -> None:
@@ -72,9 +85,15 @@ class Delivery:
         loop = asyncio.get_running_loop()
         for sense, sources in wanted:
             done = loop.run_in_executor(None, has_backlog, self.data, sense, sources, self.filters.get(sense))
-            done.add_done_callback(functools.partial(self._checked, sense, reason))
+            done.add_done_callback(functools.partial(self._checked, sense, reason, self.starts(sense)))
 
-    def _checked(self, sense: str, reason: Reason, done: asyncio.Future) -> None:
+    def _checked(self, sense: str, reason: Reason, started: int, done: asyncio.Future) -> None:
         if done.cancelled() or done.exception() is not None or not done.result():
+            return
+        if self.starts(sense) != started:
+            # a compute started while the files were read: it reads what they showed (and what arrives after
+            # it read is routed to it as usual); a compute now would run empty. Look again once it is over,
+            # for what it may have left (a failure, or events stored without this engine meanwhile).
+            self.again.setdefault(sense, reason)
             return
         self.trigger(sense, reason)

@@ -222,6 +222,11 @@ class Scheduler:
         return min(next_fire(expr, tz, after) for expr, tz in state.crons)
 
     # events ----------------------------------------------------------------
+    def starts(self, sense: str) -> int:
+        """How many computes of `sense` this scheduler has started (0: none, or no such sense)."""
+        state = self.states.get(sense)
+        return state.runs if state is not None else 0
+
     def trigger(self, sense: str, reason: Reason) -> bool:
         """Want one compute of `sense`. False if the sense is unknown or disabled."""
         state = self.states.get(sense)
