@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browserkit import CHROMIUM, chromium
 from enginekit import RunningEngine, free_port, thread_statuses, wait_for, write_instance
 from loadclock import scaled
 
 from nerve_cli.ops.client import request
 
-CHROMIUM = "/usr/bin/chromium"
 OUTPUT = Path(os.environ.get("NERVE_TEST_OUTPUT") or Path(__file__).resolve().parent.parent / "test-output") / "ui"
 COUNTER = textwrap.dedent('''
     def compute(db, peers):
@@ -83,15 +83,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 @pytest.fixture(scope="module")
 def browser(console: dict) -> Iterator:
-    from playwright.sync_api import sync_playwright
-
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def _http(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
