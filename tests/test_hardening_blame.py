@@ -70,3 +70,78 @@ def test_the_sense_whose_code_killed_the_worker_is_blamed_not_its_computing_mate
     assert read_logs(home, "system", "penalised", "mate") == []
     lost = [e["payload"] for e in read_logs(home, "system", "error", "mate") if e["payload"].get("error_type") == "WorkerDied"]
     assert lost and all(e["blamed"] == "rogue" for e in lost), lost
+
+
+# Deaths no sense's code shows in: each from code the worker cannot see (libc called directly, a raw thread, the
+# fatal-error dump off). The worker dies again at each compute; nobody can be named, so after quarantine_after
+# such deaths the whole group is quarantined, with a message saying so, instead of a crash loop.
+UNNAMEABLE = {
+    "raw-thread-libc-exit": """
+import _thread, ctypes, time
+
+def compute(db, peers):
+    _thread.start_new_thread(ctypes.CDLL(None)._exit, (3,))
+    time.sleep(5)
+""",
+    "raw-thread-sigsegv": """
+import _thread, ctypes, os, time
+
+def compute(db, peers):
+    _thread.start_new_thread(ctypes.CDLL(None).kill, (os.getpid(), 11))
+    time.sleep(5)
+""",
+    "segfault-no-faulthandler": """
+import ctypes, faulthandler
+
+def compute(db, peers):
+    faulthandler.disable()
+    ctypes.string_at(0)
+""",
+    "close-range-syscall": """
+import ctypes, time
+
+def compute(db, peers):
+    ctypes.CDLL(None, use_errno=True).syscall(436, 3, 0xFFFFFFFF, 0)  # close_range(3, ~0, 0), not os.closerange
+    time.sleep(60)
+""",
+    "libc-dup2": """
+import ctypes, os, time
+
+def compute(db, peers):
+    null, libc = os.open(os.devnull, os.O_RDWR), ctypes.CDLL(None)
+    for fd in range(3, 1024):
+        if fd != null:
+            libc.dup2(null, fd)  # over the protocol's fds too, past os.dup2's guard
+    time.sleep(60)
+""",
+}
+UNNAMEABLE_CONFIG = """
+    engine: {quarantine_after: 2, quarantine_window: 1m, quarantine_for: 1h, respawn_backoff_first: 50ms}
+    senses:
+      rogue: {group: shared, timeout: 1m}
+      mate: {group: shared, timeout: 1m}
+      apart: {group: own}
+    reflexes:
+      - {sense: rogue, interval: 50ms}
+      - {sense: mate, interval: 50ms}
+      - {sense: apart, interval: 50ms}
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(UNNAMEABLE))
+def test_deaths_no_sense_can_be_named_quarantine_the_group_instead_of_a_crash_loop(home, kind: str) -> None:
+    write_instance(home, UNNAMEABLE_CONFIG, {"rogue": UNNAMEABLE[kind], "mate": MATE, "apart": MATE})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        quarantined = wait_for(lambda: len(read_logs(home, "system", "quarantined")) >= 2 and
+                               read_logs(home, "system", "quarantined"), 40, what="the group's quarantine")
+        exits = read_logs(home, "system", "worker_exited", "shared")
+        status = engine.status()["senses"]
+        engine.stop()
+    assert sorted(q["ref"] for q in quarantined) == ["mate", "rogue"], quarantined
+    why = quarantined[0]["payload"]["why"]
+    assert "worker group shared" in why and "no sense's code could be named" in why, why
+    assert "give each sense a group of its own" in why, why
+    assert len(exits) == 2 and all(x["payload"]["blamed"] is None for x in exits), exits  # named nobody, then stopped
+    assert status["rogue"]["state"] == status["mate"]["state"] == "quarantined", status
+    assert status["apart"]["state"] != "quarantined"  # another group is not touched

@@ -101,3 +101,16 @@ def test_quarantine_evidence_outweighs_who_else_was_computing() -> None:
     verdicts = _death(book, {"a", "b"}, 1.0, crash)
     assert verdicts["a"] is None and verdicts["b"] is not None and "senses/b/sense.py:3" in verdicts["b"].why
     assert book.failures.get("a") is None  # the neighbour's lost computes are not its failures
+
+
+def test_deaths_nobody_explains_quarantine_the_group_when_they_keep_coming_unless_counted_elsewhere() -> None:
+    book = _book()
+    assert book.record_death("g", frozenset({"a", "b"}), None, 0.0, why="exited with signal SIGSEGV") == (None, None)
+    assert book.record("a", Outcome.LOST, 0.0, group="g", blame=None) is None  # still nobody's failure
+    blame, verdict = book.record_death("g", frozenset(), None, 1.0, why="exited with exit code 3")
+    assert blame is None and verdict is not None and verdict.quarantine
+    assert "worker group g's worker died 2 times" in verdict.why and "exit code 3" in verdict.why, verdict.why
+    # a breach already counted, or a SIGKILL from outside (a person, the OOM killer): never a quarantine here
+    counted = _book()
+    for at in range(6):
+        assert counted.record_death("g", frozenset({"a"}), None, float(at), counted=True) == (None, None)

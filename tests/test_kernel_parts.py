@@ -67,7 +67,7 @@ def test_guards_quarantine_blocks_the_scheduler_and_survives_a_new_guards(tmp_pa
     guards = Guards(cfg.engine, scheduler, logs, out.log, out.report)
     crash = Blame("a", "its code was on the crashing thread (senses/a/sense.py:3)")
     for at in (now, now + 1):  # its code killed its worker twice
-        blame = guards.worker_died("g", frozenset({"a"}), crash, at)
+        blame = guards.worker_died("g", frozenset({"a"}), crash, at, senses=["a"])
         guards.after_compute("a", Outcome.LOST, at, group="g", blame=blame)
     assert scheduler.states["a"].quarantined
     assert [r[1] for r in out.rows] == ["quarantined"]

@@ -246,8 +246,12 @@ class Outcomes:
             "TimeoutError", f"compute exceeded its timeout of {timeout:g}s; result discarded "
                             f"(worker group={group} is killed if it still runs after {grace:g}s more)"), inflight.id)
 
-    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None:
-        return self.guards.worker_died(group, computing, evidence, time.time())
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, why: str,
+                    counted: bool) -> Blame | None:
+        supervisor = self.groups.get(group)
+        senses = list(supervisor.senses) if supervisor is not None else sorted(computing)
+        return self.guards.worker_died(group, computing, evidence, time.time(), senses=senses, why=why,
+                                       counted=counted)
 
     def worker_stderr(self, group: str, pid: int | None, line: str) -> None:
         """A line written outside any compute (an import-time print, the worker's own log)."""

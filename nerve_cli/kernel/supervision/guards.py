@@ -40,11 +40,14 @@ class Guards:
     def update_config(self, settings: EngineConfig) -> None:
         self.book.settings = settings
 
-    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float) -> Blame | None:
-        """The culprit of a worker's death (None when no evidence names one), quarantined if it did it too often."""
-        blame, verdict = self.book.record_death(group, computing, evidence, now)
-        if blame is not None and verdict is not None:
-            self._apply(blame.sense, verdict)
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float, *,
+                    senses: list[str], why: str = "", counted: bool = False) -> Blame | None:
+        """The culprit of a worker's death (None when no evidence names one), quarantined if it did it too often;
+        with no culprit, deaths nobody explains that keep coming quarantine every sense of the group (`senses`)."""
+        blame, verdict = self.book.record_death(group, computing, evidence, now, why=why, counted=counted)
+        if verdict is not None:
+            for sense in [blame.sense] if blame is not None else senses:
+                self._apply(sense, verdict)
         return blame
 
     def after_compute(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,

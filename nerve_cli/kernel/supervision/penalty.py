@@ -9,7 +9,7 @@
   what ends or deafens the worker (os._exit, closing the protocol pipe...), or
   the kernel killed the worker for it. Never because it was computing: a sense
   whose background thread kills the worker while a group-mate computes is the
-  one blamed, and a death nothing explains is nobody's. A sense blamed for
+  one blamed, and a death nothing explains is no one sense's. A sense blamed for
   `quarantine_after` deaths within `quarantine_window` is quarantined for
   `quarantine_for` (computing or not when its worker died): not computed at
   all, while the other senses of its group keep running; the reason says why
@@ -17,6 +17,14 @@
   the sense blamed: for the others it is neither a failure nor a success. The
   expiry is an absolute time, so the engine can persist it and honour it after
   a restart.
+- Deaths nothing explains (no sense's code shows: a raw libc `_exit` or
+  signal, a crash with the fatal-error dump off, the protocol's fds closed or
+  replaced by a syscall the worker cannot see) still end a crash loop: at
+  `quarantine_after` of them within the window the whole group is quarantined
+  with a message saying no sense could be named. A mate is never named alone;
+  the fix is to split the group to find which. A worker killed from outside
+  (SIGKILL that the kernel did not send: a person, the OOM killer) and a kill
+  already counted as a broken limit are not counted here.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ class Death:
     at: float
     computing: frozenset[str]
     culprit: str | None
+    unexplained: bool = False  # no evidence and not otherwise accounted for: counts toward the group's quarantine
 
 
 class PenaltyBook:
@@ -61,19 +70,32 @@ class PenaltyBook:
         self.deaths: dict[str, deque[Death]] = {}  # group → its worker's recent deaths
         self.breaches: dict[str, deque[float]] = {}  # group → when its limits were broken with nobody to name
 
-    def record_death(self, group: str, computing: frozenset[str], evidence: Blame | None,
-                     now: float) -> tuple[Blame | None, Verdict | None]:
+    def record_death(self, group: str, computing: frozenset[str], evidence: Blame | None, now: float, *,
+                     why: str = "", counted: bool = False) -> tuple[Blame | None, Verdict | None]:
         """Account one death of `group`'s worker (`computing`: what it lost): (the culprit, or None when no
-        evidence names one; a quarantine verdict when the culprit has now killed its worker too often).
+        evidence names one; a quarantine verdict when the culprit has now killed its worker too often — for
+        the culprit, or, with no culprit, for the whole group when deaths nobody explains keep coming).
 
         `evidence` is what the supervisor found: the sense whose code caused the
-        death. Which senses were computing never makes a culprit.
+        death. Which senses were computing never makes a culprit. `counted`: the
+        death is already accounted for elsewhere (a broken limit), or is no
+        sense's doing (killed from outside); `why` is how the worker ended.
         """
         deaths = self._recent(group, now)
-        deaths.append(Death(now, frozenset(computing), evidence.sense if evidence else None))
-        if evidence is None:
+        deaths.append(Death(now, frozenset(computing), evidence.sense if evidence else None,
+                            unexplained=evidence is None and not counted))
+        if evidence is not None:
+            return evidence, self._quarantine(evidence.sense, group, evidence, now)
+        unexplained = sum(1 for d in deaths if d.unexplained)
+        if counted or unexplained < self.settings.quarantine_after:
             return None, None
-        return evidence, self._quarantine(evidence.sense, group, evidence, now)
+        deaths.clear()
+        return None, Verdict(now + self.settings.quarantine_for,
+                             f"worker group {group}'s worker died {unexplained} times within "
+                             f"{format_duration(self.settings.quarantine_window)} (last: {why or 'unknown'}) and no "
+                             "sense's code could be named (nothing of it on the crashing thread, no call the worker "
+                             "saw), so every sense of the group is quarantined; give each sense a group of its own "
+                             "to find which, then `nerve sense reset NAME`", True)
 
     def record(self, sense: str, outcome: Outcome, now: float, *, group: str | None = None,
                blame: Blame | None = None) -> Verdict | None:

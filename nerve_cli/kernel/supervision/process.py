@@ -100,6 +100,7 @@ class WorkerProcess:
         self.on_output_closed: Callable[["WorkerProcess"], None] | None = None
         self.ready: protocol.Ready | None = None
         self.pid: int | None = None
+        self.signalled: set[int] = set()  # the signals we sent it: a SIGKILL we did not send came from outside
         self.warm = False  # forked from the warm template rather than started as a fresh interpreter
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
@@ -134,6 +135,12 @@ class WorkerProcess:
     @property
     def start_kind(self) -> WorkerStart:
         return WorkerStart.WARM if self.warm else WorkerStart.PLAIN
+
+    @property
+    def killed_from_outside(self) -> bool:
+        """Ended by a SIGKILL the kernel did not send: most likely a person or the OOM killer, so it is counted as
+        nobody's (a sense's code sending it through libc looks the same: only the respawn back-off slows that)."""
+        return self.returncode == -signal.SIGKILL and signal.SIGKILL not in self.signalled
 
     def describe_exit(self) -> str:
         code = self.returncode
@@ -184,6 +191,7 @@ class WorkerProcess:
 
     def signal(self, sig: int) -> None:
         if self.alive and self.pid:
+            self.signalled.add(sig)
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:

@@ -51,7 +51,8 @@ class Inflight:
 
 class GroupHooks(Protocol):
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None: ...
-    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None) -> Blame | None: ...
+    def worker_died(self, group: str, computing: frozenset[str], evidence: Blame | None, why: str,
+                    counted: bool) -> Blame | None: ...
     def compute_lost(self, group: str, inflight: Inflight, why: str, blame: Blame | None) -> None: ...
     def compute_output(self, group: str, message: protocol.Output) -> None: ...
     def compute_timed_out(self, group: str, inflight: Inflight, timeout: float) -> None: ...
@@ -102,6 +103,7 @@ class GroupSupervisor:
         self._deadlines_at = float("inf")
         self._retiring: set[asyncio.Task[int | None]] = set()  # old workers shutting down after a reload
         self._kill_evidence: Blame | None = None  # why we are killing the worker, when one sense is the reason
+        self._breach_kill = False  # we are killing it for a broken limit nobody could be named for (counted there)
         # what the worker told about its senses' code (worker.evidence): whose each background thread is,
         # and the last call a sense's code made that ends the worker or cuts it off (with when, monotonic)
         self.owners: dict[int, tuple[int, str]] = {}  # thread ident → (native thread id, sense)
@@ -196,9 +198,10 @@ class GroupSupervisor:
         self.loaded = set()
         self._publish()  # before the lost computes are reported: nothing may be sent here meanwhile
         evidence, self._kill_evidence = self._evidence(worker), None
+        counted, self._breach_kill = self._breach_kill or worker.killed_from_outside, False
         # a worker we stopped on purpose is nobody's fault
         computing = frozenset() if self._stopping else frozenset(i.sense for i in lost)
-        blame = None if self._stopping else self.hooks.worker_died(self.group, computing, evidence)
+        blame = None if self._stopping else self.hooks.worker_died(self.group, computing, evidence, why, counted)
         for inflight in lost:
             inflight.disarm()
             self.hooks.compute_lost(self.group, inflight, f"worker {why}", blame)
@@ -370,6 +373,7 @@ class GroupSupervisor:
     def kill_for(self, blame: Blame | None) -> None:
         """Stop the worker now, for `blame` (the sense it is stopped for), or for no sense's fault (None)."""
         self._kill_evidence = blame
+        self._breach_kill = blame is None
         self.kill_worker()
 
     def kill_worker(self, term_wait: float = 0.2) -> None:
