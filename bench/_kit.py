@@ -354,6 +354,7 @@ GOALS_ENV = "NERVE_BENCH_GOALS"  # a file each script appends its goal rows to (
 GOALS = (  # the rows in the order the summary prints them
     "sense worker spawn → ready",
     "save → the new code's first signal",
+    "save → the new code's first signal, `interval: 1m`",
     "idle sense worker memory, PSS (RSS)",
     "signal hop across groups, median / p99",
     "workflow round overhead, median / p99",
@@ -390,6 +391,16 @@ def print_goals(path: str) -> None:
     if loads:
         report.note(f"load average while measured: {min(loads):.1f}–{max(loads):.1f}")
     report.print()
+
+
+def bare_python_ms(runs: int = 9) -> float:
+    """A bare `python -c pass`, start to exit (median of `runs`, ms): the floor of anything that starts Python."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
 
 
 def us(value: float) -> str:

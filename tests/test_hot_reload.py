@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import textwrap
 import time
 from pathlib import Path
@@ -135,9 +137,55 @@ def test_editing_a_sense_while_it_computes_keeps_that_computes_result(home: Path
         wait_for(lambda: read_logs(home, "system", "sense_reloaded"), 10, what="the reload")
         wait_for(lambda: completes(home, "s"), 10, what="the running compute to finish")
         assert completes(home, "s")[0]["payload"]["outcome"] == "signal"
-        assert last_signal(home, "s") == "v1"  # recorded whole by the old code
-        request(home, "emit", channel="go")
-        wait_for(lambda: last_signal(home, "s") == "v2", 15, what="the new code")
+        wait_for(lambda: last_signal(home, "s") == "v2", 15, what="the new code (run on save)")
+        engine.stop()
+    assert signals(home, "s") == ["v1", "v2"]  # the running compute recorded whole by the old code, then the new
+
+
+def signals(home: Path, sense: str) -> list[object]:
+    conn = sqlite3.connect(home / "data" / "senses" / f"{sense}.db")
+    try:
+        return [json.loads(p) for (p,) in conn.execute("SELECT payload FROM _signals ORDER BY id")]
+    finally:
+        conn.close()
+
+
+RUN_ON_SAVE = """
+    senses:
+      edited: {group: g1}
+      quiet: {group: g1, run_on_save: false}
+      steady: {group: g2}
+    reflexes:
+      - {sense: edited, interval: 1h}
+      - {sense: quiet, interval: 1h}
+      - {sense: steady, interval: 1h}
+"""
+
+
+def test_a_saved_sense_runs_its_new_code_once_at_once_whatever_its_interval(home: Path) -> None:
+    """With `interval: 1h` the new code would first run in an hour: a save runs it once (reason `code_changed`)
+    as soon as its worker has it; `run_on_save: false` waits for the next trigger; other groups do not run."""
+    write_instance(home, RUN_ON_SAVE, {"edited": returns("v1"), "quiet": returns("q1"), "steady": returns("s")})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        for sense, first in (("edited", "v1"), ("quiet", "q1"), ("steady", "s")):  # a new sense runs at once
+            wait_for(lambda: last_signal(home, sense) == first, 10, what=f"{sense}'s first signal")
+        write_sense(home, "edited", returns("v2"))
+        write_sense(home, "quiet", returns("q2"))
+        wait_for(lambda: last_signal(home, "edited") == "v2", 10, what="the new code's signal")
+        reloads = read_logs(home, "system", "sense_reloaded")
+        assert sorted(n for r in reloads for n in r["payload"]["senses"]) == ["edited", "quiet"]
+        time.sleep(0.5)  # nothing else runs: not quiet (run_on_save: false), not steady (its file did not change)
+        assert [r["payload"]["reason"] for r in starts(home, "edited")] == ["interval", "code_changed"]
+        assert len(starts(home, "quiet")) == 1 and len(starts(home, "steady")) == 1
+        assert last_signal(home, "quiet") == "q1"
+        write_sense(home, "edited", "def compute(db, peers)\n    return 3\n")  # a broken save: nothing runs
+        wait_for(lambda: [e for e in errors(home, "edited") if "could not load" in e["payload"]["message"]],
+                 10, what="the load error")
+        write_sense(home, "edited", returns("v4"))  # fixed: the fix runs, once
+        wait_for(lambda: last_signal(home, "edited") == "v4", 10, what="the fixed code's signal")
+        time.sleep(0.3)
+        assert len(starts(home, "edited")) == 3
         engine.stop()
 
 

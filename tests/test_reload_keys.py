@@ -96,7 +96,8 @@ EVERY_LEAF = {
                "otel": {"endpoint": "http://127.0.0.1:8", "capture_content": True, "enabled": True}},
     "groups": {"g": {"memory_limit": "800MB", "cpu_limit": "90%", "cpu_window": "5s"}},
     "senses": {"s": {"group": "h", "throttle": "1s", "timeout": "20s", "grace_period": "2m", "peers": [],
-                     "expect_signal_every": "2h", "signal_version": "2", "signal_hash": True},
+                     "expect_signal_every": "2h", "signal_version": "2", "signal_hash": True,
+                     "run_on_save": False},
                "p": {"group": "g", "enabled": False}},
     "reflexes": [
         {"sense": "s", "interval": "2h", "on": [], "paths": ["notes/*.md"], "debounce": "2s", "max_wait": "3s",

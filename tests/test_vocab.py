@@ -67,7 +67,8 @@ def test_a_reason_has_a_source_exactly_when_a_source_woke_it() -> None:
 def test_the_values_on_disk_and_in_json_are_the_ones_instances_hold() -> None:
     """logs.db, workflow_runs and --json documents of existing instances keep working: the values never move."""
     assert [k.value for k in TriggerKind] == ["interval", "cron", "overdue", "signal", "debounced", "demand",
-                                               "read", "backlog", "retry", "files", "replay", "freshness"]
+                                               "read", "backlog", "retry", "files", "replay", "freshness",
+                                               "code_changed"]
     assert (Reason.signal("a").text, Reason.debounced("a").text, INTERVAL.text) == ("on a", "on a (debounced)",
                                                                                     "interval")
     assert [o.value for o in Outcome] == ["signal", "silent", "error", "timeout", "lost"]

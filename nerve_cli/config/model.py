@@ -241,6 +241,9 @@ class SenseConfig(_Model):
     signal_hash: StrictBool = False
     """`true`: each signal carries its payload's content hash (`event.hash`, `sha256:` of the canonical JSON), as `nerve
     emit --hash` does."""
+    run_on_save: StrictBool = True
+    """A save of its `sense.py`, `schema.py` or migrations runs it once (reason `code_changed`) as soon as its worker
+    has the new code, whatever its reflexes; `false`: the new code first runs at its next trigger."""
 
     @field_validator("expect_signal_every")
     @classmethod

@@ -27,6 +27,7 @@ class TriggerKind(StrEnum):
     FILES = "files"          # files matching `source`, one of its reflexes' `paths:` patterns, changed
     REPLAY = "replay"        # `nerve sense replay` moved a cursor back: its events wait again
     FRESHNESS = "freshness"  # nerve-health, at once: a sense went stale or signals again
+    CODE_CHANGED = "code_changed"  # its code or schema was saved: once, as soon as its worker has the new code
 
 
 _WITH_SOURCE = frozenset({TriggerKind.SIGNAL, TriggerKind.DEBOUNCED, TriggerKind.FILES})
@@ -97,3 +98,4 @@ BACKLOG = Reason(TriggerKind.BACKLOG)
 RETRY = Reason(TriggerKind.RETRY)
 REPLAY = Reason(TriggerKind.REPLAY)
 FRESHNESS = Reason(TriggerKind.FRESHNESS)
+CODE_CHANGED = Reason(TriggerKind.CODE_CHANGED)

@@ -33,7 +33,7 @@ from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.logs import LogStore
-from nerve_cli.vocab.reasons import DEMAND, REPLAY, Reason
+from nerve_cli.vocab.reasons import CODE_CHANGED, DEMAND, REPLAY, Reason
 
 if TYPE_CHECKING:
     from nerve_cli.config.projection import Reading
@@ -202,6 +202,10 @@ class Desk:
         self.files.apply_config(config)
         self.freshness_watch.apply_config(config)
         self.fleet_edge.apply_config(config)
+
+    def code_changed(self, senses: list[str]) -> None:
+        for sense in senses:
+            self.outcomes.trigger(sense, CODE_CHANGED)
 
     def link_base(self) -> str | None:
         """`http://HOST:PORT` of the listener answer links are served on (None: no webhooks listener)."""

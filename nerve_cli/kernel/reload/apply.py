@@ -6,7 +6,11 @@
   reflexes/throttle/timeout only update the scheduler, a group change moves
   the sense to its new worker.
 - a sense's files: that group's worker is restarted once its running
-  computes have finished; other groups are untouched.
+  computes have finished; other groups are untouched. Each changed sense
+  then runs once (reason `code_changed`, unless its `run_on_save` is off):
+  the trigger is held until the new worker is ready, so that compute is the
+  new code's, and an author sees its result within the reload time, not at
+  the next tick of a `1m` interval.
 - a workflow file: the workflow manager drains and restarts that workflow.
 Each reload writes one log row that says what changed: every save of nerve.yaml
 ends in exactly one of `config_reloaded`, `config_rejected`, `config_unchanged`.
@@ -59,6 +63,9 @@ class Target(Protocol):
     def report(self, level: str, message: str) -> None: ...
 
     def pump(self) -> None: ...
+
+    def code_changed(self, senses: list[str]) -> None:
+        """Run each of `senses` once, as soon as its worker (restarting) has loaded their new code."""
 
 
 _SCHEDULER_KEYS = ("throttle", "timeout", "grace_period")
@@ -163,11 +170,14 @@ async def reload_senses(engine: Target, names: set[str], skip_groups: set[str]) 
         if name in enabled:
             by_group.setdefault(enabled[name].group, []).append(name)
     for group, senses in by_group.items():
-        if group in skip_groups or engine.processes.get(group) is None:
+        if engine.processes.get(group) is None:
             continue
-        engine.log(logrows.sense_reloaded(group, senses))
-        engine.report("info", f"{', '.join(senses)} changed: restarting worker group={group}")
-        await engine.processes.restart(group)
+        if group not in skip_groups:  # (a group nerve.yaml's change restarted already loads the new code)
+            engine.log(logrows.sense_reloaded(group, senses))
+            engine.report("info", f"{', '.join(senses)} changed: restarting worker group={group}")
+            await engine.processes.restart(group)
+        # after the restart began: the worker is not ready, so each compute waits for the new code
+        engine.code_changed([s for s in senses if enabled[s].run_on_save])
 
 
 async def reload_workflow(engine: Target, name: str) -> None:

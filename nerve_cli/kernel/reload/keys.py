@@ -48,6 +48,7 @@ LIVE = {
     "groups.*.memory_limit", "groups.*.cpu_limit", "groups.*.cpu_window",
     "senses.*.group", "senses.*.throttle", "senses.*.timeout", "senses.*.grace_period", "senses.*.peers",
     "senses.*.enabled", "senses.*.expect_signal_every", "senses.*.signal_version", "senses.*.signal_hash",
+    "senses.*.run_on_save",  # read at each save of the sense's files
     "reflexes[*].sense", "reflexes[*].interval", "reflexes[*].on", "reflexes[*].paths", "reflexes[*].cron",
     "reflexes[*].timezone", "reflexes[*].debounce", "reflexes[*].max_wait", "reflexes[*].jitter",
     "reflexes[*].lazy", "reflexes[*].bindings", "reflexes[*].enabled",
