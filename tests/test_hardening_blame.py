@@ -145,3 +145,29 @@ def test_deaths_no_sense_can_be_named_quarantine_the_group_instead_of_a_crash_lo
     assert len(exits) == 2 and all(x["payload"]["blamed"] is None for x in exits), exits  # named nobody, then stopped
     assert status["rogue"]["state"] == status["mate"]["state"] == "quarantined", status
     assert status["apart"]["state"] != "quarantined"  # another group is not touched
+
+
+def test_a_compute_holding_the_gil_is_blamed_for_the_mate_it_starved_past_its_grace(home) -> None:
+    """A catastrophic regex holds Python's lock for minutes: the mate's short compute cannot come back from its
+    sleep, runs past its timeout and grace, and the worker is killed — for the regex's sense, not the mate's."""
+    write_instance(home, """
+        engine: {quarantine_after: 1, quarantine_window: 1m, quarantine_for: 1h, failure_backoff_after: 1}
+        senses:
+          rogue: {group: shared, timeout: 10m}
+          mate: {group: shared, timeout: 1s, grace_period: 1s}
+        reflexes:
+          - {sense: rogue, on: [go]}
+          - {sense: mate, interval: 50ms}
+    """, {"rogue": "import re\n\ndef compute(db, peers):\n    return bool(re.match(r'(a+)+$', 'a' * 40 + 'b'))\n",
+          "mate": "import time\n\ndef compute(db, peers):\n    time.sleep(0.2)\n    return 1\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: read_logs(home, "reflex", "run_complete", "mate"), 20, what="a compute of mate")
+        request(home, "emit", channel="go")
+        killed = wait_for(lambda: read_logs(home, "system", "worker_killed", "shared"), 30, what="the grace kill")
+        quarantined = wait_for(lambda: read_logs(home, "system", "quarantined"), 15, what="the quarantine")
+        engine.stop()
+    assert killed[0]["payload"]["sense"] == "rogue", killed
+    assert "held the CPU" in killed[0]["payload"]["why"] and "mate's compute" in killed[0]["payload"]["why"], killed
+    assert [q["ref"] for q in quarantined] == ["rogue"], quarantined
+    assert read_logs(home, "system", "quarantined", "mate") == []

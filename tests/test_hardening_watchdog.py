@@ -89,3 +89,38 @@ def test_a_leak_no_sense_can_be_named_for_quarantines_the_group_saying_why(home:
     rows = read_logs(home, "system", "quarantined")
     assert sorted(r["ref"] for r in rows) == ["a", "b"]
     assert "no sense's code could be named" in rows[0]["payload"]["why"], rows[0]["payload"]["why"]
+
+
+def test_a_raw_thread_spinning_while_a_mate_computes_is_its_starters_not_the_mates(home: Path) -> None:
+    """`_thread.start_new_thread` bypasses threading: its CPU went to the one sense computing (the mate)."""
+    write_instance(home, """
+        engine: {quarantine_after: 1, quarantine_window: 1m, quarantine_for: 1h}
+        groups:
+          busy: {cpu_limit: 30%, cpu_window: 1s}
+        senses:
+          rogue: {group: busy}
+          mate: {group: busy, timeout: 1m}
+        reflexes:
+          - {sense: rogue, on: [go]}
+          - {sense: mate, interval: 50ms}
+    """, {"rogue": """
+import _thread
+
+def spin():
+    while True:
+        pass
+
+def compute(db, peers):
+    _thread.start_new_thread(spin, ())
+    return 1
+""", "mate": "import time\n\ndef compute(db, peers):\n    time.sleep(30)\n"})
+    with RunningEngine(home) as engine:
+        engine.wait_ready()
+        wait_for(lambda: "mate" in (engine.status()["workers"][0]["computing"] or []), 20, what="mate computing")
+        request(home, "emit", channel="go")
+        kill = wait_for(lambda: read_logs(home, "system", "watchdog_kill", "busy"), 30, what="the watchdog")[0]
+        quarantined = wait_for(lambda: read_logs(home, "system", "quarantined"), 15, what="the quarantine")
+        engine.stop()
+    assert kill["payload"]["computing"] == ["mate"], kill
+    assert kill["payload"]["blamed"]["sense"] == "rogue", kill
+    assert [q["ref"] for q in quarantined] == ["rogue"], quarantined

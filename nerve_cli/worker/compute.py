@@ -47,6 +47,7 @@ from nerve_cli.vocab.reasons import Reason
 from nerve_cli.vocab.states import JobState
 from nerve_cli.wire.protocol import MAX_PAYLOAD, ErrorInfo, payload_too_large
 from nerve_cli.worker.events import KEEP, SAVEPOINT, Batch, EventReader, Trigger, commit_cursors, read_cursors, sample_events
+from nerve_cli.worker.evidence import name_compute_thread
 from nerve_cli.worker.failure import error_info, shown_path
 from nerve_cli.worker.rehearsal import watch_writes, writes
 
@@ -236,6 +237,7 @@ def run_sync(sense: LoadedSense, job: Job) -> Answer:
     """A sync compute, start to finish, in the calling (worker pool) thread."""
     if not _begin(sense, job):
         return ABANDONED
+    name_compute_thread(job.id)
     try:
         result = sense.compute(*sense.args(_trigger(sense, job)))
         if inspect.isawaitable(result):

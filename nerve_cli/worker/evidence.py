@@ -7,7 +7,7 @@ worker can give:
 - whose code each thread runs: a compute runs for its sense (`capture` marks
   it), code a sense runs at import runs for it (`acting_for`), and a thread
   inherits the sense of the code that started it (`threading.Thread.start` is
-  wrapped here). Each such background thread is announced
+  wrapped here, and so is `_thread.start_new_thread` for raw threads). Each such background thread is announced
   (`ThreadOwner(ident, native_id, sense)`), so a crash in it (faulthandler
   names the crashing thread) or the CPU it burns can be put down to its sense;
   so is each process its code starts (`os.fork`, `subprocess.Popen`:
@@ -25,9 +25,11 @@ send nothing.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +69,7 @@ class Evidence:
 
     def install(self) -> None:
         self._wrap_thread_start()
+        self._wrap_raw_threads()
         self._wrap_children()
         self._wrap_exits()
         self._wrap_fd_calls()
@@ -102,6 +105,28 @@ class Evidence:
             original_start(thread)
 
         threading.Thread.start = start  # type: ignore[method-assign, assignment]
+
+    def _wrap_raw_threads(self) -> None:
+        """A raw `_thread.start_new_thread` (threading keeps its own reference, so its threads are not seen twice)."""
+        original = _thread.start_new_thread
+        evidence = self
+
+        def start_new_thread(function: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> int:
+            owner = current_sense()
+            if owner is None:
+                return original(function, args, *([kwargs] if kwargs is not None else []))
+
+            def run_for_owner(*a: Any, **kw: Any) -> Any:
+                _local.sense = owner
+                try:
+                    evidence.send(ThreadOwner(threading.get_ident(), threading.get_native_id(), owner))
+                except Exception:  # a closed pipe: the thread still runs
+                    pass
+                return function(*a, **kw)
+
+            return original(run_for_owner, args, *([kwargs] if kwargs is not None else []))
+
+        _thread.start_new_thread = start_new_thread
 
     # processes -------------------------------------------------------------------------
     def _wrap_children(self) -> None:
@@ -183,6 +208,25 @@ class Evidence:
             return dup2(fd, fd2, inheritable)
 
         os.close, os.closerange, os.dup2 = _close, _closerange, _dup2
+
+
+_PR_SET_NAME = 15
+_prctl: Any = None
+
+
+def name_compute_thread(compute_id: int) -> None:
+    """Name this OS thread after the compute it now runs (`kernel.supervision.oncpu` reads the name when a compute
+    runs past its grace, to see whose code held the CPU); a no-op where prctl does not exist."""
+    global _prctl
+    if _prctl is None:
+        import ctypes  # once, at the first sync compute
+
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else False
+        except (OSError, AttributeError):
+            _prctl = False
+    if _prctl:
+        _prctl(_PR_SET_NAME, f"nerve:c{compute_id % 10 ** 8}".encode())
 
 
 def _ends(sig: int) -> bool:

@@ -19,6 +19,7 @@ from typing import Awaitable, Callable, Protocol
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.supervision.crash_site import crash_site
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
+from nerve_cli.kernel.supervision.oncpu import Threads, grace_culprit, threads_of
 from nerve_cli.kernel.supervision.penalty import Blame
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
@@ -43,6 +44,7 @@ class Inflight:
     timeout: float = 0.0
     cancelled: bool = False
     handles: list[asyncio.TimerHandle] = field(default_factory=list)
+    threads_at_timeout: tuple[float, Threads] | None = None  # (loop time, the worker's threads' CPU) at the timeout
 
     def disarm(self) -> None:
         for handle in self.handles:
@@ -368,6 +370,8 @@ class GroupSupervisor:
         inflight.handles.append(asyncio.get_running_loop().call_later(grace, self._grace_expired, inflight))
         if self.worker is not None:
             self.worker.send(protocol.Cancel(id=inflight.id))
+            if self.worker.pid is not None and grace > 0:
+                inflight.threads_at_timeout = (asyncio.get_running_loop().time(), threads_of(self.worker.pid))
         self.hooks.compute_timed_out(self.group, inflight, timeout)
 
     def kill_for(self, blame: Blame | None) -> None:
@@ -385,10 +389,27 @@ class GroupSupervisor:
         worker = self.worker
         if self.inflight.get(inflight.id) is not inflight or worker is None:
             return
-        self.hooks.group_event(self.group, logrows.worker_killed(
-            self.group, worker.pid, inflight.sense, f"compute of {inflight.sense} still running past its grace period"))
-        self._kill_evidence = Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
+        hog = self._cpu_hog(worker, inflight)
+        if hog is not None:
+            self.hooks.group_event(self.group, logrows.worker_killed(
+                self.group, worker.pid, hog.sense, f"compute of {inflight.sense} still running past its grace period; "
+                                                   f"{hog.sense}: {hog.because}"))
+        else:
+            self.hooks.group_event(self.group, logrows.worker_killed(
+                self.group, worker.pid, inflight.sense,
+                f"compute of {inflight.sense} still running past its grace period"))
+        self._kill_evidence = hog or Blame(inflight.sense, "it ran past its grace period, so its worker was killed")
         asyncio.get_running_loop().create_task(worker.terminate(self.policy.term_wait))
+
+    def _cpu_hog(self, worker: WorkerProcess, inflight: Inflight) -> Blame | None:
+        """Another sense whose code held the CPU through the grace (see `oncpu`), when one did."""
+        if inflight.threads_at_timeout is None or worker.pid is None:
+            return None
+        at, before = inflight.threads_at_timeout
+        computes = {i.id: i.sense for i in self.inflight.values()}
+        owners = {native: sense for native, sense in self.owners.values()}
+        return grace_culprit(before, threads_of(worker.pid), asyncio.get_running_loop().time() - at,
+                             inflight.sense, computes, owners)
 
     def _on_message(self, worker: WorkerProcess, message: protocol.Message | protocol.Malformed) -> None:
         if isinstance(message, protocol.Malformed):
