@@ -110,6 +110,8 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
     assert chat.parent_id == round_.span_id and chat.kind == 3  # SPAN_KIND_CLIENT
     assert chat.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "echo"
     assert chat.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "chat"
+    assert chat.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == "echo"
+    assert chat.attributes[gen_ai.GEN_AI_CONVERSATION_ID] == thread.attributes["nerve.run_id"]
     assert chat.attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] >= 0
     assert gen_ai.GEN_AI_OUTPUT_MESSAGES not in chat.attributes  # contents only when opted in
     assert "nerve.prompt" not in thread.attributes
@@ -117,6 +119,7 @@ def test_an_emit_and_what_it_wakes_arrive_as_one_trace(tmp_path: Path, llm_home:
     assert emit.resource["service.name"] == "nerve"
     broken = [s for s in receiver.spans if s.name == "compute broken"]
     assert broken and broken[0].status == 2 and "the disk is on fire" in broken[0].status_message
+    assert broken[0].attributes["error.type"] == "ValueError"
     assert broken[0].trace_id != PARENT_TRACE  # its own chain
     assert broken[0].events[0][1]["code.file.path"].endswith("senses/broken/sense.py")
     assert broken[0].events[0][1]["code.line.number"] == 2
@@ -296,7 +299,7 @@ workflow = WorkflowDefinition(roles={"agent": agent},
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("capture", [False, True])
-def test_a_rounds_tool_calls_are_spans_under_its_model_call(tmp_path: Path, llm_home: Path, capture: bool) -> None:
+def test_a_rounds_model_calls_and_tool_calls_are_spans_at_the_times_they_ran(tmp_path: Path, llm_home: Path, capture: bool) -> None:
     with Receiver() as receiver:
         home = write_instance(tmp_path / "home", "workflows:\n  agent: {}\n", {})
         (home / "workflows").mkdir()
@@ -312,18 +315,35 @@ def test_a_rounds_tool_calls_are_spans_under_its_model_call(tmp_path: Path, llm_
                      what="the thread's spans")
             engine.stop()
     recorded = [r["payload"] for r in read_logs(home, "workflow", "message", run_id)][1]["meta"]["tool_calls"]
-    chat = one(receiver.spans, "chat echo")
-    add, flaky = one(receiver.spans, "execute_tool add"), one(receiver.spans, "execute_tool flaky")
-    assert add.parent_id == flaky.parent_id == chat.span_id and add.trace_id == chat.trace_id
+    round_ = one(receiver.spans, "round 1 agent")
+    # two model calls (the one asking for the tools, the one answering with their results): a span each, at
+    # the times they ran, with the two executed tools between them, all under the round
+    asked, answered = sorted((s for s in receiver.spans if s.name == "chat echo"), key=lambda s: s.start_ns)
+    tools = [s for s in receiver.spans if s.name.startswith("execute_tool")]
+    add, flaky = one(tools, "execute_tool add"), one(tools, "execute_tool flaky")
+    assert len(tools) == 2, [s.name for s in tools]
+    assert {asked.parent_id, answered.parent_id, add.parent_id, flaky.parent_id} == {round_.span_id}
+    assert round_.start_ns <= asked.start_ns <= asked.end_ns <= min(add.start_ns, flaky.start_ns)
+    assert max(add.end_ns, flaky.end_ns) <= answered.start_ns <= answered.end_ns <= round_.end_ns
+    for chat in (asked, answered):
+        assert chat.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == "echo"
+        assert chat.attributes[gen_ai.GEN_AI_CONVERSATION_ID] == run_id
+    assert list(asked.attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS]) == ["tool_call"]
+    assert list(answered.attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
     assert add.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "execute_tool"
+    assert add.attributes[gen_ai.GEN_AI_CONVERSATION_ID] == run_id
     assert add.attributes[gen_ai.GEN_AI_TOOL_NAME] == "add" and add.status != 2
     assert [add.attributes[gen_ai.GEN_AI_TOOL_CALL_ID], flaky.attributes[gen_ai.GEN_AI_TOOL_CALL_ID]] == \
         [c["id"] for c in recorded]
     assert flaky.status == 2 and "flaky 7 broke" in flaky.status_message  # the tool raised: an error span
-    assert add.start_ns <= add.end_ns <= flaky.start_ns <= flaky.end_ns <= chat.end_ns  # laid end to end
+    assert flaky.attributes["error.type"] == "RuntimeError"
     if capture:
         assert json.loads(add.attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"a": 2, "b": 3}
-        assert add.attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] == "5"
+        assert json.loads(add.attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT]) == 5  # JSON, not a Python repr
+        said = json.loads(asked.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES])
+        assert said[0]["finish_reason"] == "tool_call"
+        assert [p["name"] for p in said[0]["parts"] if p["type"] == "tool_call"] == ["add", "flaky"]
+        assert json.loads(answered.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES])[0]["finish_reason"] == "stop"
     else:
         assert gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS not in add.attributes
         assert gen_ai.GEN_AI_TOOL_CALL_RESULT not in add.attributes

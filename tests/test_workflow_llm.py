@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from pathlib import Path
 
 from enginekit import RunningEngine, nerve, read_logs, thread_statuses, wait_for, write_instance
@@ -78,15 +77,15 @@ def test_an_unknown_model_fails_the_thread_at_once_with_the_fix(home: Path, llm_
                                                                'llm_role(model="gpt-nonesuch")'))
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=0)
-        started = time.monotonic()
         run_id = request(home, "start_thread", workflow="review", prompt="x")["run_id"]
         wait_for(lambda: _status(home, run_id) == "failed", 20, what="the thread to fail")
-        took = time.monotonic() - started
         engine.stop()
     reason = _ended(home, run_id)["reason"]
     assert reason.startswith("role 'writer' cannot run: unknown model 'gpt-nonesuch'")
     assert "`llm install PLUGIN`" in reason and "`llm models`" in reason
-    assert "attempts" not in reason and took < 2.5  # no retry: the first back-off alone would be 2.5-5 s
+    # no retry (role_retries: 3 would retry an ordinary failure after 5 s back-offs): said by the log, not a clock,
+    # which a loaded machine stretches (took 2.5 s at load 8)
+    assert "attempts" not in reason and read_logs(home, "workflow", "role_failed", run_id) == []
 
 
 def test_a_missing_key_fails_the_thread_at_once_with_the_fix(home: Path, llm_home: Path) -> None:

@@ -117,7 +117,7 @@ def test_a_role_calls_tools_records_each_call_and_a_person_allows_or_refuses_a_r
         assert query["name"] == "query_sense" and query["result"]["rows"] == [[7, "fix the build"], [8, "add tools"]]
         assert query["result"]["columns"] == ["number", "title"] and query["duration_ms"] >= 0
         assert failing == {"id": failing["id"], "name": "flaky", "arguments": {"n": 3}, "error": "RuntimeError: flaky 3 broke",
-                           "duration_ms": failing["duration_ms"]}
+                           "started_ms": failing["started_ms"], "duration_ms": failing["duration_ms"]}
         assert [s["payload"] for s in signals["result"]] == [2]
         assert emitted["result"] == {"channel": "deploys.asked", "event_id": 1, "duplicate": False, "triggered": []}
         assert read_logs(home, "signal", "emit", "deploys.asked")[0]["payload"]["payload"] == {"n": 1}

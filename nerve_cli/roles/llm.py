@@ -5,8 +5,11 @@
 
 A role built here turns the chain into a prompt (default: the conversation
 so far, as a transcript), calls the model and returns its text with meta
-`{"model", "usage": {"input", "output"[, "details"]}, "duration_ms",
-"conversation_id"}`. Where the model supports conversations the role keeps
+`{"model", "provider", "usage": {"input", "output"[, "details"]}, "duration_ms",
+"conversation_id", "model_calls"}`; `model_calls` has one entry per call the
+model answered in the turn (a turn with tools is several): `{"started_ms"
+(epoch), "duration_ms", "usage", "finish_reason", "tool_call_ids"}`, what the
+trace's spans are made from. Where the model supports conversations the role keeps
 one per thread: its next turn sends only what was said since its last one,
 and the model sees its own earlier turns as history (after a worker restart
 the conversation starts again from the whole transcript).
@@ -49,6 +52,18 @@ from nerve_cli.roles.tools import TOOL_CALLS, ToolRound, approval_question, as_s
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
 CONVERSATION_KEY = "conversation_id"
+MODEL_CALLS = "model_calls"
+# the OpenTelemetry GenAI conventions' provider names, by the module of the llm plugin whose model answered
+PROVIDERS = {"llm.default_plugins.openai_models": "openai", "llm_anthropic": "anthropic", "llm_claude_3": "anthropic",
+             "llm_gemini": "gcp.gemini", "llm_vertex": "gcp.vertex_ai", "llm_mistral": "mistral_ai",
+             "llm_groq": "groq", "llm_bedrock": "aws.bedrock", "llm_deepseek": "deepseek",
+             "llm_perplexity": "perplexity", "llm_grok": "x_ai", "llm_cohere": "cohere", "llm_command_r": "cohere",
+             "llm_ollama": "ollama"}
+# a provider's own stop reasons, as the conventions name them
+FINISH_REASONS = {"end_turn": "stop", "stop": "stop", "stop_sequence": "stop", "tool_use": "tool_call",
+                  "tool_calls": "tool_call", "function_call": "tool_call", "max_tokens": "length", "length": "length",
+                  "content_filter": "content_filter", "safety": "content_filter", "STOP": "stop",
+                  "MAX_TOKENS": "length", "SAFETY": "content_filter"}
 
 
 def transcript(messages: Sequence[WorkflowMessage]) -> str:
@@ -106,8 +121,9 @@ class LlmRole:
             response = target.prompt(text, system=system, **self.options)
             content = await in_daemon_thread(response.text)
             usage = response.usage()
-        meta: dict[str, Any] = {"model": model.model_id, "usage": _usage(usage),
-                                "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+        meta: dict[str, Any] = {"model": model.model_id, "provider": provider_of(model), "usage": _usage(usage),
+                                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                                MODEL_CALLS: await _model_calls([response], is_async=_is_async(model))}
         await in_daemon_thread(partial(log_to_llm, response))
         if conv is not None:
             meta[CONVERSATION_KEY] = conv.id
@@ -144,9 +160,11 @@ class LlmRole:
             content = await chain.text() if is_async else await in_daemon_thread(chain.text)
         except llm.PauseChain as pause:  # calls need a person's approval: ask, with what it takes to go on
             return await _ask_about(chain, pause, calls, earlier, started, is_async)
-        meta: dict[str, Any] = {"model": model.model_id, "usage": await _chain_usage(chain, is_async),
+        meta: dict[str, Any] = {"model": model.model_id, "provider": provider_of(model),
+                                "usage": await _chain_usage(chain, is_async),
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
-                                TOOL_CALLS: calls.after(earlier)}
+                                TOOL_CALLS: calls.after(earlier),
+                                MODEL_CALLS: await _model_calls(chain._responses, is_async)}
         await in_daemon_thread(partial(log_to_llm, chain))  # every model call of the turn, in llm's logs.db
         if conv is not None and back is None:
             meta[CONVERSATION_KEY] = conv.id
@@ -202,9 +220,10 @@ async def _ask_about(chain: Any, pause: Any, calls: ToolRound, earlier: list[dic
              for c in _unanswered(history) if calls.asks(c.tool_call_id, c.name, dict(c.arguments or {}))]
     meta = {TOOL_APPROVAL: {"calls": asked, "questions": [call_question(c) + _said(text) for c in asked],
                             "history": [m.to_dict() for m in history]},
-            TOOL_CALLS: calls.after(earlier), "model": chain.model.model_id,
+            TOOL_CALLS: calls.after(earlier), "model": chain.model.model_id, "provider": provider_of(chain.model),
             "usage": await _chain_usage(chain, is_async),
-            "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            MODEL_CALLS: await _model_calls(chain._responses, is_async)}
     return ask_person(approval_question(asked, text), meta)
 
 
@@ -237,6 +256,47 @@ async def _chain_usage(chain: Any, is_async: bool) -> dict[str, Any]:
     return total
 
 
+def provider_of(model: Any) -> str:
+    """The GenAI conventions' `gen_ai.provider.name` for an llm model: a known plugin's provider, else the
+    plugin's module without its `llm_` prefix (llm-echo: `echo`)."""
+    module = type(model).__module__
+    for prefix, provider in PROVIDERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return provider
+    top = module.split(".")[0]
+    return top.removeprefix("llm_") if top != "llm" else "llm"
+
+
+async def _model_calls(responses: Sequence[Any], is_async: bool) -> list[dict[str, Any]]:
+    """One record per model call of the turn (llm keeps each response's start and end): when it started, how
+    long it took, its tokens, why it stopped and the tool calls it asked for."""
+    out = []
+    for response in responses:
+        usage = await response.usage() if is_async else response.usage()
+        asked = await response.tool_calls() if is_async else response.tool_calls()
+        start, end, utc = (getattr(response, name, None) for name in ("_start", "_end", "_start_utcnow"))
+        record: dict[str, Any] = {
+            "started_ms": round(utc.timestamp() * 1000, 1) if utc is not None else None,
+            "duration_ms": round((end - start) * 1000, 1) if start is not None and end is not None else None,
+            "usage": _usage(usage) if usage is not None else None,
+            "finish_reason": _finish_reason(response, bool(asked)),
+            "tool_call_ids": [c.tool_call_id for c in asked]}
+        out.append(record)
+    return out
+
+
+def _finish_reason(response: Any, asked_tools: bool) -> str:
+    """The provider's stop reason in the conventions' words, when its response says; else what the call did."""
+    raw = response.response_json if isinstance(getattr(response, "response_json", None), dict) else {}
+    given = raw.get("stop_reason") or raw.get("finish_reason")
+    choices = raw.get("choices")
+    if given is None and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        given = choices[0].get("finish_reason")
+    if isinstance(given, str) and given in FINISH_REASONS:
+        return FINISH_REASONS[given]
+    return "tool_call" if asked_tools else "stop"
+
+
 def log_to_llm(response: Any) -> None:
     """Record the call in llm's own logs.db, as `llm prompt` does, when the user's llm logging is on (`llm logs
     on`, its default): `llm logs` then shows Nerve's model calls beside the user's own. A failure to log is
@@ -263,8 +323,8 @@ def log_to_llm(response: Any) -> None:
 
 
 def _usage(usage: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"input": usage.input, "output": usage.output}
-    if usage.details:
+    out: dict[str, Any] = {"input": getattr(usage, "input", None), "output": getattr(usage, "output", None)}
+    if getattr(usage, "details", None):
         out["details"] = usage.details
     return out
 

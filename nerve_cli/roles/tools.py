@@ -7,7 +7,8 @@
 A tool is a function with type hints and a docstring (llm builds the schema the
 model sees from them), or `tool(fn, name=, description=, approval=)`. Every
 call is recorded in the role's message meta under `tool_calls`: `{"id", "name",
-"arguments", "result" | "error", "duration_ms", "approval"}`. A tool that
+"arguments", "result" | "error", "started_ms", "duration_ms", "approval"}`
+(`started_ms`, epoch: only a call that ran has it). A tool that
 raises: its error is the result the model sees ("Error: ...") and the round
 goes on. Calls run inside the role's call, so they count against
 `role_timeout` (a sync function runs in a thread of its own, which a timeout
@@ -283,6 +284,7 @@ def _recording(record: dict[str, Any]) -> Iterator[None]:
     """Time the call into its record; an exception is recorded as its error and raised on (llm hands it to
     the model as the result)."""
     started = time.perf_counter()
+    record["started_ms"] = round(time.time() * 1000, 1)
     try:
         yield
     except Exception as exc:

@@ -5,13 +5,16 @@ W3C `traceparent` it came with, if any. A compute is the child of whatever woke 
 woke it, or the span of the emit, or a new trace when a timer or a person started it. A signal is an event
 (`signal`, with its id) on its compute's span. A thread launched by a sense's directive is the child of that
 sense's compute; each round is a child of the thread, and a model call within a round a
-child of the round, with the OpenTelemetry GenAI attributes (`gen_ai.request.model`, token usage); the tool
-calls a round recorded are `execute_tool` spans under its model call. Errors,
+child of the round for each call the model answered, at the times it ran, with the OpenTelemetry GenAI
+attributes (`gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.conversation.id` = the run id, token usage,
+finish reasons); the tool calls that ran in a round are `execute_tool` spans beside them under the round (the
+calls a person was asked about, rejected or that a cancel stopped are not), their results as JSON. Errors,
 timeouts and lost computes are error spans, and log records with the file:line.
 
 The kernel knows every one of these moments, so every span is made here, with the times the kernel saw;
-workers import nothing of OpenTelemetry. A model call's span ends when its round's message arrives and starts
-its recorded duration earlier. Spans leave through `export.Exporting`: a bounded queue, a thread of its own,
+workers import nothing of OpenTelemetry. A model call's and a tool call's times are the ones their worker
+recorded (meta `model_calls`, a tool call's `started_ms`); error spans carry `error.type`. Spans leave
+through `export.Exporting`: a bounded queue, a thread of its own,
 one warning per outage.
 """
 
@@ -51,6 +54,7 @@ from nerve_cli.vocab.reasons import Reason
 MAX_SOURCES = 10_000  # sources whose latest event's context is kept (channels are free text)
 QUEUE = 4096  # spans waiting to be exported; beyond it the newest are dropped
 FAILED = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.LOST)
+ERROR_TYPE = "error.type"  # the conventions' attribute on every error span
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -130,6 +134,7 @@ class Tracing:
         span.set_attribute("nerve.outcome", outcome.value)
         if outcome in FAILED:
             message = (error or {}).get("message") or outcome.value
+            span.set_attribute(ERROR_TYPE, str((error or {}).get("type") or outcome.value))
             span.set_status(Status(StatusCode.ERROR, message))
             attributes = _error_attributes(error, outcome)
             span.add_event("exception", attributes)
@@ -171,6 +176,7 @@ class Tracing:
             if body.get("reason") is not None:
                 span.set_attribute("nerve.reason", str(body["reason"]))
             if row.kind in (LogKind.THREAD_FAILED, LogKind.THREAD_CRASHED):
+                span.set_attribute(ERROR_TYPE, str(_mapping(body.get("error")).get("type") or status.value))
                 span.set_status(Status(StatusCode.ERROR, str(body.get("reason") or body.get("error") or status.value)))
             span.end(end_time=now)
             del self.threads[row.ref]
@@ -199,55 +205,87 @@ class Tracing:
                                       attributes={"nerve.run_id": run_id, "nerve.round": body["round"],
                                                   "nerve.role": role})
         meta = _mapping(body.get("meta"))
-        parent_of_tools = span
+        given = meta.get("tool_calls")
+        tools: list[Any] = given if isinstance(given, list) else []
         if isinstance(meta.get("model"), str):
-            parent_of_tools = self._model_call(span, meta, body, now)
-        if isinstance(meta.get("tool_calls"), list):
-            self._tool_calls(parent_of_tools, meta["tool_calls"], now)
+            calls = [c for c in meta.get("model_calls") or [] if isinstance(c, dict)]
+            if calls and all(isinstance(c.get("started_ms"), (int, float)) for c in calls):
+                for index, call in enumerate(calls):  # each call the model answered, at the times it ran
+                    self._model_call(span, run_id, meta, call, body if index == len(calls) - 1 else None,
+                                     tools, now)
+            else:  # a role that gave its model but not its calls: one span, its duration before the message
+                self._model_call(span, run_id, meta, None, body, tools, now)
+        self._tool_calls(span, run_id, tools, now)
         span.end(end_time=now)
         self.threads[run_id] = (thread_span, now)
 
-    def _model_call(self, round_span: Span, meta: dict[str, Any], body: dict[str, Any], now: int) -> Span:
-        usage = _mapping(meta.get("usage"))
-        duration = meta.get("duration_ms")
-        start = now - int(duration * 1e6) if isinstance(duration, (int, float)) else now
+    def _model_call(self, round_span: Span, run_id: str, meta: dict[str, Any], call: dict[str, Any] | None,
+                    last: dict[str, Any] | None, tools: list[Any], now: int) -> None:
+        """One model call's `chat` span: `call` (meta `model_calls`' entry) gives its times, tokens and why it
+        stopped; `last`: the round's message, for the call whose answer is the message's content."""
+        timing = call if call is not None else meta
+        usage = _mapping(timing.get("usage"))
+        duration = timing.get("duration_ms")
+        duration_ns = int(duration * 1e6) if isinstance(duration, (int, float)) else 0
+        started = timing.get("started_ms")
+        start = int(started * 1e6) if isinstance(started, (int, float)) else now - duration_ns
+        end = start + duration_ns if isinstance(started, (int, float)) else now
         attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "chat", gen_ai.GEN_AI_REQUEST_MODEL: meta["model"],
-                                      gen_ai.GEN_AI_RESPONSE_MODEL: meta["model"]}
+                                      gen_ai.GEN_AI_RESPONSE_MODEL: meta["model"],
+                                      gen_ai.GEN_AI_PROVIDER_NAME: str(meta.get("provider") or "llm"),
+                                      gen_ai.GEN_AI_CONVERSATION_ID: run_id}
         if isinstance(usage.get("input"), int):
             attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = usage["input"]
         if isinstance(usage.get("output"), int):
             attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["output"]
-        if self.settings.capture_content and isinstance(body.get("content"), str):
-            answer = [{"role": "assistant", "parts": [{"type": "text", "content": body["content"]}]}]
-            attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(answer).decode()
+        finish = call.get("finish_reason") if call is not None else None
+        if isinstance(finish, str):
+            attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = [finish]
+        if self.settings.capture_content:
+            parts: list[dict[str, Any]] = []
+            if last is not None and isinstance(last.get("content"), str):
+                parts.append({"type": "text", "content": last["content"]})
+            asked = set(call.get("tool_call_ids") or []) if call is not None else set()
+            parts += [{"type": "tool_call", "id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                      for c in tools if isinstance(c, dict) and c.get("id") in asked]
+            if parts:
+                answer = [{"role": "assistant", "parts": parts, "finish_reason": finish or "stop"}]
+                attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(answer).decode()
         span = self.tracer.start_span(f"chat {meta['model']}", context=trace.set_span_in_context(round_span),
                                       kind=SpanKind.CLIENT, start_time=max(start, 0), attributes=attributes)
-        span.end(end_time=now)
-        return span
+        span.end(end_time=max(end, start, 0))
 
-    def _tool_calls(self, parent: Span, calls: list[Any], now: int) -> None:
-        """The round's tool calls (meta `tool_calls`: id, name, arguments, result or error, duration_ms), laid
-        end to end before the round's end by their recorded durations: their own start times are not kept."""
+    def _tool_calls(self, round_span: Span, run_id: str, calls: list[Any], now: int) -> None:
+        """The round's executed tool calls (meta `tool_calls`: id, name, arguments, result or error, started_ms,
+        duration_ms) as `execute_tool` spans under the round, beside its model calls, at the times they ran;
+        a record without its start (an older worker's) is laid end to end before the round's end."""
         records = [c for c in calls if isinstance(c, dict) and isinstance(c.get("name"), str) and _executed(c)]
         durations = [int(c["duration_ms"] * 1e6) if isinstance(c.get("duration_ms"), (int, float)) else 0
                      for c in records]
-        start = now - sum(durations)
-        context = trace.set_span_in_context(parent)
+        laid = now - sum(d for c, d in zip(records, durations) if not isinstance(c.get("started_ms"), (int, float)))
+        context = trace.set_span_in_context(round_span)
         for call, duration in zip(records, durations):
+            started = call.get("started_ms")
+            if isinstance(started, (int, float)):
+                start = int(started * 1e6)
+            else:
+                start, laid = laid, laid + duration
             attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
-                                          gen_ai.GEN_AI_TOOL_NAME: call["name"]}
+                                          gen_ai.GEN_AI_TOOL_NAME: call["name"], gen_ai.GEN_AI_TOOL_TYPE: "function",
+                                          gen_ai.GEN_AI_CONVERSATION_ID: run_id}
             if isinstance(call.get("id"), str):
                 attributes[gen_ai.GEN_AI_TOOL_CALL_ID] = call["id"]
             if self.settings.capture_content:
                 attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = orjson.dumps(call.get("arguments")).decode()
-                if "result" in call:
-                    attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] = str(call["result"])
+                if "result" in call:  # as JSON, as the conventions ask (the record keeps it JSON-able)
+                    attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] = orjson.dumps(call["result"]).decode()
             span = self.tracer.start_span(f"execute_tool {call['name']}", context=context, kind=SpanKind.INTERNAL,
                                           start_time=max(start, 0), attributes=attributes)
             if call.get("error") is not None:
-                span.set_status(Status(StatusCode.ERROR, str(call["error"])))
-            start += duration
-            span.end(end_time=start)
+                error = str(call["error"])
+                span.set_attribute(ERROR_TYPE, error.split(":", 1)[0] if ":" in error else "ToolError")
+                span.set_status(Status(StatusCode.ERROR, error))
+            span.end(end_time=max(start + duration, 0))
 
     def close(self) -> None:
         """End what is still open (the engine is stopping) and send what is queued, briefly."""
@@ -261,15 +299,16 @@ class Tracing:
 
 
 def _executed(call: dict[str, Any]) -> bool:
-    """A call that ran in this part of the round: not one waiting for a person, rejected, refused, not run
-    again after an interruption, or recorded again from the part before a person's answer (`earlier`)."""
+    """A call that ran in this part of the round: timed (only a call that starts is), and not one rejected,
+    refused, cancelled, not run again after an interruption, or recorded again from the part before a person's
+    answer (`earlier`)."""
     given = call.get("approval")
     approval: dict[str, Any] = given if isinstance(given, dict) else {}
-    if call.get("earlier") or approval.get("interrupted"):
+    if call.get("earlier") or call.get("cancelled") or approval.get("interrupted"):
         return False
     if approval and approval.get("decision") != states.Decision.APPROVE:
         return False
-    return "result" in call or "error" in call
+    return "started_ms" in call or "duration_ms" in call
 
 
 def _error_attributes(error: dict[str, Any] | None, outcome: Outcome) -> dict[str, Any]:
