@@ -28,6 +28,14 @@ def test_every_command_and_group_has_help_with_an_example_and_whole_summaries() 
         assert result.exit_code == 0, (path, result.output)
         if path:  # the root's own help lists the groups; each of them shows an example
             assert "Example:" in result.output, f"`nerve {' '.join(path)} --help` has no example"
+        usage = result.output.split("\n", 1)[0]
+        # no placeholder-looking text: typer 0.29 writes a required argument `{name}` and a repeated value
+        # `<list[str]>`; Nerve's help writes `NAME`, `[NAME]...` and the element's own type or metavar
+        assert "{" not in usage and "<list[" not in result.output, f"`nerve {' '.join(path)} --help`:\n{result.output}"
+        # each example on a line of its own, at any width (two in one paragraph are joined by the wrapping)
+        widths = [runner.invoke(app, path + ["--help"], terminal_width=width).output for width in (60, 78, 100)]
+        joined = [line for text in widths for line in text.splitlines() if "Example:" in line.strip()[1:]]
+        assert not joined, f"`nerve {' '.join(path)} --help` runs examples together: {joined}"
         if hasattr(cmd, "commands"):
             commands = result.output.split("Commands:", 1)[-1]
             assert "..." not in commands, f"`nerve {' '.join(path)} --help` cuts a summary:\n{commands}"

@@ -291,6 +291,9 @@ def test_approving_a_waiting_thread_from_the_dashboard_resumes_it(home: Path) ->
             await until(pilot, lambda: status(first) == "completed", 20, f"{first} to resume and complete")
             await until(pilot, lambda: "published: approved" in text_of(app.screen.query_one("#transcript")),
                         5, "the screen to show the resumed rounds")
+            # a person's answer has no round: it shows who answered, never "#None"
+            transcript = text_of(app.screen.query_one("#transcript"))
+            assert "person (approve)" in transcript and "#None" not in transcript, transcript
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, ThreadScreen), 5, "back on the dashboard")
             # from the dashboard: x with no thread selected answers nothing
@@ -423,3 +426,33 @@ def test_a_snapshot_read_before_the_dashboard_has_its_widgets_is_shown_once_it_h
                         "the early snapshot shown")
 
     asyncio.run(main())
+
+
+def test_a_cell_that_grows_is_shown_whole_and_an_error_names_its_subject_once(home: Path) -> None:
+    """"in 7s" then "in 909ms" in the same column was cut to "in 909"; a message that starts with its sense's
+    name ("sense x: workflow directive refused") was shown as "x: sense x: ..."."""
+    from textual.app import App
+    from textual.widgets import DataTable
+
+    from nerve_cli.top.app import _fill, about
+
+    class One(App):
+        def compose(self):
+            yield DataTable(id="t")
+
+    async def main() -> None:
+        app = One()
+        async with app.run_test(size=(80, 10)) as pilot:
+            table = app.query_one("#t", DataTable)
+            table.add_columns("sense", "next")
+            _fill(table, [("pulse", ("pulse", "in 7s"))])
+            await pilot.pause()
+            _fill(table, [("pulse", ("pulse", "in 909ms"))])
+            await pilot.pause()
+            assert list(table.columns.values())[1].content_width >= len("in 909ms")
+
+    asyncio.run(main())
+    assert about("looper", "sense looper: workflow directive refused: no workflow nope") == \
+        "sense looper: workflow directive refused: no workflow nope"
+    assert about("notes", "workflow notes failed to load: SyntaxError") == "workflow notes failed to load: SyntaxError"
+    assert about("boom", "ValueError: unplugged") == "boom: ValueError: unplugged"

@@ -92,7 +92,7 @@ def next_(
 @app.command("ack")
 def ack_(
     name: Agent,
-    ids: Annotated[Optional[list[int]], typer.Argument(help="Delivery ids (default: every pending delivery).")] = None,
+    ids: Annotated[Optional[list[int]], typer.Argument(metavar="ID", help="Delivery ids (default: every pending delivery).")] = None,
     home: HomeOption = None,
     json_: JsonOption = False,
 ) -> None:

@@ -10,7 +10,7 @@ def emit(
     channel: Annotated[str, typer.Argument(help="External channel name, as used in a reflex's on: list.",
                                          autocompletion=complete.channels)],
     payload_arg: Annotated[Optional[str], typer.Argument(
-        metavar="[PAYLOAD]", help="The event's payload as JSON, or - to read it from stdin.")] = None,
+        metavar="PAYLOAD", help="The event's payload as JSON, or - to read it from stdin.")] = None,
     payload: Annotated[Optional[str], typer.Option("--payload", help="The payload as JSON (same as PAYLOAD).")] = None,
     key: Annotated[Optional[str], typer.Option(
         "--key", help="Idempotency key: an event with a key already stored is not stored again.")] = None,

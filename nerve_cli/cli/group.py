@@ -7,9 +7,30 @@ import sys
 from typing import Any, Sequence
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 
 SUMMARY_LIMIT = 1000  # Click cuts a summary to the terminal width with "..."; we let the help formatter wrap it
+
+
+def _usage_pieces(self: TyperArgument, ctx: object) -> list[str]:
+    """An argument in a usage line as Unix tools and Click write it — `NAME`, `[PAYLOAD]`, `[ID]...` — where
+    typer 0.29 writes `{name}`, which reads as a placeholder nobody filled in (tests/test_cli_help.py holds it)."""
+    name = self.metavar or (self.name or "").upper()
+    name = name if self.required else f"[{name}]"
+    return [name + ("..." if self.nargs != 1 else "")]
+
+
+_display_type = TyperArgument.display_type
+
+
+def _display_type_of_argument(self: TyperArgument, ctx: typer.Context) -> str:
+    """A repeated argument's type as its element's (`ID... <int>`, not `<list[int]>`): the `...` says it repeats."""
+    label = _display_type(self, ctx)
+    return f"<{label[6:-2]}>" if label.startswith("<list[") and label.endswith("]>") else label
+
+
+TyperArgument.get_usage_pieces = _usage_pieces  # type: ignore[method-assign]
+TyperArgument.display_type = _display_type_of_argument  # type: ignore[method-assign, assignment]
 
 
 class HelpGroup(TyperGroup):

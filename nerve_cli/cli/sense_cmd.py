@@ -190,7 +190,7 @@ def compute(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Run it in a fresh worker on its real database and roll "
                                           "everything back: show the signal, rows and cursor moves it would make, "
                                           "keep none of them (nothing is logged).")] = False,
-    event: Annotated[Optional[list[str]], typer.Option("--event", help="With --dry-run: an event to give it instead "
+    event: Annotated[Optional[list[str]], typer.Option("--event", metavar="SOURCE=JSON", help="With --dry-run: an event to give it instead "
                                                        "of the waiting ones, SOURCE=JSON (repeatable).")] = None,
     bind: BindOption = None,
     home: HomeOption = None,
@@ -202,7 +202,9 @@ def compute(
     --bind (its events and value are those of that set of values).
     Exit code 0 for a signal or silence, 1 for an error.
 
-    Example: nerve sense compute cpu-usage --json   (open-prs --bind repo=me/app)
+    \b
+    Example: nerve sense compute cpu-usage --json
+    Example: nerve sense compute open-prs --bind repo=me/app
     Example: nerve sense compute open-tasks --dry-run --event 'task.created={"id": 7}'
     """
     from nerve_cli.config.projection import BindError, parse_bind

@@ -40,7 +40,7 @@ def disable(
 def enable(
     name: Name,
     cascade: Annotated[bool, typer.Option("--cascade", help="Also bring back what `sense disable NAME` turned off.")] = False,
-    reflex: Annotated[Optional[list[int]], typer.Option("--reflex", help="Also enable reflexes[N] of this sense (repeatable).")] = None,
+    reflex: Annotated[Optional[list[int]], typer.Option("--reflex", metavar="N", help="Also enable reflexes[N] of this sense (repeatable).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would change.")] = False,
     home: HomeOption = None,
     json_: JsonOption = False,

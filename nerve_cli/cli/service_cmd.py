@@ -26,7 +26,7 @@ def install(
         "--env", metavar="NAME[=VALUE]", help="Give the engine this variable (API keys, LLM_USER_PATH): NAME "
         "alone takes its value here, now. Repeat for more. Kept in a private file (0600), not in the unit.")] = None,
     env_file: Annotated[Optional[list[Path]], typer.Option(
-        "--env-file", help="A file of NAME=VALUE lines the engine's environment gets (systemd reads it at each "
+        "--env-file", metavar="FILE", help="A file of NAME=VALUE lines the engine's environment gets (systemd reads it at each "
         "start; launchd copies it in now). Repeat for more.")] = None,
     metrics: Annotated[Optional[str], typer.Option(
         "--metrics", metavar="HOST:PORT", help="Run the engine with --metrics HOST:PORT (engine.metrics in "

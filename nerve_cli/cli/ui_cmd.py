@@ -12,7 +12,7 @@ from nerve_cli.cli.common import HomeOption
 def ui(
     home: HomeOption = None,
     listen: Annotated[str, typer.Option("--listen", help="HOST:PORT to serve on (a bare port: loopback).")] = "127.0.0.1:8789",
-    allow_host: Annotated[Optional[list[str]], typer.Option("--allow-host", help="Another Host name the console answers to "
+    allow_host: Annotated[Optional[list[str]], typer.Option("--allow-host", metavar="HOST", help="Another Host name the console answers to "
                                                             "(a reverse proxy's), beside loopback's and its own address.")] = None,
     new_token: Annotated[bool, typer.Option("--new-token", help="Make a new token first: addresses printed before stop "
                                             "working.")] = False,

@@ -130,7 +130,7 @@ class Dashboard(Screen):
         for e in snap.events:
             clock = display(e["ts"], utc=utc, date=False)
             if e["kind"] == "error":
-                log.write(Text(f"{clock} error  {e['sense']}: {e['value']}", style="red"))
+                log.write(Text(f"{clock} error  {about(e['sense'], e['value'])}", style="red"))
             else:
                 log.write(Text(f"{clock} signal {e['sense']}: {short(e['value'], 60)}"))
 
@@ -190,6 +190,18 @@ def _waiting(count: int | None, oldest_ms: int | None, now: int) -> Text:
     return Text(f"{count:,} · {span(max(0, now - (oldest_ms or now)) / 1000)}", style="yellow")
 
 
+def about(ref: str | None, message: Any) -> str:
+    """An error line's subject and message, the subject once: many messages name it first already
+    ("sense x: workflow directive refused", "workflow w failed to load")."""
+    text = str(message)
+    if not ref:
+        return text
+    for head in ("", "sense ", "workflow ", "workflow worker "):
+        if text.startswith(f"{head}{ref}:") or text.startswith(f"{head}{ref} "):
+            return text
+    return f"{ref}: {text}"
+
+
 def _due(ms: int | None, now: int) -> str:
     return "-" if ms is None else "now" if ms <= now else ago(ms, now)
 
@@ -215,7 +227,7 @@ def _fill(table: DataTable, rows: list[tuple[str, tuple]]) -> None:
     for key, cells in rows:
         if key in existing:
             for column, cell in zip(table.columns, cells):
-                table.update_cell(key, column, cell)
+                table.update_cell(key, column, cell, update_width=True)  # "in 909ms" after "in 7s": not cut
         else:
             table.add_row(*cells, key=key)
 
