@@ -11,6 +11,8 @@ from typing import Any
 
 from loadclock import IdleClock
 
+from nerve_cli.kernel.control.server import IDLE_TIMEOUT
+
 STORE_SCHEMA = """
 from nerve_cli.sdk import table
 
@@ -52,8 +54,14 @@ class Emitter:
         self.sock: socket.socket | None = None
         self.buf = b""
         self.acked: list[dict] = []
+        self.used_at = 0.0
 
     def _connect(self) -> socket.socket:
+        # the engine closes a connection idle for IDLE_TIMEOUT: one kept across slow tests (a module's fixture on
+        # a loaded machine) would meet a broken pipe at its next request, so it is opened again before that
+        if self.sock is not None and time.monotonic() - self.used_at > IDLE_TIMEOUT / 2:
+            self.close()
+        self.used_at = time.monotonic()
         if self.sock is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(10)
