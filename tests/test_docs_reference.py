@@ -103,3 +103,35 @@ def test_every_error_type_log_kind_and_metric_has_its_entry() -> None:
     metrics = page("reference/metrics.md")
     for name, _kind, _doc, _labels in generator().metric_families():
         assert f"`{name}" in metrics, name
+
+
+def _blocks(page: str) -> list[list[str]]:
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    return [block.split("\n")[1:] for block in text.split("```text")[1:]]
+
+
+def test_the_house_drawings_in_development_name_every_package_and_room_in_its_row() -> None:
+    """docs/development.md draws the layers and rooms tests/test_import_graph.py holds, and the package tree: a
+    package or room added to the code and not to the drawings fails here, so the drawings cannot go stale."""
+    from test_import_graph import LAYERS, ROOMS
+
+    layers, rooms, tree = _blocks("development.md")[:3]
+    known = {name for row in LAYERS for name in row if name not in ("", "__main__")}
+    drawn = []
+    for line in layers:
+        names = []
+        for token in line.split():
+            if token not in known:
+                break
+            names.append(token)
+        if names:
+            drawn.append(names)
+    assert drawn == [[n for n in row if n not in ("", "__main__")] for row in LAYERS if row != ["__main__"]], drawn
+    room_names = {f"{package}/{name}" for package, rows in ROOMS.items() for row in rows for name in row if name}
+    shown = " ".join(rooms)
+    missing = sorted(r for r in room_names if r not in shown)
+    assert not missing, f"rooms not drawn in docs/development.md: {missing}"
+    packages = sorted(p.name for p in (ROOT / "nerve_cli").iterdir()
+                      if p.is_dir() and any(p.glob("*.py")))
+    missing = [p for p in packages if not any(line.strip().startswith(f"{p}/") for line in tree)]
+    assert not missing, f"packages not in docs/development.md's tree: {missing}"
