@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -103,3 +104,23 @@ def test_every_test_the_guarantees_page_names_exists() -> None:
     missing = [f"{file}::{name}" for file, name in named
                if not re.search(rf"^(async )?def {name}\(", (ROOT / "tests" / file).read_text(encoding="utf-8"), re.M)]
     assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"
+
+
+def test_the_readme_is_short_and_every_link_in_it_resolves() -> None:
+    """README.md is the front page (≤ 200 lines); each link is a file of the repository and, with an anchor, a
+    heading of that page (mkdocs --strict checks docs/, not the README)."""
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if link.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = link.partition("#")
+        target = root / path
+        assert target.is_file(), f"README.md links to {link}: no such file"
+        if anchor:
+            headings = [re.sub(r"[^\w\- ]", "", h.strip("# ").lower()).replace(" ", "-")
+                        for h in target.read_text(encoding="utf-8").splitlines() if h.startswith("#")]
+            assert anchor in headings, f"README.md links to {link}: {path} has no heading #{anchor}"
