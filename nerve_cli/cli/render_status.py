@@ -66,6 +66,13 @@ def render_status(doc: dict[str, Any]) -> None:
         output.info(f"webhooks: POST {engine['webhooks_url']}CHANNEL")
     if doc.get("fleet"):
         render_fleet(doc["fleet"], now)
+    causal = doc.get("causal") or {}
+    if causal.get("refused"):
+        last = causal.get("last") or {}
+        output.info(f"causal depth: {causal['refused']} directive(s)/emit(s) refused past their bound in "
+                    f"{causal['chains']} chain(s); last: {last.get('what')} to {last.get('target')} at depth "
+                    f"{last.get('depth')} (bound {last.get('bound')}): {' → '.join(last.get('path') or [])}",
+                    style="bold red")
     for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors
         output.info(f"warning: {warning['message']}", style="yellow")
     if doc.get("workflows"):

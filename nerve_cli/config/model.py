@@ -193,6 +193,12 @@ class EngineConfig(_Model):
     """How long one webhook request may take to arrive whole (else 408). A change applies at the next start."""
     otel: OtelConfig | None = None  # traces over OpenTelemetry (also switched on by OTEL_EXPORTER_OTLP_ENDPOINT)
     """Traces over OpenTelemetry (also switched on by `OTEL_EXPORTER_OTLP_ENDPOINT`)."""
+    # 8: a two-stage pipeline (webhook → sense → thread → nerve-threads → sense → thread → nerve-threads → sense)
+    # is 7 hops deep; a loop through a thread takes 2 hops a turn, so a runaway one stops after 4 turns
+    max_causal_depth: StrictInt = Field(default=8, ge=1, le=1000)
+    """The most hops from the outside world a chain of senses, threads and emits may go: a directive or an emit
+    deeper than this is refused and logged (see [Flow control](../guides/flow-control.md)); a reflex's `max_depth`
+    sets its own."""
 
 
 class GroupConfig(_Model):
@@ -299,6 +305,10 @@ class ReflexConfig(_Model):
     bindings: dict[str, BindingLiteral | list[BindingLiteral]] = {}
     """Payload key (`a.b` for nesting) → the value its sources' events must hold there (a list: any of them; `$name`: a
     parameter each read binds; needs `lazy: true`)."""
+    max_depth: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
+    """The causal depth bound of the directives and emits of this reflex's sense (instead of
+    `engine.max_causal_depth`): declares a loop through it and bounds it; see [Flow
+    control](../guides/flow-control.md)."""
     enabled: StrictBool = True
     """`false` turns the reflex off (no cascade)."""
 
@@ -704,6 +714,16 @@ class NerveConfig(_Model):
     notify: tuple[NotifyRule, ...] = ()
     """Notification rules: who is told of threads waiting, failing, and senses going stale; see [People where they
     are](../guides/people.md)."""
+    loops: tuple[tuple[Annotated[str, Field(min_length=1, max_length=200)], ...], ...] = ()
+    """Loops you mean to have, each the names it goes through (senses, channels, `nerve-threads`, a workflow):
+    `nerve config check` stops warning about a cycle that passes through all of an entry's names; the engine
+    still bounds it by `engine.max_causal_depth`. See [Flow control](../guides/flow-control.md)."""
+
+    def causal_bound(self, sense: str | None) -> int:
+        """The deepest a directive or an emit of `sense`'s computes may be: the largest `max_depth` of its
+        reflexes, else `engine.max_causal_depth`."""
+        declared = [r.max_depth for r in self.reflexes if r.sense == sense and r.max_depth is not None]
+        return max(declared) if declared else self.engine.max_causal_depth
 
     def notify_rules(self, enabled: bool = True) -> dict[str, NotifyRule]:
         """The `notify:` rules by name (an unnamed one is notify-N, N its place from 1): the enabled ones, or

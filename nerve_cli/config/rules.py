@@ -14,6 +14,9 @@ from typing import Any, Iterator
 
 from nerve_cli.config.agents import check_agents, heard_channels
 from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
+from nerve_cli.config.graph import components as _components
+from nerve_cli.config.graph import loop_through as _loop_through
+from nerve_cli.config.loops import causal_loops
 from nerve_cli.config.model import BUILTIN_SENSES, HEALTH_SENSE, parse_duration
 from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
@@ -78,6 +81,7 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
         if isinstance(reflex, dict):
             findings.extend(_check_reflex(i, reflex, senses, channels))
     findings.extend(_cycles(data, senses))
+    findings.extend(causal_loops(data, senses, home))
     findings.extend(check_fleet(data, hint))
     findings.extend(check_remote_sources(data))
     for name in subscribed(data) & set(channels):
@@ -313,61 +317,3 @@ def _cycles(data: dict, senses: dict) -> Iterator[Finding]:
             "senses trigger each other in a loop: " + " → ".join([*loop, loop[0]])
             + "; every signal goes round again (only `throttle` or returning None stops it)"
         )
-
-
-def _components(edges: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components of two or more nodes (Tarjan's algorithm, without recursion)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[set[str]] = []
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = set()
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.add(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        out.append(component)
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(sorted(edges.get(child, ())))))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return sorted(out, key=min)
-
-
-def _loop_through(start: str, component: set[str], edges: dict[str, set[str]]) -> list[str]:
-    """A shortest loop from `start` back to itself inside its component (breadth first)."""
-    parent: dict[str, str] = {}
-    queue = [start]
-    for node in queue:
-        for nxt in sorted(edges.get(node, ())):
-            if nxt == start:
-                path = [node]
-                while path[-1] != start:
-                    path.append(parent[path[-1]])
-                return path[::-1]
-            if nxt in component and nxt not in parent:
-                parent[nxt] = node
-                queue.append(nxt)
-    return [start]  # unreachable: every member of a component reaches back to it

@@ -26,6 +26,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "listeners": [_listener(name, entry) for name, entry in sorted((answer.get("listeners") or {}).items())],
         "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
         **({"notify": answer["notify"]} if answer.get("notify") else {}),
+        **({"causal": answer["causal"]} if answer.get("causal") else {}),
     }
 
 

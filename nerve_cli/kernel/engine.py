@@ -40,6 +40,7 @@ from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_pa
 from nerve_cli.kernel.control.server import ControlServer
 from nerve_cli.kernel.control.threads_sense import ThreadsStore
 from nerve_cli.kernel.core.archive_job import archive_daily
+from nerve_cli.kernel.core.causes import Causes
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.freshness import Freshness
@@ -182,8 +183,9 @@ class Engine:
         delivery = Delivery(layout.data, config, trigger, scheduler.starts)
         files = edges.FileEdge(home, trigger, log, report)
         stack.push_async_callback(files.close)
+        causes = Causes(current.causal_bound, log, report)
         router = Router(scheduler, ledger, delivery, freshness, stats, log, report, workflows=workflows,
-                        tracing=tracing, report_signals=self._verbosity() >= 1)
+                        tracing=tracing, report_signals=self._verbosity() >= 1, causes=causes)
         emits = EmitDesk(layout.events_db, lambda stored: outcomes.emitted(stored))
         stack.push_async_callback(emits.close)
         fleet = edges.FleetEdge(router, layout.data, emits.emit_many, log, report,
@@ -192,7 +194,7 @@ class Engine:
         computes, reads = Computes(), Reads()
         pump = Pump(scheduler, current, groups, builtins, delivery, reads, computes, stats, log, report,
                     lambda: None, started_at=self.started_at, tracing=tracing,
-                    report_computes=self._verbosity() >= 2)
+                    report_computes=self._verbosity() >= 2, causes=causes)
         self._halts.append(pump.stop)
         outcomes = Outcomes(current, scheduler, router, pump, groups, builtins, computes, reads, guards, delivery,
                             ledger, logs, stats, log, report, layout, self._peer_read, tracing=tracing,
@@ -299,9 +301,10 @@ class Engine:
         assert self.desk is not None
         return await requests.read_peer(self.desk, group, message)
 
-    async def _thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+    async def _thread_emit(self, channel: str, payload: Any, key: str | None,
+                           cause: Any = None) -> tuple[int, bool, list[str]]:
         assert self.desk is not None
-        return await self.desk.thread_emit(channel, payload, key)
+        return await self.desk.thread_emit(channel, payload, key, cause)
 
     def _control_busy(self, event: str, detail: dict) -> None:
         assert self.desk is not None

@@ -172,6 +172,7 @@ class StoredEvent:
     schema_version: str | None = None
     hash: str | None = None
     traceparent: str | None = None  # the W3C trace context it was sent with (kept in memory, not stored)
+    cause: Any = None  # its causal depth and path (kernel.core.causes.Cause; kept in memory, not stored)
 
 
 # (channel, payload JSON, key), with the origin host, how it arrived here, its schema version and content hash

@@ -37,6 +37,7 @@ CREATE INDEX IF NOT EXISTS idx_logs_ref_id ON logs(ref_id);
 CREATE TABLE IF NOT EXISTS workflow_runs (run_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL, ts INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS idx_workflow_runs_status ON workflow_runs(status);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS thread_transitions (id INTEGER PRIMARY KEY AUTOINCREMENT, log_id INTEGER NOT NULL, depth INTEGER, path TEXT);
 """  # noqa: E501 (the SQL as SQLite keeps it, one statement a line)
 
 # workflow event types that change a thread's status in workflow_runs: the ThreadStatus values
@@ -67,6 +68,10 @@ _UPSERT_RUN = (
     "INSERT INTO workflow_runs (run_id, workflow, status, ts) VALUES (?, ?, ?, ?) "
     "ON CONFLICT(run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, ts = excluded.ts"
 )
+# a thread's status change as nerve-threads will signal it: written right after its log row (whose id it takes),
+# in the same transaction, by `write` only. nerve-threads reads these, never the log: a row put into `logs` by
+# hand is no transition.
+_INSERT_TRANSITION = "INSERT INTO thread_transitions (log_id, depth, path) VALUES (last_insert_rowid(), ?, ?)"
 _SET_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
 
 
@@ -167,11 +172,13 @@ class LogStore:
             self.anchored = True
 
     # -- writes (buffered) -------------------------------------------------
-    def write(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None) -> None:
+    def write(self, row: LogRow, ts: int | None = None, mark: tuple[str, int] | None = None,
+              cause: dict[str, Any] | None = None) -> None:
         """Buffer one row built by its constructor (`vocab.logrows`): how Nerve writes its log.
 
-        A thread row whose kind is a status also sets the thread's status in workflow_runs, in the
-        same transaction; `mark=(key, id)` raises that watermark with the row (see `mark`).
+        A thread row whose kind is a status also sets the thread's status in workflow_runs and records the
+        transition nerve-threads signals (with `cause`, its causal depth and path), in the same transaction;
+        `mark=(key, id)` raises that watermark with the row (see `mark`).
         """
         if self.tap is not None:
             self.tap(row)
@@ -182,8 +189,10 @@ class LogStore:
             return
         ts = now_ms() if ts is None else ts
         workflow = (row.payload or {}).get("workflow", "")
+        depth, path = (cause.get("depth"), cause.get("path")) if cause else (None, None)
         with self._lock:
             self.append(kind.source_text, kind.type, row.ref, row.payload, ts, mark)
+            self._ops.append((_INSERT_TRANSITION, (depth, None if path is None else orjson.dumps(path).decode())))
             self._ops.append((_UPSERT_RUN, (row.ref, workflow, status.value, ts)))
 
     def append(

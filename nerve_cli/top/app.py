@@ -106,6 +106,9 @@ class Dashboard(Screen):
                 up = snap.fleet["connected"]
                 line.append(f" · fleet {snap.fleet['host']} {'up' if up else 'DOWN'}, outbox {snap.fleet['outbox']}",
                             style="bold" if up else "bold red")
+            if snap.causal and snap.causal.get("refused"):  # a chain of causes ran past its bound: a loop
+                line.append(f" · {snap.causal['refused']} refused past causal depth {snap.causal.get('max_depth')}",
+                            style="bold red")
             headline.update(line)
         else:
             headline.update(Text(" engine stopped: read-only, from the files (start it with `nerve run`)",

@@ -114,6 +114,10 @@ class LogKind(Enum):
     QUARANTINED = (LogSource.SYSTEM, "quarantined")
     """A sense that kills its worker is not computed for a while.
     ref_id: sense"""
+    CAUSAL_REFUSED = (LogSource.SYSTEM, "causal_refused")
+    """A directive or an emit past its causal depth bound was refused (once per chain; later ones are counted):
+    what (directive, emit, publish), target, depth, bound, path (the chain's hops from its outside root), sense.
+    ref_id: the sense whose compute asked, else the target"""
     RESET = (LogSource.SYSTEM, "reset")
     """`nerve sense reset` lifted that.
     ref_id: sense"""
@@ -321,6 +325,12 @@ def fleet_not_sent(name: str, kind: str, row_id: int, size: int, max_payload: in
     """A published signal or emit too large for the NATS server: skipped, so its source is not held up."""
     return LogRow(LogKind.FLEET_NOT_SENT, name, {"kind": kind, "id": row_id, "bytes": size,
                                                  "max_payload": max_payload, "message": message})
+
+
+def causal_refused(what: str, target: str, depth: int, bound: int, path: list[str], sense: str | None) -> LogRow:
+    """A chain of causes reached `depth`, past `bound`: its `what` (a directive, an emit) to `target` is refused."""
+    return LogRow(LogKind.CAUSAL_REFUSED, sense or target, {"what": what, "target": target, "depth": depth,
+                                                             "bound": bound, "path": path, "sense": sense})
 
 
 def control_busy(connections: int, limit: int, idle_timeout_s: float) -> LogRow:

@@ -73,6 +73,7 @@ class EngineCollector:
         yield from self._webhooks(snap)
         yield from notify_metrics(snap.notify)
         yield from self._freshness(snap)
+        yield from self._causal(snap)
 
     def _build(self) -> Iterator[Metric]:
         yield InfoMetricFamily("nerve_build", "The running Nerve: its version, Python and event loop.",
@@ -253,6 +254,17 @@ class EngineCollector:
         for sense in sorted(snap.freshness):
             stale.add_metric([sense], 1 if sense in snap.stale else 0)
         yield stale
+
+    def _causal(self, snap: Snapshot) -> Iterator[Metric]:
+        refused = CounterMetricFamily("nerve_causal_refusals", "Directives and emits refused past their causal depth "
+                                      "bound (engine.max_causal_depth, or a reflex's max_depth), by what was "
+                                      "refused.", labels=["what"])
+        by_what = snap.causal.get("by_what") or {}
+        for what in ("directive", "emit", "publish"):
+            refused.add_metric([what], by_what.get(what, 0))
+        yield refused
+        yield GaugeMetricFamily("nerve_causal_refused_chains", "Chains of causes refused at least once since the "
+                                "engine started (each logged once).", value=snap.causal.get("chains", 0))
 
     def _webhooks(self, snap: Snapshot) -> Iterator[Metric]:
         if snap.webhooks_url is None:

@@ -367,6 +367,7 @@ def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None) -> dict:
         "errors": snapshot.errors_total,
         "workflows": snapshot.workflows,
         "fleet": snapshot.fleet,
+        "causal": dict(snapshot.causal),
         "listeners": {name: {"enabled": name in snapshot.enabled,
                              "sources": [{"source": b.source, "kind": b.kind, "cursor": b.cursor, "events": b.events,
                                           "oldest_ts": b.oldest_ts} for b in found]}

@@ -98,6 +98,7 @@ class Snapshot:
     agents: Mapping[str, Any] = field(default_factory=dict)  # agent → its store.inbox.AgentBacklog (as backlogs)
     freshness: Mapping[str, float] = field(default_factory=dict)  # sense → its expect_signal_every
     stale: Mapping[str, float] = field(default_factory=dict)  # sense → stale since
+    causal: Mapping[str, Any] = field(default_factory=dict)  # causal depth refusals (kernel.core.causes.Causes.status)
 
     @property
     def errors_total(self) -> int:

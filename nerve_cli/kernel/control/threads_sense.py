@@ -7,17 +7,21 @@ the kernel and is otherwise a sense like any other: its signals are rows of
 `data/senses/nerve-threads.db` (`_signals`), listened to with `on:
 [nerve-threads]`, each delivered exactly once by the listeners' cursors.
 
-What it signals is what the workflow manager recorded: each thread status row
-of logs.db (queued, started, waiting, completed, failed, crashed, dropped,
-cancelled; a resumed start is `resumed`) becomes one signal, in log order. The
-manager wakes it after each write of such rows; each compute copies the rows
-after its watermark (`_nerve_feed.logs_id`, in nerve-threads.db) and moves the
+What it signals is what the workflow manager recorded: each thread status
+change (queued, started, waiting, completed, failed, crashed, dropped,
+cancelled; a resumed start is `resumed`) becomes one signal, in order, with its
+causal depth (`depth`: one deeper than the thread). The change is recorded as a
+`thread_transitions` row of logs.db in the same transaction as the status row
+it describes (`LogStore.write`); nerve-threads reads those, never the log's
+rows, so a row put into `logs` by hand is signalled by no one. The manager wakes
+it after each write of such rows; each compute copies the transitions after its
+watermark (`_nerve_feed.transition_id`, in nerve-threads.db) and moves the
 watermark in the same transaction as the signals, so every transition is
 signalled exactly once even when the kernel is killed between the two
 databases' commits, and the transitions of threads answered or run while no
 engine ran (`nerve thread approve`, a standalone `nerve workflow run`) are
-signalled at the next start. A new nerve-threads.db starts from the log's
-current end: it signals what happens from then on.
+signalled at the next start. A new nerve-threads.db starts from the current
+end: it signals what happens from then on.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from nerve_cli.store.logs import open_readonly
 from nerve_cli.store.sqlitefile import damaged, is_damage
 from nerve_cli.vocab.states import ThreadStatus
 
-FEED = "_nerve_feed"  # key → value: `logs_id`, the last logs.db row signalled
+FEED = "_nerve_feed"  # key → value: `transition_id`, the last thread_transitions row signalled
+WATERMARK = "transition_id"
 BATCH = 500  # transitions signalled per compute; a full batch is followed by another compute at once
 _STATUSES = tuple(s.value for s in ThreadStatus)
 # fields of a status row a transition carries, when the row has them
@@ -50,35 +55,46 @@ class ThreadsStore(BuiltinSenseDb):
 
     def prepare(self) -> None:
         self.conn.execute(f"CREATE TABLE IF NOT EXISTS {FEED} (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-        if self.conn.execute(f"SELECT 1 FROM {FEED} WHERE key = 'logs_id'").fetchone() is None:
-            self.conn.execute(f"INSERT INTO {FEED} (key, value) VALUES ('logs_id', ?)", (self._log_end(),))
+        # (a nerve-threads.db from before transitions kept `logs_id`: it starts again at the transitions' end)
+        if self.conn.execute(f"SELECT 1 FROM {FEED} WHERE key = ?", (WATERMARK,)).fetchone() is None:
+            self.conn.execute(f"INSERT INTO {FEED} (key, value) VALUES (?, ?)", (WATERMARK, self._end()))
 
-    def _log_end(self) -> int:
+    def _end(self) -> int:
         if not self.logs_path.exists():
             return 0
         conn = open_readonly(self.logs_path)
         try:
-            return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM logs").fetchone()[0])
+            return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM thread_transitions").fetchone()[0])
+        except sqlite3.OperationalError:  # a logs.db from before transitions: its engine makes the table
+            return 0
         finally:
             conn.close()
 
     def feed(self) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
-        """Signal the thread transitions logged since the last feed: [(signal id, payload)], and whether
-        more wait (a full batch). Runs in a thread: SQLite may wait for a lock here."""
-        after = self.conn.execute(f"SELECT value FROM {FEED} WHERE key = 'logs_id'").fetchone()[0]
+        """Signal the thread transitions recorded since the last feed: [(signal id, payload)], and whether
+        more wait (a full batch)."""
+        signals, more, _paths = self.take()
+        return signals, more
+
+    def take(self) -> tuple[list[tuple[int, dict[str, Any]]], bool, list[list[str] | None]]:
+        """`feed`, with each signal's causal path (the hops from the outside world, when recorded). Runs in a
+        thread: SQLite may wait for a lock here."""
+        after = self.conn.execute(f"SELECT value FROM {FEED} WHERE key = ?", (WATERMARK,)).fetchone()[0]
         rows = self._rows(after)
         if not rows:
-            return [], False
-        out = []
+            return [], False, []
+        out, paths = [], []
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                for _log_id, run_id, type_, payload, ts in rows:
+                for _id, run_id, type_, payload, ts, depth, path in rows:
                     body = transition(run_id, type_, orjson.loads(payload) if payload else {}, ts)
+                    body["depth"] = 1 if depth is None else depth  # (recorded without the engine: a person's)
                     cur = self.conn.execute("INSERT INTO _signals (ts, payload) VALUES (?, ?)",
                                             (ts, orjson.dumps(body).decode()))
                     out.append((cur.lastrowid or 0, body))
-                self.conn.execute(f"UPDATE {FEED} SET value = ? WHERE key = 'logs_id'", (rows[-1][0],))
+                    paths.append(orjson.loads(path) if path else None)
+                self.conn.execute(f"UPDATE {FEED} SET value = ? WHERE key = ?", (rows[-1][0], WATERMARK))
                 self.conn.execute("COMMIT")
             except BaseException:
                 if self.conn.in_transaction:
@@ -88,14 +104,18 @@ class ThreadsStore(BuiltinSenseDb):
             if is_damage(exc):
                 raise damaged(self.path, str(exc), self.fix) from None
             raise
-        return out, len(rows) >= BATCH
+        return out, len(rows) >= BATCH, paths
 
-    def _rows(self, after: int) -> list[tuple[int, str, str, str | None, int]]:
+    def _rows(self, after: int) -> list[tuple[int, str, str, str | None, int, int | None, str | None]]:
         conn = open_readonly(self.logs_path)
         try:
             marks = ",".join("?" * len(_STATUSES))
-            return conn.execute(f"SELECT id, ref_id, type, payload, ts FROM logs WHERE source = 'workflow' AND type "
-                                f"IN ({marks}) AND id > ? ORDER BY id LIMIT ?", (*_STATUSES, after, BATCH)).fetchall()
+            return conn.execute(
+                "SELECT t.id, l.ref_id, l.type, l.payload, l.ts, t.depth, t.path FROM thread_transitions t "
+                f"JOIN logs l ON l.id = t.log_id WHERE t.id > ? AND l.source = 'workflow' AND l.type IN ({marks}) "
+                "ORDER BY t.id LIMIT ?", (after, *_STATUSES, BATCH)).fetchall()
+        except sqlite3.OperationalError:  # a logs.db from before transitions: nothing recorded yet
+            return []
         finally:
             conn.close()
 

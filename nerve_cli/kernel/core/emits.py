@@ -40,11 +40,12 @@ INLINE_BYTES = 256 * 1024  # payload bytes a batch may have to be committed on t
 CHECKPOINT_EVERY = 1000  # commits between two WAL checkpoints (about one default autocheckpoint's worth)
 
 # channel, JSON, key, origin (fleet host), via (webhook), schema version, hash, traceparent (W3C; not stored),
-# then the emitter's future
+# cause (its causal depth and path, kernel.core.causes; not stored), then the emitter's future
 Item = tuple[str, "str | None", "str | None", "str | None", "str | None", "str | None", "str | None", "str | None",
-             asyncio.Future]
-# what emit_many takes: (channel, payload, key, origin) or (channel, payload, key, origin, traceparent)
-Event = tuple[str, Any, "str | None", "str | None"] | tuple[str, Any, "str | None", "str | None", "str | None"]
+             Any, asyncio.Future]
+# what emit_many takes: (channel, payload, key, origin[, traceparent[, cause]])
+Event = (tuple[str, Any, "str | None", "str | None"] | tuple[str, Any, "str | None", "str | None", "str | None"]
+         | tuple[str, Any, "str | None", "str | None", "str | None", Any])
 
 
 class EmitDesk:
@@ -63,15 +64,16 @@ class EmitDesk:
 
     def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None, *,
              via: str | None = None, schema_version: Any = None, hashed: bool = False,
-             traceparent: str | None = None) -> asyncio.Future:
+             traceparent: str | None = None, cause: Any = None) -> asyncio.Future:
         """Store one event; the future resolves to (StoredEvent, woken senses) once it is committed and routed.
 
         `origin`: the fleet host the event was received from (None: emitted here); `via`: how it arrived here
         when not by nerve emit, the socket or MCP ("webhook"); `traceparent`: the W3C trace context it came
-        with (handed to the routing with the stored event, not stored).
-        Raises EventError at once for an event that cannot be stored as given.
+        with (handed to the routing with the stored event, not stored); `cause`: its causal depth and path
+        (likewise; None: the outside world's). Raises EventError at once for an event that cannot be stored as given.
         """
-        return self._queued([(*new_event(channel, payload, key, schema_version, hashed, origin, via), traceparent)])[0]
+        return self._queued([(*new_event(channel, payload, key, schema_version, hashed, origin, via), traceparent,
+                              cause)])[0]
 
     def emit_many(self, events: list[Event]) -> list[asyncio.Future]:
         """Store (channel, payload, key, origin[, traceparent]) events in order, in one commit when the lock is
@@ -79,8 +81,8 @@ class EmitDesk:
 
         Raises EventError before queueing any of them when one cannot be stored as given.
         """
-        return self._queued([(*new_event(e[0], e[1], e[2], origin=e[3]), e[4] if len(e) > 4 else None)
-                             for e in events])
+        return self._queued([(*new_event(e[0], e[1], e[2], origin=e[3]), e[4] if len(e) > 4 else None,
+                              e[5] if len(e) > 5 else None) for e in events])
 
     def _queued(self, checked: list[tuple]) -> list[asyncio.Future]:
         loop = asyncio.get_running_loop()
@@ -129,7 +131,7 @@ class EmitDesk:
 
     def _stored(self, batch: list[Item], stored: list[StoredEvent]) -> None:
         # the payload as the JSON text just stored: logging it copies bytes instead of encoding megabytes again
-        fresh = [(event if item[7] is None else replace(event, traceparent=item[7]),
+        fresh = [(event if item[7] is None and item[8] is None else replace(event, traceparent=item[7], cause=item[8]),
                   None if item[1] is None else orjson.Fragment(item[1]))
                  for event, item in zip(stored, batch) if not event.duplicate]
         woken = iter(self.on_stored(fresh))

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from nerve_cli.config.model import THREADS_SENSE
 from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore
 from nerve_cli.kernel.control.threads_sense import ThreadsStore
+from nerve_cli.kernel.core.causes import Cause
 from nerve_cli.kernel.loop.pump import KERNEL
 from nerve_cli.kernel.supervision.supervisor import GroupHooks, Inflight
 from nerve_cli.vocab.reasons import Reason
@@ -39,6 +40,7 @@ class Signalled(protocol.Message):
     signals: list[tuple[int | None, Any, int | None]]
     signal_id: int | None
     more: bool = False
+    causes: list[Cause] | None = None  # each signal's causal depth and path, when it has its own (nerve-threads')
 
 
 class Builtins:
@@ -63,7 +65,7 @@ class Builtins:
             write = loop.run_in_executor(None, self.health.record, payload)
             write.add_done_callback(lambda f: self._health_stored(f, inflight, payload, started))
         else:
-            write = loop.run_in_executor(None, self.threads.feed)
+            write = loop.run_in_executor(None, self.threads.take)
             write.add_done_callback(lambda f: self._threads_stored(f, inflight, started))
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
@@ -87,14 +89,16 @@ class Builtins:
         if done.exception() is not None:
             self._refused(inflight, done.exception(), duration, "signals")
             return
-        signals, more = done.result()
+        signals, more, paths = done.result()
         if not signals:
             self._answer(inflight, protocol.Silent(id=inflight.id, sense=THREADS_SENSE, duration_ms=duration))
             return
-        # one signal per transition; the listeners read them all by id
+        # one signal per transition, as deep as its thread made it; the listeners read them all by id
+        causes = [Cause(body["depth"], tuple(path) if path else (body["run_id"], THREADS_SENSE))
+                  for (_, body), path in zip(signals, paths)]
         self._answer(inflight, Signalled(inflight.id, THREADS_SENSE, duration,
                                          [(signal_id, body, body["at_ms"]) for signal_id, body in signals],
-                                         signals[-1][0], more))
+                                         signals[-1][0], more, causes))
 
     def _refused(self, inflight: Inflight, error: BaseException | None, duration: float, what: str) -> None:
         info = protocol.ErrorInfo(type(error).__name__,

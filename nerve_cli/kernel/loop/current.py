@@ -15,7 +15,16 @@ class Current:
         self.config = config
         self.warnings = warnings  # nerve.yaml's, shown and counted apart from errors
         self.readings: dict[str, Reading] = readings(config)  # how each sense with `on:` sources reads them
+        self._bounds: dict[str | None, int] = {}  # sense → its causal depth bound, as asked
 
     def use(self, config: NerveConfig) -> None:
         self.config = config
         self.readings = readings(config)
+        self._bounds = {}
+
+    def causal_bound(self, sense: str | None) -> int:
+        """The deepest a directive or an emit of `sense`'s computes may go (nerve.yaml's, asked once per config)."""
+        bound = self._bounds.get(sense)
+        if bound is None:
+            bound = self._bounds[sense] = self.config.causal_bound(sense)
+        return bound

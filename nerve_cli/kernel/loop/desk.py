@@ -17,6 +17,7 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control.snapshot import SenseView, Snapshot, WorkerView
 from nerve_cli.kernel.core.agent_health import AgentHealth
+from nerve_cli.kernel.core.causes import Cause, Causes
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.listeners import ListenerHealth, listeners_of
@@ -32,6 +33,7 @@ from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.store.events import EventError
 from nerve_cli.store.logs import LogStore
 from nerve_cli.vocab.reasons import CODE_CHANGED, DEMAND, REPLAY, Reason
 
@@ -107,7 +109,8 @@ class Desk:
             webhook_counts=dict(self.webhooks.counts) if self.webhooks is not None else {},
             backlogs=dict(self.listener_health.last), agents=dict(self.agent_health.last),
             freshness=dict(freshness.expected),
-            stale=dict(freshness.stale))
+            stale=dict(freshness.stale),
+            causal={"max_depth": self.config.engine.max_causal_depth, **self.causes.status()})
 
     def sense(self, name: str) -> SenseView | None:
         """One sense the engine schedules, as now (None: no such enabled sense)."""
@@ -159,10 +162,20 @@ class Desk:
         return self.emits.emit(channel, payload, key, via=via, schema_version=schema_version, hashed=hashed,
                                traceparent=traceparent)
 
-    async def thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
-        """An event a workflow thread's role emits: stored and routed like any emit."""
-        event, woken = await self.emit(channel, payload, key)
+    async def thread_emit(self, channel: str, payload: Any, key: str | None,
+                          cause: Cause | None = None) -> tuple[int, bool, list[str]]:
+        """An event a workflow thread's role emits: stored and routed like any emit, unless its `cause` is past
+        the causal depth bound (EventError)."""
+        if cause is not None and not self.causes.admit("emit", channel, cause):
+            raise EventError(f"emit to {channel} refused: causal depth {cause.depth} is past the bound of "
+                             f"{self.current.causal_bound(None)} (engine.max_causal_depth)")
+        event, woken = await self.emits.emit(channel, payload, key, cause=cause)
         return event.id, event.duplicate, woken
+
+    @property
+    def causes(self) -> Causes:
+        """Each item's causal depth, and the refusals (kernel.core.causes)."""
+        return self.outcomes.router.causes
 
     def events_stored(self, channel: str | None) -> int:
         """Events stored without this engine (an offline `nerve emit` racing its start): log, wake listeners."""

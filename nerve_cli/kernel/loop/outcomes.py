@@ -191,6 +191,8 @@ class Outcomes:
             else:
                 self.report("warn", f"{sense}: source {restart.get('source')} was rebuilt since its cursor (at "
                                     f"{restart.get('was_at')}) was counted; it reads the new one from its start")
+        if isinstance(message, (protocol.Signal, protocol.Silent)):  # as deep as what it consumed
+            self.router.causes.answered(compute_id, sense, message.consumed)
         if isinstance(message, protocol.Signal):
             self.router.skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump after _finish starts them
@@ -199,7 +201,7 @@ class Outcomes:
             self._finish(sense, compute_id, inflight.reason, Outcome.SIGNAL, duration,
                          signal_id=message.signal_id, events=message.events)
         elif isinstance(message, Signalled):  # a built-in sense's
-            self._routed(sense, compute_id, message.signals, None)
+            self._routed(sense, compute_id, message.signals, None, message.causes)
             if message.more:
                 self.trigger(THREADS_SENSE, BACKLOG)
             self._finish(sense, compute_id, inflight.reason, Outcome.SIGNAL, duration, signal_id=message.signal_id)
@@ -319,8 +321,8 @@ class Outcomes:
 
     # the end of a compute --------------------------------------------------------
     def _routed(self, sense: str, compute_id: int, signals: list[tuple[int | None, Any, int | None]],
-                directive: str | None) -> None:
-        thread = self.router.signals(sense, signals, directive, compute_id)
+                directive: str | None, causes: list | None = None) -> None:
+        thread = self.router.signals(sense, signals, directive, compute_id, causes)
         record = self.computes.get(compute_id)
         if directive and thread is not None and record is not None and self.reads.waiting(sense):
             record.launched.update({"workflow": directive, "thread": thread})  # someone waits for this compute
@@ -336,6 +338,7 @@ class Outcomes:
                 signal_id: int | None = None, kept: bool = False, events: int = 0, pump: bool = True) -> None:
         now = time.time()
         record = self.computes.close(compute_id, sense)
+        self.router.causes.ended(compute_id)
         row = logrows.run_complete(sense, compute_id, outcome, reason, duration_ms=duration_ms, signal_id=signal_id,
                                    discarded=discarded, kept=kept, events=events)
         if record.output:

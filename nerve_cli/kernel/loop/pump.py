@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from nerve_cli.config.projection import BindError, Reading
+from nerve_cli.kernel.core.causes import Causes
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.reads import Reads
 from nerve_cli.kernel.core.report import Log, Report
@@ -63,7 +64,7 @@ class Pump:
     def __init__(self, scheduler: Scheduler, current: Current, groups: Groups, builtin: Builtin,
                  delivery: Delivery, reads: Reads, computes: Computes, stats: EngineStats, log: Log,
                  report: Report, on_wake: Callable[[], None], *, started_at: float,
-                 tracing: Tracing | None = None, report_computes: bool = False) -> None:
+                 tracing: Tracing | None = None, report_computes: bool = False, causes: Causes | None = None) -> None:
         self.scheduler = scheduler
         self.current = current
         self.groups = groups
@@ -78,6 +79,7 @@ class Pump:
         self.started_at = started_at
         self.tracing = tracing
         self.report_computes = report_computes  # don't format lines nobody sees
+        self.causes = causes  # each compute takes the causal depth of what woke it
         self.next_id = 1
         self.stopping = False
         self._timer: asyncio.TimerHandle | None = None
@@ -141,6 +143,8 @@ class Pump:
         if self.report_computes:
             self.report("debug", f"compute {sense} #{compute_id} ({reason})")
         record = self.computes.start(compute_id, sense)
+        if self.causes is not None:
+            self.causes.started(compute_id, sense, reason.text)
         if sense in self.builtin.senses:
             self.builtin.compute(compute_id, sense, reason)
             return None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from nerve_cli.kernel.core.causes import Cause, Causes, world
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.report import Log, Report
@@ -66,7 +67,7 @@ class Subscriber(Protocol):
 class Router:
     def __init__(self, scheduler: Scheduler, ledger: Ledger, delivery: Delivery, freshness: FreshnessWatch,
                  stats: EngineStats, log: Log, report: Report, *, workflows: WorkflowManager | None = None,
-                 tracing: Tracing | None = None, report_signals: bool = False) -> None:
+                 tracing: Tracing | None = None, report_signals: bool = False, causes: Causes | None = None) -> None:
         self.scheduler = scheduler
         self.ledger = ledger
         self.delivery = delivery
@@ -79,32 +80,49 @@ class Router:
         self.fleet: Fleet | None = None  # while this host is in a fleet (set and unset by the fleet's part)
         self.report_signals = report_signals  # don't format lines nobody sees
         self.subscribers: list[Subscriber] = []
+        # each item's causal depth: its listeners become as deep (kernel.core.causes)
+        self.causes = causes if causes is not None else Causes(lambda _: 1 << 30, log, report)
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self.subscribers.append(subscriber)
 
     # signals -----------------------------------------------------------------------
     def signals(self, sense: str, signals: Iterable[tuple[int | None, Any, int | None]],
-                directive: str | None = None, compute_id: int | None = None) -> dict | None:
-        """A compute of `sense` committed `signals` [(signal id, payload, ts)]; returns the thread its
-        directive started, if any."""
+                directive: str | None = None, compute_id: int | None = None,
+                causes: list[Cause] | None = None) -> dict | None:
+        """A compute of `sense` committed `signals` [(signal id, payload, ts)] (`causes`: each one's, when
+        they are not the compute's); returns the thread its directive started, if any."""
         now = time.time()
         items = []
         thread = None
-        for signal_id, payload, ts in signals:
+        cause = self.causes.signalled(sense, compute_id)
+        for n, (signal_id, payload, ts) in enumerate(signals):
+            if causes is not None:
+                cause = self.causes.source(sense, causes[n])
             if self.report_signals:
                 self.report("signal", f"{sense}: {short(payload)}")
             if self.tracing is not None:  # before the listeners are woken: their computes are children of this
                 self.tracing.signalled(sense, compute_id, signal_id)
             self.freshness.signalled(sense)
-            self.stats.signalled(self.scheduler.on_signal(sense, now))
+            targets = self.scheduler.on_signal(sense, now)
+            self.causes.woke(targets, cause, sense, signal_id)
+            self.stats.signalled(targets)
             if self.fleet is not None:  # (the fleet reads the row from the database when its id is not at hand)
                 self.fleet.committed(SourceKind.SENSE, sense, signal_id, ts, payload)
             if directive and self.workflows is not None:
-                thread = self.workflows.launch_directive(sense, directive)
+                thread = self._directive(sense, directive, cause)
             items.append(Committed(SourceKind.SENSE, sense, signal_id, ts, payload, compute_id=compute_id))
         self._settled(sense, items)
         return thread
+
+    def _directive(self, sense: str, directive: str, cause: Cause) -> dict:
+        """The thread a signal's directive asks for: as deep as the signal, refused past the sense's bound."""
+        assert self.workflows is not None
+        workflow = directive.split("|", 1)[0].strip() if isinstance(directive, str) else "?"
+        started = cause.via(f"workflow {workflow}")
+        if not self.causes.admit("directive", f"workflow {workflow}", started, sense):
+            return {"run_id": None, "status": "refused", "reason": "causal depth"}
+        return self.workflows.launch_directive(sense, directive, started)
 
     def skipped(self, sense: str, signal_ids: list[int]) -> None:
         """Signals committed whose answer never came (the ledger logged them): their listeners still hear."""
@@ -136,6 +154,9 @@ class Router:
             if self.report_signals:
                 self.report("signal", f"emit {event.channel} #{event.id}: {short(payload)}")
             targets = self.scheduler.on_signal(event.channel, now)
+            self.causes.woke(targets, self.causes.source(
+                event.channel, event.cause if event.cause is not None else world(f"{event.channel} #{event.id}")),
+                event.channel, event.id)
             self.stats.signalled(targets)
             woken.append(targets)
             items.setdefault(event.channel, []).append(

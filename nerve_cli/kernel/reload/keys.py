@@ -69,6 +69,8 @@ LIVE = {
     "agents.*.on", "agents.*.match", "agents.*.batch", "agents.*.deliver", "agents.*.deliver.codex",
     "agents.*.deliver.codex.endpoint",
     "agents.*.deliver.codex.thread", "agents.*.start", "agents.*.enabled",
+    # causal depth: the guard reads its bounds at every directive and emit; config check reads `loops`
+    "engine.max_causal_depth", "reflexes[*].max_depth", "loops",
     # the notifier reads its rules at every look (woken by each reload)
     "notify", "notify[*].name", "notify[*].on", "notify[*].senses", "notify[*].workflows", "notify[*].to",
     "notify[*].to_env", "notify[*].answer_as", "notify[*].retry_max", "notify[*].enabled",

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nerve_cli.automaton.model import WorkflowMessage, is_round
+from nerve_cli.config.model import THREADS_SENSE
+from nerve_cli.kernel.core.causes import Cause, world
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.workflows.kind import Thread
 from nerve_cli.store.logs import LogStore
@@ -36,12 +38,14 @@ class Journal:
         self._statuses = False  # status rows written since the last flush
 
     def status(self, thread: Thread, status: ThreadStatus, **detail: Any) -> None:
-        """The thread takes `status` (its row, and workflow_runs, in one transaction)."""
+        """The thread takes `status` (its row, workflow_runs and the transition nerve-threads signals, one
+        deeper than the thread, in one transaction)."""
         self._statuses = True
-        self._write(thread, logrows.thread_status(thread.run_id, thread.workflow, status, **detail))
+        self._write(thread, logrows.thread_status(thread.run_id, thread.workflow, status, **detail),
+                    transition_cause(thread.run_id, thread.workflow, thread.origin).to_json())
 
-    def _write(self, thread: Thread, row: LogRow) -> None:
-        self.logs.write(row)
+    def _write(self, thread: Thread, row: LogRow, cause: dict[str, Any] | None = None) -> None:
+        self.logs.write(row, cause=cause)
         for listener in list(self.listeners):
             try:
                 listener(thread.run_id, thread.workflow, row.type, row.payload or {})
@@ -75,3 +79,13 @@ class Journal:
             self._statuses = False
             self.on_statuses()
         return True
+
+
+def thread_cause(run_id: str, workflow: str, origin: dict[str, Any]) -> Cause:
+    """A thread's causal depth and path: its origin's (a directive's), else a person's or a tool's (depth 0)."""
+    return Cause.from_json(origin.get("cause")) or world(f"{run_id} ({workflow})")
+
+
+def transition_cause(run_id: str, workflow: str, origin: dict[str, Any]) -> Cause:
+    """What a thread's transitions are: one deeper than the thread."""
+    return thread_cause(run_id, workflow, origin).hop(THREADS_SENSE)

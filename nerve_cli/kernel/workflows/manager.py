@@ -37,6 +37,7 @@ from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
+from nerve_cli.kernel.core.causes import Cause
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
@@ -141,13 +142,16 @@ class WorkflowManager:
         started = self.launch(record.workflow, record.prompt, record.max_rounds, origin, chain)
         return {**started, "rerun_of": run_id}
 
-    def launch_directive(self, sense: str, directive: str) -> dict:
+    def launch_directive(self, sense: str, directive: str, cause: Cause | None = None) -> dict:
         """Launch from a sense's `workflow` directive: {"run_id", "status"} (started, queued, dropped), or
-        {"run_id": None, "status": "refused", "reason"}. A refusal is also logged (naming the sense), never raised."""
+        {"run_id": None, "status": "refused", "reason"}. A refusal is also logged (naming the sense), never raised.
+        `cause`: the thread's causal depth and path (kept in its origin: its transitions are one deeper)."""
         try:
             parsed = parse_directive(directive)
-            return self.launch(parsed.workflow, parsed.prompt, parsed.max_rounds,
-                               {"kind": "directive", "sense": sense})
+            origin: dict[str, Any] = {"kind": "directive", "sense": sense}
+            if cause is not None:
+                origin["cause"] = cause.to_json()
+            return self.launch(parsed.workflow, parsed.prompt, parsed.max_rounds, origin)
         except WorkflowError as exc:
             why = str(exc)
         except Exception as exc:  # never let a sense's directive hurt the kernel
@@ -341,16 +345,19 @@ class WorkflowManager:
         elif gates.expire(self.journal, kind, thread, reason):
             self._flush()
 
-    async def _thread_emit(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
-        """An event a thread's role emits, stored like `nerve emit` stores one (a sense's name is refused)."""
+    async def _thread_emit(self, channel: str, payload: Any, key: str | None,
+                           cause: Cause | None = None) -> tuple[int, bool, list[str]]:
+        """An event a thread's role emits, stored like `nerve emit` stores one (a sense's name is refused);
+        `cause`: its causal depth and path (one deeper than the thread)."""
         if self.config.source_kind(channel) is SourceKind.SENSE:
             raise EventError(f"{channel!r} is a sense: senses emit their own signals; emit to a channel")
         refused = emit_refusal(self.config.fleet, channel)  # another fleet host's sense
         if refused is not None:
             raise EventError(refused)
-        return await self._emit(channel, payload, key)
+        return await self._emit(channel, payload, key, cause)
 
-    async def _store_event(self, channel: str, payload: Any, key: str | None) -> tuple[int, bool, list[str]]:
+    async def _store_event(self, channel: str, payload: Any, key: str | None,
+                           cause: Cause | None = None) -> tuple[int, bool, list[str]]:
         """No engine (a standalone run): stored in data/events.db, delivered and logged by the next engine."""
         stored = await asyncio.get_running_loop().run_in_executor(None, store_event, Layout(self.home).events_db,
                                                                   channel, payload, key)

@@ -17,11 +17,12 @@ from typing import Any
 
 from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.errors import NerveError
+from nerve_cli.kernel.core.causes import Cause
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
 from nerve_cli.kernel.workflows import control, gates, recovery
-from nerve_cli.kernel.workflows.journal import Journal
+from nerve_cli.kernel.workflows.journal import Journal, thread_cause
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.states import ThreadStatus, WorkerState
@@ -30,9 +31,9 @@ from nerve_cli.words import plural
 
 END_STATUSES = (ThreadStatus.COMPLETED, ThreadStatus.FAILED, ThreadStatus.WAITING)  # what a worker may report
 OnMessage = Callable[[Kind, WorkerProcess, Any], None]
-# Stores an event a thread's role emits: (channel, payload, key) → (event id, duplicate, senses woken);
-# raises NerveError for an event that cannot be stored as given.
-Emit = Callable[[str, Any, "str | None"], Awaitable[tuple[int, bool, list[str]]]]
+# Stores an event a thread's role emits: (channel, payload, key, cause) → (event id, duplicate, senses woken);
+# raises NerveError for an event that cannot be stored as given (or is past its causal depth bound).
+Emit = Callable[[str, Any, "str | None", "Cause | None"], Awaitable[tuple[int, bool, list[str]]]]
 
 
 class Spawner:
@@ -181,7 +182,9 @@ class Spawner:
             answer = protocol.EmitDone(msg.run_id, msg.request, error=f"{msg.run_id} is not running")
         else:
             try:
-                event_id, duplicate, woken = await self.emit(msg.channel, msg.payload, msg.key)
+                thread = kind.running[msg.run_id]  # its emits are one deeper than it
+                cause = thread_cause(thread.run_id, thread.workflow, thread.origin).hop(msg.channel)
+                event_id, duplicate, woken = await self.emit(msg.channel, msg.payload, msg.key, cause)
                 answer = protocol.EmitDone(msg.run_id, msg.request, event_id, duplicate, woken)
             except NerveError as exc:
                 answer = protocol.EmitDone(msg.run_id, msg.request, error=str(exc))
