@@ -208,3 +208,72 @@ def test_a_forged_log_row_is_no_transition(home: Path) -> None:
     assert [r for r, _ in seen()] == [run] * len(seen()) and len(seen()) >= 3
     assert all(s["payload"]["run_id"] == run for s in shown["signals"])
     assert {s["payload"]["depth"] for s in shown["signals"]} == {1}  # a person's thread: its transitions at 1
+
+
+ECHO = textwrap.dedent('''
+    def compute(db, peers, trigger):
+        return {"heard": [e.source for e in trigger.events]}
+''')
+
+
+def _echo_host(root: Path, name: str, other: str, url: str) -> Path:
+    sources = "[go, " + f"{other}/echo]" if name == "a" else f"[{other}/echo]"
+    return write_instance(root / name, f"""
+        senses:
+          echo: {{}}
+        reflexes:
+          - {{sense: echo, on: {sources}}}
+        fleet:
+          servers: [{url}]
+          host: {name}
+          publish: {{senses: [echo]}}
+          subscribe: {{senses: [{other}/echo]}}
+    """, {"echo": ECHO})
+
+
+def _signals(home: Path, sense: str) -> list[dict]:
+    path = home / "data" / "senses" / f"{sense}.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return [json.loads(p) for (p,) in conn.execute("SELECT payload FROM _signals ORDER BY id")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
+def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
+    from fleetkit import NatsServer
+
+    with NatsServer(tmp_path / "nats") as server:
+        a = _echo_host(tmp_path, "a", "b", server.url)
+        b = _echo_host(tmp_path, "b", "a", server.url)
+        checked = json.loads(cli("config", "check", "--json", "--home", str(a)).output)
+        warned = [p["message"] for p in checked["problems"] if "loop through what computes cause" in p["message"]]
+        assert len(warned) == 1 and "(fleet)" in warned[0] and "another host" in warned[0], checked["problems"]
+        with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+            engine_a.wait_ready()
+            engine_b.wait_ready()
+            wait_for(lambda: engine_a.status()["fleet"]["connected"] and engine_b.status()["fleet"]["connected"],
+                     30, what="both hosts in the fleet")
+            request(a, "emit", channel="go", payload={"n": 1})
+            wait_for(lambda: _refusals(a) or _refusals(b), 60, what="the echo to be refused at its bound")
+            counts: list[tuple[int, int]] = []
+
+            def quiet() -> bool:
+                counts.append((len(_signals(a, "echo")), len(_signals(b, "echo"))))
+                return len(counts) > int(scaled(2) / 0.1) and len(set(counts[-int(scaled(2) / 0.1):])) == 1
+
+            wait_for(quiet, 60, interval=0.1, what="the echo to stop")
+            engine_a.stop()
+            engine_b.stop()
+
+    # go is depth 0; a's echo signals at 1, 3, 5, 7, 9 and b's at 2, 4, 6, 8; b refuses what comes at 9
+    assert (len(_signals(a, "echo")), len(_signals(b, "echo"))) == (5, 4)
+    (refused,) = _refusals(b)
+    assert (refused["payload"]["what"], refused["payload"]["target"], refused["payload"]["depth"]) == \
+        ("emit", "a/echo", 9)
+    assert refused["payload"]["path"][-1] == "fleet from a" and "echo" in refused["payload"]["path"]
+    assert not _refusals(a)

@@ -222,6 +222,7 @@ def test_the_router_logs_an_event_once_wakes_its_listeners_and_tells_each_subscr
         schema_version: str | None = None
         hash: str | None = None
         traceparent: str | None = None
+        cause: object = None
 
     async def main() -> None:
         kit = Kit(tmp_path, {"senses": {"b": {}}, "reflexes": [{"sense": "b", "on": ["deploys"]}]})

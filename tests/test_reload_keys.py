@@ -44,6 +44,7 @@ engine:
   quarantine_for: 1h
   respawn_backoff_first: 500ms
   respawn_backoff_max: 30s
+  max_causal_depth: 8
   webhooks: 127.0.0.1:0
   webhook_connections: 256
   webhook_timeout: 10s
@@ -54,7 +55,7 @@ senses:
   s: {group: g, throttle: 0s, timeout: 30s, grace_period: 1m, peers: [p], expect_signal_every: 1h}
   p: {group: g}
 reflexes:
-  - {sense: s, interval: 1h, on: [c], debounce: 1s, max_wait: 2s, jitter: 1s}
+  - {sense: s, interval: 1h, on: [c], debounce: 1s, max_wait: 2s, jitter: 1s, max_depth: 5}
   - {sense: p, cron: "0 3 * * *", timezone: UTC}
   - {sense: p, paths: ["docs/*.md"]}
   - {sense: p, on: [c], lazy: true, bindings: {kind: ci}}
@@ -81,6 +82,7 @@ fleet:
   replicas: 1
   ack_wait: 30s
   enabled: false
+loops: [[s, c]]
 notify:
   - {name: n1, to: ["json://127.0.0.1:9/a"], on: [waiting], workflows: [w], senses: [s], answer_as: ann,
      retry_max: 5m}
@@ -92,6 +94,7 @@ EVERY_LEAF = {
                "failure_backoff_after": 4, "failure_backoff_first": "6s", "failure_backoff_max": "11m",
                "quarantine_after": 4, "quarantine_window": "2h", "quarantine_for": "2h",
                "respawn_backoff_first": "600ms", "respawn_backoff_max": "31s", "metrics": "127.0.0.1:9",
+               "max_causal_depth": 9,
                "webhooks": "127.0.0.1:1", "ui": "127.0.0.1:1", "webhook_connections": 100, "webhook_timeout": "9s",
                "otel": {"endpoint": "http://127.0.0.1:8", "capture_content": True, "enabled": True}},
     "groups": {"g": {"memory_limit": "800MB", "cpu_limit": "90%", "cpu_window": "5s"}},
@@ -101,7 +104,7 @@ EVERY_LEAF = {
                "p": {"group": "g", "enabled": False}},
     "reflexes": [
         {"sense": "s", "interval": "2h", "on": [], "paths": ["notes/*.md"], "debounce": "2s", "max_wait": "3s",
-         "jitter": "2s", "enabled": False},
+         "jitter": "2s", "enabled": False, "max_depth": 6},
         {"sense": "s", "cron": "0 4 * * *", "timezone": "Europe/Berlin"},
         {"sense": "s", "paths": ["docs/*.txt"]},
         {"sense": "s", "on": ["d"], "lazy": False},
@@ -123,6 +126,7 @@ EVERY_LEAF = {
     "notify": [{"name": "n2", "to": ["json://127.0.0.1:9/b"], "to_env": "NERVE_TEST_NOTIFY_URLS",
                 "on": ["failed"], "workflows": [], "senses": [], "answer_as": "bob", "retry_max": "4m",
                 "enabled": False}],
+    "loops": [["s"]],
 }
 
 

@@ -66,12 +66,12 @@ def render_status(doc: dict[str, Any]) -> None:
         output.info(f"webhooks: POST {engine['webhooks_url']}CHANNEL")
     if doc.get("fleet"):
         render_fleet(doc["fleet"], now)
-    causal = doc.get("causal") or {}
+    causal: dict[str, Any] = doc.get("causal") or {}
     if causal.get("refused"):
-        last = causal.get("last") or {}
+        latest: dict[str, Any] = causal.get("last") or {}
         output.info(f"causal depth: {causal['refused']} directive(s)/emit(s) refused past their bound in "
-                    f"{causal['chains']} chain(s); last: {last.get('what')} to {last.get('target')} at depth "
-                    f"{last.get('depth')} (bound {last.get('bound')}): {' → '.join(last.get('path') or [])}",
+                    f"{causal['chains']} chain(s); last: {latest.get('what')} to {latest.get('target')} at depth "
+                    f"{latest.get('depth')} (bound {latest.get('bound')}): {' → '.join(latest.get('path') or [])}",
                     style="bold red")
     for warning in doc.get("warnings") or []:  # nerve.yaml's: worth fixing, but not errors
         output.info(f"warning: {warning['message']}", style="yellow")

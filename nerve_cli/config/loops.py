@@ -56,8 +56,8 @@ def causal_loops(data: dict, senses: dict, home: Path | None) -> Iterator[Findin
     _fleet_edges(data, edges)
     bounded = {r.get("sense") for r in reflexes if isinstance(r.get("max_depth"), int)}
     declared = [set(map(str, entry)) for entry in _list(data.get("loops")) if isinstance(entry, list)]
-    engine = data.get("engine") if isinstance(data.get("engine"), dict) else {}
-    bound = engine.get("max_causal_depth", DEFAULT_BOUND)
+    engine = data.get("engine")
+    bound = engine.get("max_causal_depth", DEFAULT_BOUND) if isinstance(engine, dict) else DEFAULT_BOUND
     loose = {THREADS_SENSE, HEALTH_SENSE, FLEET, THREAD} | {c for _, chans in caused.values() for c in chans}
     for component in components(edges):
         if not component & loose or component & bounded:
@@ -90,16 +90,17 @@ def _how(component: set[str]) -> str:
 
 def _names(name: str, component: set[str], data: dict) -> bool:
     """Whether a `loops:` entry's name is part of `component` (a workflow's name stands for its threads)."""
-    workflows = data.get("workflows") if isinstance(data.get("workflows"), dict) else {}
-    return name in component or (name in workflows and THREAD in component)
+    workflows = data.get("workflows")
+    return name in component or (isinstance(workflows, dict) and name in workflows and THREAD in component)
 
 
 def _fleet_edges(data: dict, edges: dict[str, set[str]]) -> None:
     fleet = data.get("fleet")
     if not isinstance(fleet, dict) or fleet.get("enabled", True) is False:
         return
-    publish = fleet.get("publish") if isinstance(fleet.get("publish"), dict) else {}
-    subscribe = fleet.get("subscribe") if isinstance(fleet.get("subscribe"), dict) else {}
+    publish, subscribe = fleet.get("publish"), fleet.get("subscribe")
+    publish = publish if isinstance(publish, dict) else {}
+    subscribe = subscribe if isinstance(subscribe, dict) else {}
     out = [n for key in ("senses", "channels") for n in _list(publish.get(key)) if isinstance(n, str)]
     back = [n for key in ("senses", "channels") for n in _list(subscribe.get(key)) if isinstance(n, str)]
     if not out or not back:

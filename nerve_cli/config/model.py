@@ -197,7 +197,7 @@ class EngineConfig(_Model):
     # is 7 hops deep; a loop through a thread takes 2 hops a turn, so a runaway one stops after 4 turns
     max_causal_depth: StrictInt = Field(default=8, ge=1, le=1000)
     """The most hops from the outside world a chain of senses, threads and emits may go: a directive or an emit
-    deeper than this is refused and logged (see [Flow control](../guides/flow-control.md)); a reflex's `max_depth`
+    deeper than this is refused and logged (see [Loops and fan-out](../guides/loops.md)); a reflex's `max_depth`
     sets its own."""
 
 
@@ -307,8 +307,8 @@ class ReflexConfig(_Model):
     parameter each read binds; needs `lazy: true`)."""
     max_depth: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
     """The causal depth bound of the directives and emits of this reflex's sense (instead of
-    `engine.max_causal_depth`): declares a loop through it and bounds it; see [Flow
-    control](../guides/flow-control.md)."""
+    `engine.max_causal_depth`): declares a loop through it and bounds it; see [Loops and
+    fan-out](../guides/loops.md)."""
     enabled: StrictBool = True
     """`false` turns the reflex off (no cascade)."""
 
@@ -717,7 +717,7 @@ class NerveConfig(_Model):
     loops: tuple[tuple[Annotated[str, Field(min_length=1, max_length=200)], ...], ...] = ()
     """Loops you mean to have, each the names it goes through (senses, channels, `nerve-threads`, a workflow):
     `nerve config check` stops warning about a cycle that passes through all of an entry's names; the engine
-    still bounds it by `engine.max_causal_depth`. See [Flow control](../guides/flow-control.md)."""
+    still bounds it by `engine.max_causal_depth`. See [Loops and fan-out](../guides/loops.md)."""
 
     def causal_bound(self, sense: str | None) -> int:
         """The deepest a directive or an emit of `sense`'s computes may be: the largest `max_depth` of its

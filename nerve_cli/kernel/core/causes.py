@@ -161,7 +161,7 @@ class Causes:
             return
         cause = found[0]
         for entry in consumed:
-            items = by_source.get(entry.get("source"))
+            items = by_source.get(str(entry.get("source")))
             last = entry.get("last")
             if items is not None and isinstance(last, int):
                 cause = deeper(cause, items.take(last))

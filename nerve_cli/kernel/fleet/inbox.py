@@ -40,6 +40,7 @@ from nats.js.errors import NotFoundError
 
 from nerve_cli.config.fleet import KEY_PREFIX, subscriptions
 from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.core.causes import Cause, Causes
 from nerve_cli.kernel.core.emits import Event
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import FIRST_RETRY, MAX_RETRY, Link, first_of
@@ -67,6 +68,7 @@ class Subscription:
     durable: str
     received: int = 0  # events committed here
     duplicates: int = 0  # handed over again and dropped by their key
+    refused: int = 0  # past the causal depth bound: acknowledged, not stored
     lag: int | None = None  # messages the server holds for this host and has not had acknowledged
     last_at: float | None = None  # when the last event was committed here
     last_origin_ts: int | None = None  # that event's time on its host (unix ms)
@@ -85,8 +87,10 @@ def durable_name(host: str, subject: str) -> str:
 
 
 class Inbox:
-    def __init__(self, fleet: FleetConfig, host: str, link: Link, deliver: Deliver, log: Log, report: Report) -> None:
+    def __init__(self, fleet: FleetConfig, host: str, link: Link, deliver: Deliver, log: Log, report: Report,
+                 causes: Causes | None = None) -> None:
         self.fleet = fleet
+        self.causes = causes  # what comes in keeps the causal depth it was sent with, and is refused past the bound
         self.host = host
         self.link = link
         self.deliver = deliver
@@ -222,8 +226,12 @@ class Inbox:
                 continue
             if sub.kind == SourceKind.CHANNEL and origin == self.host:
                 continue  # this host's own emit: it is already here
+            cause = _cause(headers, origin)
+            if cause is not None and self.causes is not None and not self.causes.admit("emit", sub.source, cause):
+                sub.refused += 1  # a chain of echoes between hosts: stopped here (acknowledged, not stored)
+                continue
             msg_id = headers.get("Nats-Msg-Id") or f"{self.fleet.stream}.{msg.metadata.sequence.stream}"
-            items.append((sub.source, self._payload(msg), KEY_PREFIX + msg_id, origin, _traceparent(headers)))
+            items.append((sub.source, self._payload(msg), KEY_PREFIX + msg_id, origin, _traceparent(headers), cause))
             kept.append(msg)
         if items:
             try:
@@ -278,6 +286,18 @@ class Inbox:
                 if info is not None:
                     sub.lag = (info.num_pending or 0) + (info.num_ack_pending or 0)
             await asyncio.sleep(LAG_EVERY)
+
+
+def _cause(headers: dict[str, str], origin: str | None) -> Cause | None:
+    """The causal depth and path a Nerve host sent the message with (Nerve-Depth, Nerve-Path), through here."""
+    depth = headers.get("Nerve-Depth")
+    if depth is None or not depth.isdigit():
+        return None
+    try:
+        path = [str(p) for p in orjson.loads(headers.get("Nerve-Path") or "[]")]
+    except (orjson.JSONDecodeError, TypeError):
+        path = []
+    return Cause(int(depth), (*path, f"fleet from {origin or '?'}"))
 
 
 def _traceparent(headers: dict[str, str]) -> str | None:

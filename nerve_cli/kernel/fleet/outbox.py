@@ -20,8 +20,11 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+import orjson
+
 from nerve_cli.config.fleet import channel_subject, sense_subject
 from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.core.causes import Cause
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.link import REQUEST_TIMEOUT, Link, first_of
 from nerve_cli.store.events import Cursor
@@ -45,8 +48,9 @@ def message_id(host: str, kind: str, name: str, row: Row) -> str:
 
 class Outbox:
     def __init__(self, fleet: FleetConfig, host: str, link: Link, store: OutboxStore, thread: ThreadPoolExecutor,
-                 log: Log, report: Report) -> None:
+                 log: Log, report: Report, cause_of: Callable[[str], Cause | None] | None = None) -> None:
         self.host = host
+        self.cause_of = cause_of  # a source's latest causal depth and path: sent along (Nerve-Depth, Nerve-Path)
         self.link = link
         self.store = store
         self.thread = thread
@@ -158,6 +162,9 @@ class Outbox:
         kind, name = source
         subject, limit = self.subjects[source], self.link.max_payload - HEADER_ROOM
         sends: list[asyncio.Task | None] = []
+        cause = self.cause_of(name) if self.cause_of is not None else None
+        caused = {} if cause is None else {"Nerve-Depth": str(cause.depth),
+                                           "Nerve-Path": orjson.dumps(list(cause.path[-8:])).decode()}
         for row in rows:
             data = row.payload.encode() if isinstance(row.payload, str) else (row.payload or b"")
             if len(data) > limit:
@@ -168,6 +175,7 @@ class Outbox:
                        "Nerve-Kind": kind, "Nerve-Source": name, "Nerve-Id": str(row.id), "Nerve-Ts": str(row.ts)}
             if row.traceparent is not None:
                 headers["traceparent"] = row.traceparent
+            headers.update(caused)
             sends.append(asyncio.ensure_future(js.publish(subject, data, timeout=REQUEST_TIMEOUT, headers=headers)))
         tasks = [t for t in sends if t is not None]
         if tasks:

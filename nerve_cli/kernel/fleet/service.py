@@ -21,6 +21,7 @@ from typing import Any, Callable, Coroutine
 import orjson
 
 from nerve_cli.config.model import FleetConfig
+from nerve_cli.kernel.core.causes import Causes
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.fleet.inbox import Deliver, Inbox
 from nerve_cli.kernel.fleet.link import MAX_RETRY, Link
@@ -32,8 +33,9 @@ from nerve_cli.vocab.sources import SourceKind
 
 class Fleet:
     def __init__(self, config: FleetConfig, data: Path, deliver: Deliver, log: Log, report: Report,
-                 traceparent: Callable[[str], str | None] | None = None) -> None:
-        """`traceparent`: the trace context of a source's latest event, when the engine traces (sent along)."""
+                 traceparent: Callable[[str], str | None] | None = None, causes: Causes | None = None) -> None:
+        """`traceparent`: the trace context of a source's latest event, when the engine traces (sent along);
+        `causes`: the causal depth of each source's latest item (sent along, and the bound of what comes in)."""
         self.config = config
         self.host = config.host_name
         self.log = log
@@ -42,8 +44,9 @@ class Fleet:
         self.link = Link(config, self.host, log, report)
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet")
         self.store = OutboxStore(data)
-        self.outbox = Outbox(config, self.host, self.link, self.store, self.thread, log, report)
-        self.inbox = Inbox(config, self.host, self.link, deliver, log, report)
+        self.outbox = Outbox(config, self.host, self.link, self.store, self.thread, log, report,
+                             causes.latest.get if causes is not None else None)
+        self.inbox = Inbox(config, self.host, self.link, deliver, log, report, causes)
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:

@@ -76,7 +76,8 @@ class FleetEdge:
         # imported here: nats loads only in an engine whose nerve.yaml has a fleet
         from nerve_cli.kernel.fleet.service import Fleet
 
-        self.router.fleet = Fleet(config, self.data, self.emit_many, self.log, self.report, self.traceparent)
+        self.router.fleet = Fleet(config, self.data, self.emit_many, self.log, self.report, self.traceparent,
+                                  self.router.causes)
         self.router.fleet.start()
 
     def apply_config(self, config: NerveConfig) -> None:
