@@ -199,3 +199,44 @@ def test_the_engine_takes_each_agents_first_look_at_start(home):
         engine.stop()
     taken = json.loads(nerve("agent", "next", "coder", "--json", home=home).stdout)
     assert [e["payload"]["n"] for e in taken["events"]] == [1]
+
+
+def test_status_and_top_show_each_agents_backlog_running_and_stopped(home):
+    import asyncio
+
+    from conftest import nerve
+    from test_top import dashboard, table_rows, until
+
+    from nerve_cli.top.app import NerveTop
+
+    write_instance(home, "agents:\n  coder: {on: [ci.done], batch: 2}\n  idle: {on: [other]}\n", {})
+    nerve("agent", "next", "coder", home=home)  # its first look
+    for n in range(3):
+        emit_event(home, "ci.done", {"n": n})
+    nerve("agent", "next", "coder", home=home)  # two of them handed, pending
+
+    def agents() -> dict:
+        done = nerve("status", "--json", home=home)
+        return {a["name"]: a for a in json.loads(done.stdout)["agents"]}
+
+    stopped = agents()  # no engine: read from the files
+    assert stopped["coder"]["backlog"] == 3 and stopped["coder"]["deliveries"] == 1
+    assert stopped["coder"]["pending"] == 2 and stopped["coder"]["age_s"] > 0 and stopped["idle"]["backlog"] == 0
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        running = wait_for(lambda: (a := agents()) and a["coder"]["backlog"] == 3 and a, 30, what="the agents' rows")
+        assert running["coder"]["deliveries"] == 1 and running["coder"]["oldest_ms"] == stopped["coder"]["oldest_ms"]
+        table = nerve("status", home=home).stdout
+        assert "Agents" in table and "coder" in table and "idle" in table, table
+
+        async def top() -> None:
+            app = NerveTop(home)
+            async with app.run_test(size=(100, 30)) as pilot:
+                shown = await dashboard(pilot, app)
+                rows = await until(pilot, lambda: {r[0]: r for r in table_rows(shown.query_one("#senses"))
+                                                   if r[0].startswith("agent ")}, 10, "the agents' rows")
+                assert rows["agent coder"][2] == "1 pending" and rows["agent coder"][6].startswith("3 · ")
+                assert rows["agent idle"][6] == "0"
+
+        asyncio.run(top())
+        engine.stop()

@@ -60,6 +60,10 @@ def render_status(doc: dict[str, Any]) -> None:
                    for lst, src in listeners]
         output.show(output.table("Listeners", ["listener", "source", "kind", "backlog", "oldest waiting", "cursor"],
                                  waiting))
+    if doc.get("agents"):
+        output.show(output.table("Agents", ["agent", "backlog", "pending deliveries", "oldest waiting", "last ack"], [
+            (a["name"], a["backlog"], a["deliveries"], ago(a["oldest_ms"], now) if a["oldest_ms"] else "-",
+             ago(a["last_ack_ms"], now) if a["last_ack_ms"] else "never") for a in doc["agents"]]))
     if doc.get("channels"):
         output.info(f"external channels: {', '.join(c['name'] for c in doc['channels'])}")
     if engine.get("webhooks_url"):

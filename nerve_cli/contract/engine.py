@@ -24,6 +24,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "warnings": [{"message": w} for w in answer.get("warnings") or []],  # nerve.yaml's, apart from errors
         "workflows": [_workflow(name, w) for name, w in sorted((answer.get("workflows") or {}).items())],
         "listeners": [_listener(name, entry) for name, entry in sorted((answer.get("listeners") or {}).items())],
+        "agents": [_agent(name, entry) for name, entry in sorted((answer.get("agents") or {}).items())],
         "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
         **({"notify": answer["notify"]} if answer.get("notify") else {}),
         **({"causal": answer["causal"]} if answer.get("causal") else {}),
@@ -61,6 +62,17 @@ def _listener(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     oldest = min((b["oldest_ms"] for b in sources if b["oldest_ms"] is not None), default=None)
     return {"name": name, "enabled": entry.get("enabled", True), "backlog": sum(b["backlog"] for b in sources),
             **stamp("oldest", oldest), "age_s": _age(oldest, now), "sources": sources}
+
+
+def _agent(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """An agent's backlog: events not acknowledged (queued, handed and pending, not yet heard), its pending
+    deliveries, the age of its oldest event, and when it last acknowledged one."""
+    now = time.time_ns() // 1_000_000
+    return {"name": name, "backlog": entry.get("events", 0), "queued": entry.get("queued", 0),
+            "pending": entry.get("pending", 0), "unheard": entry.get("unheard", 0),
+            "deliveries": entry.get("deliveries", 0), "acked": entry.get("acked", 0),
+            **stamp("oldest", entry.get("oldest_ts")), "age_s": _age(entry.get("oldest_ts"), now),
+            **stamp("last_ack", entry.get("last_ack_ms"))}
 
 
 def _seconds(value: float | None) -> float | None:

@@ -56,7 +56,23 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
                       for name, w in config.workflows.items()},
         "fleet": None,
         "listeners": listeners,
+        "agents": stopped_agents(layout, config),
     }
+
+
+def stopped_agents(layout: Layout, config: NerveConfig) -> dict[str, dict[str, Any]]:
+    """What waits for each agent, from the files (the status answer's `agents`): a damaged inbox names none."""
+    from nerve_cli.config.agents import agent_sources
+    from nerve_cli.store.inbox import agent_backlog
+    from nerve_cli.store.inbox import backlog as inbox_backlog
+
+    out = {}
+    for name, agent in config.agents.items():
+        try:
+            out[name] = agent_backlog(inbox_backlog(layout.data, name, agent_sources(config, name), dict(agent.match)))
+        except (DamagedDatabase, sqlite3.Error):
+            continue
+    return out
 
 
 def stopped_listeners(layout: Layout, config: NerveConfig) -> dict[str, dict[str, Any]]:

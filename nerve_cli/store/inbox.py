@@ -320,6 +320,12 @@ class AgentBacklog:
         return self.queued + self.pending + self.unheard
 
 
+def agent_backlog(b: AgentBacklog) -> dict[str, Any]:
+    """An agent's backlog as the status answer carries it (times in unix ms)."""
+    return {"events": b.events, "queued": b.queued, "pending": b.pending, "unheard": b.unheard,
+            "deliveries": b.deliveries, "acked": b.acked, "oldest_ts": b.oldest_ts, "last_ack_ms": b.last_ack_ms}
+
+
 def backlog(data: Path, agent: str, sources: Mapping[str, str], match: Mapping[str, Any] | None = None,
             cap: int = 1_000_000) -> AgentBacklog:
     """The agent's backlog, read-only (a missing agents.db reads as an agent never looked at)."""

@@ -117,7 +117,13 @@ class Dashboard(Screen):
             (s["name"], (s["name"], styled(s["state"]) if not s["blocked"] else Text(s["state"], style="bold red"),
                          short(s["last_value"]), ago(s["last_run_ms"], now), _due(s["next_due_ms"], now),
                          str(s["errors"]) if s["errors"] else "", _waiting(s.get("backlog"), s.get("backlog_ms"), now)))
-            for s in snap.senses])
+            for s in snap.senses] + [
+            # each agent below the senses: its backlog and the age of its oldest event, when it last acknowledged
+            (f"{AGENT_ROW}{a['name']}", (f"agent {a['name']}", Text("agent", style="magenta"),
+                                         f"{a['deliveries']} pending" if a["deliveries"] else "-",
+                                         ago(a["last_ack_ms"], now) if a["last_ack_ms"] else "never", "-", "",
+                                         _waiting(a["backlog"], a["oldest_ms"], now)))
+            for a in snap.agents])
         _fill(self.query_one("#workers", DataTable), [
             (w["group"], (w["group"], str(w["pid"] or "-"), styled(w["state"]),
                           f"{w['rss'] / 2**20:.0f}" if w["rss"] else "-",
@@ -148,7 +154,11 @@ class Dashboard(Screen):
     def _open(self, table: str | None, key: str | None) -> None:
         if key is None:
             return
-        if table == "senses":
+        if table == "senses" and key.startswith(AGENT_ROW):
+            agent = key[len(AGENT_ROW):]
+            self.app.notify(f"agent {agent}: `nerve agent next {agent}` shows what waits for it, "
+                            f"`nerve agent list` every agent")
+        elif table == "senses":
             self.app.push_screen(SenseScreen(self.app.home, key))  # type: ignore[attr-defined]
         elif table == "threads":
             self.app.push_screen(ThreadScreen(self.app.home, key))  # type: ignore[attr-defined]
@@ -175,7 +185,13 @@ class Dashboard(Screen):
         if table.row_count == 0:
             return
         sense = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        if sense is None or sense.startswith(AGENT_ROW):
+            self.app.notify("an agent is not computed: select a sense", severity="warning")
+            return
         await self.app.compute(sense)  # type: ignore[attr-defined]
+
+
+AGENT_ROW = "\0agent:"  # the key of an agent's row in the senses table (no sense name holds a NUL)
 
 
 def _status(thread: dict) -> Text:

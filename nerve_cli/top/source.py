@@ -41,6 +41,7 @@ class Snapshot:
     events: list[dict[str, Any]] = field(default_factory=list)  # new since the last snapshot: kind, sense, ts, text
     fleet: dict[str, Any] | None = None  # the status document's `fleet` (this host in its fleet), when it has one
     causal: dict[str, Any] | None = None  # the status document's `causal` (refusals past the causal depth bound)
+    agents: list[dict[str, Any]] = field(default_factory=list)  # the status document's `agents`: each one's backlog
 
 
 class Source:
@@ -65,7 +66,8 @@ class Source:
         # the same `status` document `nerve status --json` prints, read from the files when no engine runs
         doc = status_document(answer if answer is not None else stopped_answer(self.home, config))
         return Snapshot(live, doc["engine"] if live else {}, self._senses_live(doc["senses"], doc["listeners"]),
-                        self._workers(doc["workers"]), self._threads(), events, doc.get("fleet"), doc.get("causal"))
+                        self._workers(doc["workers"]), self._threads(), events, doc.get("fleet"), doc.get("causal"),
+                        list(doc.get("agents") or []))
 
     def _config(self):
         """nerve.yaml, parsed again only when the file changed (twice a second adds up)."""

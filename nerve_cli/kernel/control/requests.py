@@ -12,7 +12,7 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.names import binding_key, channel_problem, traceparent_problem
 from nerve_cli.roles.llm_env import llm_env
 from nerve_cli.store.events import has_backlog
+from nerve_cli.store.inbox import AgentBacklog, agent_backlog
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND, READ, Reason
@@ -83,6 +84,9 @@ class Target(Protocol):
     async def listener_backlogs(self) -> Backlogs:
         """Each listener's backlog per source, at most a second old."""
 
+    async def agent_backlogs(self) -> dict[str, AgentBacklog]:
+        """Each agent's backlog (store.inbox.backlog), at most a second old."""
+
     def replayed(self, sense: str) -> None:
         """A listener's cursor was moved back: run it if events wait beyond it."""
 
@@ -111,7 +115,8 @@ async def _ping(engine: Target, request: ops.Ping) -> ops.Answer:
 
 async def _status(engine: Target, request: ops.Status) -> ops.Answer:
     backlogs = await engine.listener_backlogs()
-    return ops.Document(status(engine.snapshot(), backlogs))
+    agents = await engine.agent_backlogs()
+    return ops.Document(status(engine.snapshot(), backlogs, agents))
 
 
 async def _compute(engine: Target, request: ops.Compute) -> ops.Answer:
@@ -337,7 +342,8 @@ async def _reset(engine: Target, request: ops.Reset) -> ops.Answer:
     return ops.WasReset(sense, engine.reset_sense(sense))
 
 
-def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None) -> dict:
+def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None,
+           agents: Mapping[str, AgentBacklog] | None = None) -> dict:
     now = time.time()
     senses = {}
     for name, view in snapshot.senses.items():
@@ -372,6 +378,7 @@ def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None) -> dict:
                              "sources": [{"source": b.source, "kind": b.kind, "cursor": b.cursor, "events": b.events,
                                           "oldest_ts": b.oldest_ts} for b in found]}
                       for name, found in (listeners or {}).items()},
+        "agents": {name: agent_backlog(b) for name, b in (agents or {}).items()},
     }
 
 

@@ -186,6 +186,10 @@ class Desk:
         listeners = listeners_of(self.config, self.home, self.delivery.takers, self.processes.loaded())
         return await self.listener_health.snapshot(listeners)
 
+    async def agent_backlogs(self) -> dict[str, Any]:
+        """Each agent's backlog (store.inbox.AgentBacklog), at most a second old (read from the files in a thread)."""
+        return await self.agent_health.refresh(self.config)
+
     async def refresh_listener_health(self) -> None:
         """Each listener's and agent's backlog, counted again if the last count is over a second old (a scrape)."""
         await self.listener_backlogs()
