@@ -86,6 +86,28 @@ def test_a_model_call_is_logged_where_llm_logs_unless_logging_is_off(llm_home: P
     assert mismatch(llm_env(), llm_env()) is None  # one environment: nothing to say
 
 
+def test_a_call_is_logged_in_the_folder_its_environment_named_when_it_was_made(
+        llm_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy is written by a thread after the round goes on: it goes where LLM_USER_PATH pointed at the call,
+    not where it points when the writer gets to it (a later call's folder)."""
+    import llm as llm_library
+
+    from nerve_cli.roles.llm_log import LlmLog
+
+    log = LlmLog()
+    start = log._start
+    monkeypatch.setattr(log, "_start", lambda: None)  # the writer not running yet: it gets there late
+    response = llm_library.get_model("echo").prompt("first")
+    response.text()
+    log.submit(response)
+    later = tmp_path / "later"
+    monkeypatch.setenv("LLM_USER_PATH", str(later))
+    start()
+    assert log.flush()
+    assert [e["model"] for e in json.loads(llm(llm_home, "logs", "-n", "5", "--json"))] == ["echo"]
+    assert not (later / "logs.db").exists()
+
+
 def test_service_install_gives_the_engine_keys_and_llm_user_path(tmp_path: Path, home: Path) -> None:
     write_instance(home, "senses: {}\n", {})
     own = tmp_path / "keys.env"

@@ -37,10 +37,8 @@ only workflow workers running such a role pay for it.
 from __future__ import annotations
 
 import inspect
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from nerve_cli.automaton.context import current_thread
@@ -48,6 +46,7 @@ from nerve_cli.automaton.model import PERSON, START, RoleResult, RoleSetupError,
 from nerve_cli.automaton.questions import TOOL_APPROVAL, call_question
 from nerve_cli.roles.blocking import in_daemon_thread
 from nerve_cli.roles.llm_env import llm_env
+from nerve_cli.roles.llm_log import LOG
 from nerve_cli.roles.tools import TOOL_CALLS, ToolRound, approval_question, as_spec, resumption
 
 PromptBuilder = Callable[[Sequence[WorkflowMessage]], "str | Awaitable[str]"]
@@ -124,7 +123,7 @@ class LlmRole:
         meta: dict[str, Any] = {"model": model.model_id, "provider": provider_of(model), "usage": _usage(usage),
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
                                 MODEL_CALLS: await _model_calls([response], is_async=_is_async(model))}
-        await in_daemon_thread(partial(log_to_llm, response))
+        LOG.submit(response)  # llm's logs.db, written by its own thread: the round does not wait for its fsyncs
         if conv is not None:
             meta[CONVERSATION_KEY] = conv.id
         return RoleResult(content, meta)
@@ -165,7 +164,7 @@ class LlmRole:
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
                                 TOOL_CALLS: calls.after(earlier),
                                 MODEL_CALLS: await _model_calls(chain._responses, is_async)}
-        await in_daemon_thread(partial(log_to_llm, chain))  # every model call of the turn, in llm's logs.db
+        LOG.submit(chain)  # every model call of the turn, in llm's logs.db (as above)
         if conv is not None and back is None:
             meta[CONVERSATION_KEY] = conv.id
         return RoleResult(content, meta)
@@ -298,28 +297,11 @@ def _finish_reason(response: Any, asked_tools: bool) -> str:
 
 
 def log_to_llm(response: Any) -> None:
-    """Record the call in llm's own logs.db, as `llm prompt` does, when the user's llm logging is on (`llm logs
-    on`, its default): `llm logs` then shows Nerve's model calls beside the user's own. A failure to log is
-    reported on stderr (the engine's output) and never fails the role."""
-    import llm  # loaded already by resolve_model
-
-    folder = llm.user_dir()
-    if (folder / "logs-off").exists():
-        return
-    try:
-        import sqlite_utils  # with llm's CLI and migrations: only a worker logging a model call pays for them
-        from llm.cli import logs_db_path  # (as above)
-        from llm.migrations import migrate  # (as above)
-
-        db = sqlite_utils.Database(logs_db_path())
-        try:
-            migrate(db)
-            response.log_to_db(db)
-        finally:
-            db.close()
-    except Exception as exc:  # the answer is what matters; the log is a copy
-        print(f"nerve: could not log the model call in llm's folder {folder}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+    """Record the call in llm's own logs.db now, as `llm prompt` does, when the user's llm logging is on (`llm logs
+    on`, its default). A failure to log is reported on stderr (the engine's output) and never fails the role.
+    Roles hand their calls to `llm_log.LOG` and do not wait."""
+    LOG.submit(response)
+    LOG.flush()
 
 
 def _usage(usage: Any) -> dict[str, Any]:

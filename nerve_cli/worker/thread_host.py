@@ -33,6 +33,7 @@ from nerve_cli.automaton.context import Halt, ThreadInfo, enter_thread
 from nerve_cli.automaton.load import WorkflowLoadError
 from nerve_cli.automaton.model import WorkflowDefinition, WorkflowMessage
 from nerve_cli.automaton.thread import FAILED, ThreadContext, run_thread
+from nerve_cli.roles.llm_log import LOG
 from nerve_cli.wire import containment, protocol
 from nerve_cli.worker.definitions import load_definition
 from nerve_cli.worker.stdio import ProtocolReader, protocol_reader, take_protocol_fds
@@ -189,6 +190,7 @@ async def _main(name: str, home: Path, out: Output, input_fd: int) -> int:
     reader = await protocol_reader(input_fd)
     out.send(protocol.Ready(os.getpid(), [name]))
     await runtime.serve(reader)
+    LOG.flush()  # llm's copies of the model calls made here (a fork's exit skips atexit)
     return 0
 
 
