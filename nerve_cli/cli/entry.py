@@ -1,4 +1,4 @@
-"""The `nerve` executable: the hook command's fast path, else the Typer app (cli/app.py)."""
+"""The `nerve` executable: the hook command's and `nerve mcp`'s fast paths, else the Typer app (cli/app.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,15 @@ def main() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+    if sys.argv[1:2] == ["mcp"]:  # started by an MCP client, which waits for initialize and tools/list
+        from nerve_cli.mcp.front import serve
+
+        if serve(sys.argv[2:]) is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            import os
+
+            os._exit(0)  # (a loader thread may be importing the SDK: no interpreter teardown under it)
     from nerve_cli.cli.app import main as app_main
 
     app_main()

@@ -32,6 +32,7 @@ from nerve_cli.errors import ErrorType, NerveError, UnknownSense, UnknownThread
 from nerve_cli.mcp import prompts
 from nerve_cli.mcp.agents import register as register_agents
 from nerve_cli.mcp.authoring import MAX_TEXT
+from nerve_cli.mcp.front import Answers
 from nerve_cli.mcp.live import Subscriptions
 from nerve_cli.mcp.resources import SCHEMA, SENSE, SENSES, THREAD, WAITING, sense_uri, thread_uri
 from nerve_cli.mcp.tools import LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT, Tools, error_document
@@ -125,8 +126,11 @@ class NerveServer(MCPServer):
     `usage` error document, exit code 2, as the CLI's refusal of a bad option is, not the SDK's own text;
     served over stdio by `transport`, which answers the malformed requests the SDK would drop."""
 
+    prefix: list[str] | None = None  # the lines `front` read before handing the session over
+    answers: Any = None  # where the SDK's answers to initialize and tools/list are kept (front.Answers)
+
     async def run_stdio_async(self) -> None:
-        async with stdio_transport() as (read_stream, write_stream):
+        async with stdio_transport(self.prefix, self.answers) as (read_stream, write_stream):
             # as MCPServer.run_stdio_async, with this transport
             lowlevel = self._lowlevel_server
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
@@ -164,7 +168,7 @@ class SampleEvent(BaseModel):
     payload: JsonValue = Field(default=None, description="the event's JSON payload")
 
 
-def build(home: Path) -> MCPServer:
+def build(home: Path) -> NerveServer:
     tools = Tools(home)
     live = Subscriptions(home)
     app = NerveServer("nerve", title="Nerve", version=__version__, instructions=INSTRUCTIONS,
@@ -469,5 +473,16 @@ def _prompts(app: MCPServer, tools: Tools) -> None:
 
 
 def serve(home: Path) -> None:
-    """Serve on stdin/stdout until the client closes them."""
-    build(home).run()
+    """Serve on stdin/stdout until the client closes them (its answers to initialize and tools/list are kept:
+    the next start gives them before loading the SDK, `front`)."""
+    app = build(home)
+    app.answers = Answers.here()
+    app.answers.load()
+    app.run()
+
+
+def serve_after(home: Path, prefix: list[str], answers: Answers) -> None:
+    """Serve the session `front` began: `prefix` first (its replayed handshake, then what it did not answer)."""
+    app = build(home)
+    app.prefix, app.answers = prefix, answers
+    app.run()

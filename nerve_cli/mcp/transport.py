@@ -10,10 +10,17 @@ else with id null as the specification asks. A malformed notification (a
 message without an id) gets no answer, as the specification says.
 
 fd 0 is read through a private duplicate and pointed at /dev/null while the
-server runs (the SDK does the same for fd 1), so nothing else in the process
-can read the client's messages.
+server runs, and fd 1 written through one and pointed at stderr (as the SDK does
+for the streams it opens), so nothing else in the process can read the client's
+messages or write between them.
+
+The session may start with lines `mcp.front` already read (`prefix`: the
+client's handshake, replayed, and what the front did not answer); the answer
+to the replayed `initialize` is dropped, and the SDK's answers to `initialize`
+and the front's `KEPT` requests are kept for the next start (`front.Answers`).
 """
 
+import fcntl
 import json
 import os
 from collections.abc import AsyncIterator
@@ -26,6 +33,10 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from nerve_cli.mcp.front import KEPT, REPLAY_ID
+
+_KEPT = ("initialize", *KEPT)
+
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 _NO_ID = object()  # the message has no "id" member: a notification
 _DECODER = json.JSONDecoder()
@@ -35,9 +46,11 @@ _WHITESPACE = " \t\n\r"
 class ScreenedLines:
     """The client's lines, less the malformed ones, which are answered through `answer` instead."""
 
-    def __init__(self, lines: Any) -> None:
-        self.lines = lines
+    def __init__(self, lines: Any, prefix: list[str] | None = None, asked: dict[Any, tuple[str, Any]] | None = None
+                 ) -> None:
+        self.lines = _chain(prefix or [], lines)
         self.answer: Any = None  # the transport's write stream, set before the first line is read
+        self.asked = asked  # id → (method, protocol version asked) of the requests whose answers are kept
 
     def __aiter__(self) -> "ScreenedLines":
         return self
@@ -61,8 +74,47 @@ class ScreenedLines:
                         code=INVALID_REQUEST, message="not a valid request: id: a request's id is a string or an "
                                                       "integer"))))
                 continue
+            if self.asked is not None and isinstance(message, types.JSONRPCRequest) and message.method in _KEPT:
+                params = message.params if isinstance(message.params, dict) else {}
+                if message.method == "initialize" or not params.get("cursor"):  # a later page is not kept
+                    self.asked[message.id] = (message.method, params.get("protocolVersion"))
             return line
         raise StopAsyncIteration
+
+
+async def _chain(prefix: list[str], lines: Any) -> AsyncIterator[str]:
+    for line in prefix:
+        yield line
+    async for line in lines:
+        yield line
+
+
+class Wire:
+    """The SDK's writes to the client: the answer to the replayed initialize dropped, the answers kept noted."""
+
+    def __init__(self, out: Any, answers: Any, asked: dict[Any, tuple[str, Any]]) -> None:
+        self.out, self.answers, self.asked = out, answers, asked
+        self.version: Any = None  # the protocol version the SDK negotiated
+
+    async def write(self, text: str) -> None:
+        if self.asked or REPLAY_ID in text:
+            try:
+                message = json.loads(text)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("id") in self.asked and "result" in message:
+                method, requested = self.asked.pop(message["id"])
+                result = message["result"]
+                if method == "initialize":
+                    self.version = result.get("protocolVersion") if isinstance(result, dict) else None
+                if self.answers is not None:
+                    self.answers.keep(method, requested if method == "initialize" else self.version, result)
+            if isinstance(message, dict) and message.get("id") == REPLAY_ID:
+                return  # the client had the front's answer
+        await self.out.write(text)
+
+    async def flush(self) -> None:
+        await self.out.flush()
 
 
 def _has_bad_id(line: str) -> bool:
@@ -157,19 +209,27 @@ def _past_value(text: str, index: int) -> int:
 
 
 @asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) of the MCP session over this process's stdin and stdout."""
-    wire = os.dup(0)
+async def stdio_transport(prefix: list[str] | None = None, answers: Any = None
+                          ) -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) of the MCP session over this process's stdin and stdout, after `prefix`
+    (lines `mcp.front` read); `answers`: where the SDK's answers to the kept requests go (`front.Answers`)."""
+    wire_in, wire_out = os.dup(0), fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    lines = ScreenedLines(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb", closefd=False), encoding="utf-8",
-                                                        errors="replace")))
+    os.dup2(2, 1)  # stray prints (a library's, a tool's) reach stderr, never the client's stream
+    asked: dict[Any, tuple[str, Any]] = {}
+    lines = ScreenedLines(anyio.wrap_file(TextIOWrapper(os.fdopen(wire_in, "rb", closefd=False), encoding="utf-8",
+                                                        errors="replace")), prefix, asked)
+    out = Wire(anyio.wrap_file(TextIOWrapper(os.fdopen(wire_out, "wb", closefd=False), encoding="utf-8")),
+               answers, asked)
     try:
-        # ScreenedLines reads like the anyio file the SDK takes (its async line iteration)
-        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+        # ScreenedLines reads like the anyio file the SDK takes (its async line iteration), Wire writes like one
+        async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, out)) as (read_stream, write_stream):
             lines.answer = write_stream
             yield read_stream, write_stream
     finally:
-        os.dup2(wire, 0)
-        os.close(wire)
+        os.dup2(wire_in, 0)
+        os.close(wire_in)
+        os.dup2(wire_out, 1)
+        os.close(wire_out)
