@@ -14,8 +14,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from nerve_cli.cli import fastparams
 from nerve_cli.cli.group import NerveGroup
 from nerve_cli.cli.lazy import Lazy, LazyCommands
+
+fastparams.install()  # plain option values without pydantic (typer's adapters for everything else)
 
 # name: where the command lives, and the line the root's --help lists for it (kept equal to the
 # command's own by tests/test_cli_help.py); in the order --help lists them
