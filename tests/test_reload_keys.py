@@ -96,6 +96,7 @@ EVERY_LEAF = {
                "respawn_backoff_first": "600ms", "respawn_backoff_max": "31s", "metrics": "127.0.0.1:9",
                "max_causal_depth": 9,
                "webhooks": "127.0.0.1:1", "ui": "127.0.0.1:1", "webhook_connections": 100, "webhook_timeout": "9s",
+               "preload": ["json"],
                "otel": {"endpoint": "http://127.0.0.1:8", "capture_content": True, "enabled": True}},
     "groups": {"g": {"memory_limit": "800MB", "cpu_limit": "90%", "cpu_window": "5s"}},
     "senses": {"s": {"group": "h", "throttle": "1s", "timeout": "20s", "grace_period": "2m", "peers": [],

@@ -196,3 +196,27 @@ def test_a_worker_whose_start_up_variables_differ_from_the_template_starts_plain
         return same, moved
 
     assert asyncio.run(run()) == (True, False)
+
+
+SHARED = "import os\n\nLOADED_IN = os.getpid()\nwith open('imports.txt', 'a') as out:\n    out.write(f'{LOADED_IN}\\n')\n"
+USES_SHARED = "import os\nimport shared_lib\n\ndef compute(db, peers):\n    return [shared_lib.LOADED_IN, os.getpid()]\n"
+
+
+def test_engine_preload_imports_a_module_once_in_the_template_for_every_worker(home: Path) -> None:
+    """`engine.preload`: the template imports the senses' common module once; each forked worker has it (its
+    pages shared) and the senses' own `import` finds it loaded. One that cannot be imported is said, and the
+    workers still fork."""
+    config = ("engine:\n  preload: [shared_lib, no_such_module_here]\nsenses:\n  a: {group: ga}\n  b: {group: gb}\n"
+              "reflexes:\n  - {sense: a, interval: 1h}\n  - {sense: b, interval: 1h}\n")
+    write_instance(home, config, {"a": USES_SHARED, "b": USES_SHARED})
+    (home / "shared_lib.py").write_text(SHARED)
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        template = template_of(engine)
+        for sense in ("a", "b"):
+            loaded_in, pid = wait_for(lambda: last_signal(home, sense), 20, what=f"{sense}'s signal")
+            assert loaded_in == template.pid != pid  # imported by the template, not by the worker
+        assert all(p["start"] == "warm" for g in ("ga", "gb") for p in started(home, g))
+        _, out = engine.stop()
+    assert (home / "imports.txt").read_text().split() == [str(template.pid)]  # once, for both workers
+    assert "engine.preload: could not import no_such_module_here (ModuleNotFoundError" in out

@@ -93,6 +93,16 @@ ModelId = Annotated[str, BeforeValidator(check_model_id)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 Percent = Annotated[float, BeforeValidator(parse_percent)]
 Name = Annotated[str, BeforeValidator(check_name)]
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _check_module(value: object) -> str:
+    if not isinstance(value, str) or len(value) > 200 or not MODULE_RE.match(value):
+        raise ValueError(f"expected a module's dotted name, like psutil or httpx._client, got {value!r}")
+    return value
+
+
+ModuleName = Annotated[str, BeforeValidator(_check_module)]
 
 
 def _check_channel(value: str) -> str:
@@ -199,6 +209,10 @@ class EngineConfig(_Model):
     """The most hops from the outside world a chain of senses, threads and emits may go: a directive or an emit
     deeper than this is refused and logged (see [Loops and fan-out](../guides/loops.md)); a reflex's `max_depth`
     sets its own."""
+    preload: tuple[ModuleName, ...] = ()
+    """Modules the warm template imports once for every sense worker (`[psutil, httpx]`: your senses' common
+    imports): each worker then shares their pages instead of importing its own copy. One that fails to import is
+    said on the engine's output and left to the senses. A change applies at the next start."""
 
 
 class GroupConfig(_Model):

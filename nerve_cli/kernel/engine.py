@@ -171,7 +171,7 @@ class Engine:
         cgroups = containment.open_cgroups(home)
         stack.push_async_callback(loop.run_in_executor, None, containment.close_cgroups, cgroups)
         # workers fork from a warm template where the platform allows (plain starts otherwise)
-        launch: Launch = WarmLaunch(home, report) if warm_wanted() else PLAIN
+        launch: Launch = WarmLaunch(home, report, config.engine.preload) if warm_wanted() else PLAIN
         if isinstance(launch, WarmLaunch):
             stack.push_async_callback(launch.close)
         groups.launch = launch

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="check the enabled senses and workflows a quick read of nerve.yaml names (said first)")
     tpl = sub.add_parser("template", help="import the sense runtime, then fork workers on the kernel's request")
     tpl.add_argument("--fd", type=int, required=True, help="the kernel's SOCK_SEQPACKET socket")
+    tpl.add_argument("--preload", default="", help="engine.preload: modules to import for every worker, by commas")
     args = parser.parse_args(argv)
     # a worker imports only its own runtime: a sense worker never loads the workflow automaton, nor the reverse
     if args.kind == "template":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
+import importlib
 import os
 import platform
 import socket
@@ -52,7 +53,7 @@ class Forked:
 def main(args: Any, entry: Callable[[list[str]], int]) -> int:
     """Serve start requests; in each forked child, run `entry` (the worker command line) with its argv."""
     sock = socket.socket(fileno=args.fd)
-    preload()
+    preload([m for m in getattr(args, "preload", "").split(",") if m])
     forked = serve(sock)
     if forked is None:
         return 0  # the kernel closed its end
@@ -60,13 +61,33 @@ def main(args: Any, entry: Callable[[list[str]], int]) -> int:
     return entry(list(forked.request.argv))
 
 
-def preload() -> None:
-    """Import what every sense worker imports before user code, then keep the GC off those objects.
+def preload(modules: list[str] = []) -> None:  # noqa: B006 (read, never changed)
+    """Import what every sense worker imports before user code, and `modules` (engine.preload: the senses' common
+    imports), then keep the GC off those objects.
 
-    (The import is here, not at the top: the template is the one process that wants it before it is asked.)
+    The collector stays off while importing, so no collection leaves holes among the imported objects for a
+    worker's own allocations to fill (a write to a page the template shares copies it); one collection and a
+    freeze then put every object the template holds out of the collector's reach (a collection in a worker
+    would otherwise write to each of them). (The import is here, not at the top: the template is the one
+    process that wants it before it is asked.)
     """
-    import nerve_cli.worker.sense_runtime  # noqa: F401
+    gc.disable()
+    try:
+        import nerve_cli.worker.sense_runtime  # noqa: F401
 
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except BaseException as exc:  # a user's module: whatever it raises, the template serves on
+                print(f"nerve: engine.preload: could not import {name} ({type(exc).__name__}: {exc}); each "
+                      "worker imports it itself, as a sense does", file=sys.stderr, flush=True)
+                continue
+            if threading.active_count() != 1:
+                print(f"nerve: engine.preload: importing {name} started a thread, and a process with threads "
+                      "cannot fork safely: workers start plainly; take it out of engine.preload",
+                      file=sys.stderr, flush=True)
+    finally:
+        gc.enable()
     gc.collect()
     gc.freeze()
 

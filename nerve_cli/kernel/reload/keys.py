@@ -37,6 +37,7 @@ NEXT_START = {
     "engine.webhook_connections", "engine.webhook_timeout",  # the webhook server's connection bounds
     "engine.ui",  # the address the web console the engine runs listens on
     "engine.otel", "engine.otel.endpoint", "engine.otel.capture_content", "engine.otel.enabled",  # the exporter
+    "engine.preload",  # what the warm template imported when it started (workers keep forking from it)
 }
 LIVE = {
     # an entry that comes or goes: a sense, group, workflow, channel or agent; a reflex more or fewer

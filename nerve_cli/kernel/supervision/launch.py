@@ -75,9 +75,10 @@ def warm_wanted() -> bool:
 class WarmLaunch:
     """Forks workers from one template process; falls back to `PLAIN` whenever it cannot."""
 
-    def __init__(self, cwd: Path, report: Callable[[str, str], None]) -> None:
+    def __init__(self, cwd: Path, report: Callable[[str, str], None], preload: tuple[str, ...] = ()) -> None:
         self.cwd = str(cwd)
         self.report = report
+        self.preload = preload  # engine.preload: modules the template imports for every worker
         self.template_pid: int | None = None
         self.forked = 0  # workers started warm, for tests and the bench
         self._proc: subprocess.Popen[bytes] | None = None
@@ -99,7 +100,8 @@ class WarmLaunch:
         self._startup_env = startup_variables(os.environ)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", WORKER_MODULE, "template", "--fd", str(theirs.fileno())],
+                [sys.executable, "-m", WORKER_MODULE, "template", "--fd", str(theirs.fileno()),
+                 *(["--preload", ",".join(self.preload)] if self.preload else [])],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 cwd=self.cwd, start_new_session=True)
         except OSError as exc:
