@@ -14,11 +14,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.config.agents import agent_sources
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import HEALTH_SENSE, NerveConfig
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.listeners import listeners_of
 from nerve_cli.store.events import backlog
+from nerve_cli.store.inbox import agent_backlog
+from nerve_cli.store.inbox import backlog as inbox_backlog
 from nerve_cli.store.logs import last_completions, open_readonly
 from nerve_cli.store.quarantines import load_quarantines
 from nerve_cli.store.sqlitefile import DamagedDatabase, header_problem
@@ -62,10 +65,6 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
 
 def stopped_agents(layout: Layout, config: NerveConfig) -> dict[str, dict[str, Any]]:
     """What waits for each agent, from the files (the status answer's `agents`): a damaged inbox names none."""
-    from nerve_cli.config.agents import agent_sources
-    from nerve_cli.store.inbox import agent_backlog
-    from nerve_cli.store.inbox import backlog as inbox_backlog
-
     out = {}
     for name, agent in config.agents.items():
         try:
