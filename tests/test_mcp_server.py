@@ -77,7 +77,7 @@ GATED = textwrap.dedent('''
 TOOLS = {"list_senses": "sense-list", "show_sense": "sense-show", "query_sense": "sense-query",
          "query_logs": "log-list", "list_threads": "thread-list", "show_thread": "thread-show",
          "engine_status": "status", "emit": "emit", "compute_sense": "sense-compute", "start_thread": "thread-start",
-         "approve_thread": "thread-answer", "reject_thread": "thread-answer", "cancel_thread": "thread-cancel",
+         "approve_thread": "thread-answer", "reject_thread": "thread-answer", "cancel_thread": "thread-cancel", "pause_thread": "thread-pause", "resume_thread": "thread-pause",
          "rerun_thread": "thread-rerun"}
 # the tools an agent authors senses with, and their documents (the CLI's --json of the same command)
 AUTHORING = {"new_sense": "sense-new", "write_sense_file": "sense-file", "migrate_sense": "migrate",
@@ -227,6 +227,10 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
             await thread("waiting")  # the rerun from round 1 asks again
             assert [m["content"] for m in (await _call(session, "show_thread", run_id=run_id))["messages"]][1:3] == [
                 "edited draft", "Ship it?"]
+            held = await _call(session, "pause_thread", run_id=run_id)
+            assert (held["status"], held["was"]) == ("paused", "waiting")
+            let_go = await _call(session, "resume_thread", run_id=run_id)
+            assert (let_go["status"], let_go["was"]) == ("waiting", "paused")
             cancelled = await _call(session, "cancel_thread", run_id=run_id, reason="not needed")
             assert (cancelled["status"], cancelled["was"]) == ("cancelled", "waiting")
             again = await _error(session, "cancel_thread", run_id=run_id)

@@ -73,7 +73,7 @@ def test_the_values_on_disk_and_in_json_are_the_ones_instances_hold() -> None:
                                                                                     "interval")
     assert [o.value for o in Outcome] == ["signal", "silent", "error", "timeout", "lost"]
     assert [s.value for s in ThreadStatus] == ["queued", "started", "waiting", "completed", "failed", "crashed",
-                                               "dropped", "cancelled"]  # cancelled: added, nothing moved
+                                               "dropped", "cancelled", "paused"]  # cancelled, paused: added, nothing moved
     assert {s.value for s in WorkerState} == {"stopped", "starting", "ready", "backoff", "reloading",
                                               "restarting", "stopping"}
     assert {s.value for s in SenseStatus} == {"idle", "pending", "running", "penalised", "quarantined",

@@ -36,6 +36,7 @@ class ThreadStatus(str, Enum):
     crashed = "crashed"
     dropped = "dropped"
     cancelled = "cancelled"
+    paused = "paused"
 
 
 class LogSource(str, Enum):

@@ -262,6 +262,63 @@ def cancel(
         output.info(f"{result['run_id']} cancelled (it was {result['was']}){where}", style="green")
 
 
+@app.command("pause")
+def pause(
+    run_id: Annotated[str, typer.Argument(help="A queued, running or waiting thread, e.g. run-7 (or just 7).",
+                                          autocompletion=complete.threads)],
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Pause a thread: no round of it starts, and it holds no slot, until `nerve thread resume`.
+
+    A queued or waiting thread is paused at once; a running one once its running
+    round has finished (`pausing` until then). It stays paused across engine
+    restarts. An event its wait matches meanwhile is kept: it resumes the thread
+    once the thread is resumed. With no engine running a queued or waiting
+    thread is marked paused in logs.db.
+
+    Example: nerve thread pause run-7 && nerve thread resume run-7
+    """
+    _pause_or_resume(run_id, home, json_, resume=False)
+
+
+@app.command("resume")
+def resume(
+    run_id: Annotated[str, typer.Argument(help="A paused thread, e.g. run-7 (or just 7).",
+                                          autocompletion=complete.threads)],
+    home: HomeOption = None,
+    json_: JsonOption = False,
+) -> None:
+    """Resume a paused thread: it goes on from its last round (queued for a slot), or waits again.
+
+    A thread whose last message waits (a person, an event) waits again, its
+    timeout counted from now; an event that matched while it was paused resumes
+    it at once.
+
+    Example: nerve thread resume run-7 --json
+    """
+    _pause_or_resume(run_id, home, json_, resume=True)
+
+
+def _pause_or_resume(run_id: str, home: Path | None, json_: bool, *, resume: bool) -> None:
+    from nerve_cli.cli import output
+    from nerve_cli.contract.threads import paused
+    from nerve_cli.home import require_instance
+    from nerve_cli.ops.workflows.control import pause_thread
+
+    verb = "resume" if resume else "pause"
+    result = pause_thread(require_instance(home), run_id, via=f"nerve thread {verb}", resume=resume)
+    if json_:
+        output.print_json(paused(result))
+        return
+    what = {"pausing": "its running round finishes first", "paused": "no round starts until `nerve thread "
+            f"resume {result['run_id']}`", "started": "it runs now", "queued": "it starts when a slot is free",
+            "waiting": "it waits again for what its last round asked"}.get(result["status"], "")
+    where = "engine" if result["via"] == "engine" else "no engine is running: written to the log"
+    output.show(output.table(None, ["thread", "status", "was", "", "via"],
+                             [[result["run_id"], result["status"], result.get("was", "paused"), what, where]]))
+
+
 @app.command("rerun")
 def rerun(
     run_id: Annotated[str, typer.Argument(help="Any thread, e.g. run-7 (or just 7).", autocompletion=complete.threads)],

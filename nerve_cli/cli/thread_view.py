@@ -13,7 +13,7 @@ from nerve_cli.words import plural
 
 START = "__start__"
 STATUS_STYLE = {"completed": "green", "failed": "red", "crashed": "red", "dropped": "yellow", "cancelled": "yellow",
-                "started": "cyan", "queued": "blue", "waiting": "magenta"}
+                "paused": "magenta", "started": "cyan", "queued": "blue", "waiting": "magenta"}
 
 
 def who(message: dict) -> str:

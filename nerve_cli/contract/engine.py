@@ -132,7 +132,7 @@ def _workflow(name: str, w: dict[str, Any]) -> dict[str, Any]:
         "overflow": w.get("overflow"), "max_queue": w.get("max_queue"), "idempotent": w.get("idempotent"),
         "worker": {"pid": worker.get("pid"), "state": worker.get("state")},
         "running": list(w.get("running") or []), "queued": list(w.get("queued") or []),
-        "waiting": list(w.get("waiting") or []),
+        "waiting": list(w.get("waiting") or []), "paused": list(w.get("paused") or []),
         "threads": dict(w.get("counts") or {}),
     }
 

@@ -119,6 +119,12 @@ def cancelled(result: dict[str, Any]) -> dict[str, Any]:
             "via": result["via"]}
 
 
+def paused(result: dict[str, Any]) -> dict[str, Any]:
+    """`thread pause|resume`: paused now or once its round ends (pausing); resumed: started, queued or waiting."""
+    return {"version": VERSION, "run_id": result["run_id"], "status": result["status"],
+            "was": result.get("was", "paused"), "via": result["via"]}
+
+
 def rerun(result: dict[str, Any]) -> dict[str, Any]:
     """`thread rerun`: the new thread, started or queued."""
     return {"version": VERSION, "run_id": result["run_id"], "status": result["status"],

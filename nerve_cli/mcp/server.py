@@ -48,7 +48,9 @@ engine's log. emit sends an event to a channel (stored for the next start when n
 compute_sense and start_thread need the engine running (`nerve run`). Threads waiting
 for a person or an event are listed by list_threads(status="waiting"); approve_thread / reject_thread
 answer a person's question (with a structured answer when it declares a JSON Schema); cancel_thread
-ends a thread, rerun_thread runs one again (from a round, with an edited message).
+ends a thread, rerun_thread runs one again (from a round, with an edited message); pause_thread and
+resume_thread hold a thread (no round starts, no slot held) and let it go on; pause_sense and resume_sense
+stop a sense's computes while its events accumulate.
 To write a sense: new_sense (scaffolded, migrated, registered off), write_sense_file (its sense.py and
 schema.py), migrate_sense after a schema change, check_config, dry_run_sense with sample events (nothing is
 kept), then enable_sense. Resources (subscribe to be told of changes): nerve://senses, nerve://sense/NAME
@@ -237,7 +239,7 @@ def build(home: Path) -> NerveServer:
 
     @app.tool(title="List workflow threads", annotations=READ)
     def list_threads(status: Annotated[Literal["queued", "started", "waiting", "completed", "failed", "crashed",
-                                               "dropped", "cancelled"] | None, Field(
+                                               "dropped", "cancelled", "paused"] | None, Field(
                          description="only threads in this status; waiting: those asking a person or waiting for "
                                      "an event")] = None,
                      workflow: Annotated[str | None, Field(description="only threads of this workflow")] = None,
@@ -306,6 +308,19 @@ def build(home: Path) -> NerveServer:
         """Cancel a queued, running or waiting thread: it ends `cancelled` (a running one once its role stops,
         within its workflow's cancel_grace). An ended thread cannot be cancelled: the error names its status."""
         return call(tools.cancel_thread, run_id, reason, client_name(ctx))
+
+    @app.tool(title="Pause a thread", annotations=ACT)
+    def pause_thread(run_id: RunId, ctx: Context) -> document("thread-pause"):
+        """Pause a queued, running or waiting thread: no round starts and it holds no slot until resume_thread
+        (a running one once its running round ends: status pausing). It stays paused across engine restarts;
+        an event its wait matches meanwhile resumes it only after resume_thread."""
+        return call(tools.pause_thread, run_id, False, client_name(ctx))
+
+    @app.tool(title="Resume a paused thread", annotations=ACT)
+    def resume_thread(run_id: RunId, ctx: Context) -> document("thread-pause"):
+        """Resume a paused thread: it goes on from its last round (started or queued), or waits again for what
+        its last round asked."""
+        return call(tools.pause_thread, run_id, True, client_name(ctx))
 
     @app.tool(title="Run a thread again", annotations=ACT)
     def rerun_thread(run_id: RunId, ctx: Context, from_round: FromRound = None,

@@ -38,7 +38,7 @@ from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, 
 from nerve_cli.ops.senses.read import read_sense
 from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
-from nerve_cli.ops.workflows.control import cancel_thread, rerun_thread
+from nerve_cli.ops.workflows.control import cancel_thread, pause_thread, rerun_thread
 from nerve_cli.ops.workflows.gates import answer_thread
 from nerve_cli.ops.workflows.threads import list_threads, thread_detail
 from nerve_cli.schema.instance import migrate_senses
@@ -151,6 +151,10 @@ class Tools:
         data = NO_ANSWER if answer is None else answer
         return thread_docs.answer(answer_thread(self.home, run_id, decision, note, via=_via(client), data=data,
                                                 question=question))
+
+    def pause_thread(self, run_id: str, resume: bool = False, client: str | None = None) -> dict[str, Any]:
+        """`nerve thread pause|resume run-N --json`: through the engine, or written to the log with none running."""
+        return thread_docs.paused(pause_thread(self.home, run_id, via=_via(client), resume=resume))
 
     def cancel_thread(self, run_id: str, reason: str | None = None, client: str | None = None) -> dict[str, Any]:
         """`nerve thread cancel run-N --json`: through the engine, or written to the log with none running."""

@@ -47,6 +47,49 @@ def cancel_stopped(home: Path, run_id: str, reason: str | None, by: str, via: st
     return {"run_id": run_id, "status": ThreadStatus.CANCELLED.value, "was": was.value}
 
 
+def pause_stopped(home: Path, run_id: str, by: str, via: str, *, resume: bool) -> dict[str, Any]:
+    """Pause a queued or waiting thread, or resume a paused one, with no engine running (the rows the engine
+    would write); WorkflowError for any other. {"run_id", "status", "was" (pause)}."""
+    from nerve_cli.automaton.waits import pending_wait  # orjson and the questions: only a pause pays
+
+    layout = Layout(Path(home))
+    with InstanceLock(layout.home, f"nerve thread {'resume' if resume else 'pause'} {run_id}"):
+        rows = [r for r in workflow_runs(layout.logs_db) if r["run_id"] == run_id]
+        if not rows:
+            raise WorkflowError(f"no thread {run_id} (see `nerve thread list`)")
+        was, workflow = ThreadStatus(rows[0]["status"]), rows[0]["workflow"]
+        try:
+            chain = persisted_chain(layout.logs_db, run_id)
+        except ValueError as exc:
+            raise WorkflowError(f"{run_id} cannot be paused or resumed: {exc}") from None
+        who = {"by": by, "via": via}
+        with LogStore(layout.logs_db) as logs:
+            if resume:
+                if was is not ThreadStatus.PAUSED:
+                    raise WorkflowError(f"{run_id} is {was}, not paused: only a paused thread can be resumed")
+                wait = pending_wait(chain)
+                if wait is not None:
+                    logs.write(logrows.thread_status(run_id, workflow, ThreadStatus.WAITING, rounds=rounds_used(chain),
+                                                     waiting_for={**wait.to_dict(), "description": wait.describe()},
+                                                     resumed_from="paused", **who))
+                    return {"run_id": run_id, "status": ThreadStatus.WAITING.value}
+                record = thread_record(layout.home, run_id)
+                request = {"prompt": record.prompt, "max_rounds": record.max_rounds} if record else {}
+                logs.write(logrows.thread_status(run_id, workflow, ThreadStatus.QUEUED, **request,
+                                                 resumed_from="paused", **who))
+                return {"run_id": run_id, "status": ThreadStatus.QUEUED.value}
+            if was is ThreadStatus.PAUSED:
+                raise WorkflowError(f"{run_id} is already paused (`nerve thread resume {run_id}` goes on)")
+            if was not in (ThreadStatus.QUEUED, ThreadStatus.WAITING):
+                why = ("it was running when the engine stopped: start the engine (it resumes or crashes it) and "
+                       "pause it then" if was is ThreadStatus.STARTED else "only a queued, running or waiting "
+                       "thread can be paused")
+                raise WorkflowError(f"{run_id} is {was}: {why}")
+            logs.write(logrows.thread_status(run_id, workflow, ThreadStatus.PAUSED, was=was.value,
+                                             rounds=rounds_used(chain), **who))
+    return {"run_id": run_id, "status": ThreadStatus.PAUSED.value, "was": was.value}
+
+
 def rerun_stopped(home: Path, run_id: str, from_round: int | None, message: str | None, by: str,
                   via: str) -> dict[str, Any]:
     """{"run_id" (the new thread), "status": "queued", "rerun_of"}: queued for the next engine, with the chain

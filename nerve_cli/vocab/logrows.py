@@ -188,6 +188,11 @@ class LogKind(Enum):
     THREAD_CANCELLED = (LogSource.WORKFLOW, ThreadStatus.CANCELLED.value)
     """A person cancelled it (`nerve thread cancel`, MCP `cancel_thread`): reason, by, via.
     ref_id: run id"""
+    THREAD_PAUSED = (LogSource.WORKFLOW, ThreadStatus.PAUSED.value)
+    """Someone paused it (`nerve thread pause`, MCP `pause_thread`): was (queued, started, waiting), by, via, rounds.
+    `nerve thread resume` queues it again (or, if its chain waits, makes it wait again): that row carries
+    `resumed_from: paused`.
+    ref_id: run id"""
 
     def __init__(self, source: LogSource, type_: str) -> None:
         self.source = source
@@ -478,7 +483,8 @@ def workflow_reloaded(workflow: str) -> LogRow:
 def thread_status(run_id: str, workflow: str, status: ThreadStatus, **detail: Any) -> LogRow:
     """A thread took `status`. `detail` by status: queued (prompt, max_rounds, via, answer...),
     started (max_rounds, or resumed and rounds), waiting (question or reason, waiting_for, rounds),
-    completed/failed/crashed (reason, rounds, error), dropped (reason), cancelled (reason, by, rounds, was)."""
+    completed/failed/crashed (reason, rounds, error), dropped (reason), cancelled (reason, by, rounds, was),
+    paused (was, by, via, rounds)."""
     return LogRow(LogKind.of_status(status), run_id, {"workflow": workflow, **detail})
 
 

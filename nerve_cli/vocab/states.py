@@ -48,14 +48,15 @@ class ThreadStatus(StrEnum):
     CRASHED = "crashed"      # its worker died and it could not be resumed
     DROPPED = "dropped"      # never started: over capacity, queue full, workflow removed
     CANCELLED = "cancelled"  # someone ended it (`nerve thread cancel`): queued, running or waiting
+    PAUSED = "paused"        # `nerve thread pause`: no round starts and no slot is held until `nerve thread resume`
 
     @property
     def live(self) -> bool:
-        """Queued, started or waiting: it may still move (its rows are never archived)."""
+        """Queued, started, waiting or paused: it may still move (its rows are never archived)."""
         return self in LIVE
 
 
-LIVE = frozenset({ThreadStatus.QUEUED, ThreadStatus.STARTED, ThreadStatus.WAITING})
+LIVE = frozenset({ThreadStatus.QUEUED, ThreadStatus.STARTED, ThreadStatus.WAITING, ThreadStatus.PAUSED})
 
 
 class WaitKind(StrEnum):

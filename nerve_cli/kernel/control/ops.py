@@ -190,9 +190,27 @@ class RerunThread(Request):
         return cls(run_id, from_round, message, *_who(body))
 
 
+@dataclass(frozen=True)
+class PauseThread(Request):
+    """Pause a live thread (`resume`: false) or resume a paused one."""
+
+    op: ClassVar[str] = "pause_thread"
+    run_id: str
+    resume: bool = False
+    by: str = BY_SOCKET
+    via: str | None = None
+
+    @classmethod
+    def parse(cls, body: dict[str, Any]) -> PauseThread:
+        run_id, resume = body.get("run_id"), body.get("resume", False)
+        if not isinstance(run_id, str) or not isinstance(resume, bool):
+            raise NerveError("pause_thread needs a run_id, and resume (true or false) if any")
+        return cls(run_id, resume, *_who(body))
+
+
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
     Ping, Status, Compute, Read, Emit, EventsStored, Replayed, Reset, StartThread, AnswerThread, CancelThread,
-    RerunThread)}
+    RerunThread, PauseThread)}
 
 
 # answers ---------------------------------------------------------------------------

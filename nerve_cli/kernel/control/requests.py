@@ -1,5 +1,5 @@
 """What the engine answers on its control socket: ping, status, compute, read, emit, events_stored, replayed,
-start_thread, answer_thread, cancel_thread, rerun_thread, reset (the typed requests and answers: `ops`).
+start_thread, answer_thread, cancel_thread, rerun_thread, pause_thread, reset (the typed requests and answers: `ops`).
 
 Requests read the engine through typed views (`snapshot`) and drive it through
 `Target`'s actions; the loop's desk implements it and the engine hands it
@@ -335,6 +335,14 @@ async def _rerun_thread(engine: Target, request: ops.RerunThread) -> ops.Answer:
                                                  request.via))
 
 
+async def _pause_thread(engine: Target, request: ops.PauseThread) -> ops.Answer:
+    """Pause or resume a thread: {"run_id", "resume"?, "by"?, "via"?} → {"run_id", "status", "was"?}."""
+    manager = _workflows(engine)
+    if request.resume:
+        return ops.Document(manager.resume(request.run_id, request.by, request.via))
+    return ops.Document(manager.pause(request.run_id, request.by, request.via))
+
+
 async def _reset(engine: Target, request: ops.Reset) -> ops.Answer:
     sense = request.sense
     if not isinstance(sense, str) or engine.sense(sense) is None:
@@ -385,4 +393,5 @@ def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None,
 _HANDLERS: dict[type[ops.Request], Callable[[Target, Any], Awaitable[ops.Answer]]] = {
     ops.Ping: _ping, ops.Status: _status, ops.Compute: _compute, ops.Read: _read, ops.Emit: _emit,
     ops.EventsStored: _events_stored, ops.Replayed: _replayed, ops.Reset: _reset, ops.StartThread: _start_thread,
-    ops.AnswerThread: _answer_thread, ops.CancelThread: _cancel_thread, ops.RerunThread: _rerun_thread}
+    ops.AnswerThread: _answer_thread, ops.CancelThread: _cancel_thread, ops.RerunThread: _rerun_thread,
+    ops.PauseThread: _pause_thread}

@@ -9,7 +9,8 @@ the kernel and is otherwise a sense like any other: its signals are rows of
 
 What it signals is what the workflow manager recorded: each thread status
 change (queued, started, waiting, completed, failed, crashed, dropped,
-cancelled; a resumed start is `resumed`) becomes one signal, in order, with its
+cancelled, paused; a resumed start, and a paused thread's resume, are
+`resumed`) becomes one signal, in order, with its
 causal depth (`depth`: one deeper than the thread). The change is recorded as a
 `thread_transitions` row of logs.db in the same transaction as the status row
 it describes (`LogStore.write`); nerve-threads reads those, never the log's
@@ -122,7 +123,8 @@ class ThreadsStore(BuiltinSenseDb):
 
 def transition(run_id: str, type_: str, payload: dict[str, Any], ts: int) -> dict[str, Any]:
     """A thread status row as nerve-threads' signal: {run_id, workflow, transition, status, at_ms, ...}."""
-    resumed = type_ == ThreadStatus.STARTED and payload.get("resumed")
+    # a resumed start, and the row a `nerve thread resume` writes (queued or waiting again)
+    resumed = (type_ == ThreadStatus.STARTED and payload.get("resumed")) or payload.get("resumed_from") == "paused"
     out: dict[str, Any] = {"run_id": run_id, "workflow": payload.get("workflow"),
                            "transition": "resumed" if resumed else type_, "status": type_, "at_ms": ts}
     out.update({k: payload[k] for k in _FIELDS if k in payload})

@@ -34,6 +34,7 @@ class Thread:
     cancelling: tuple[str, str, str | None] | None = None  # (reason, by, via): its role was told to stop;
     # it ends `cancelled`
     cancel_timer: asyncio.TimerHandle | None = None  # its cancel_grace: then the kernel ends it and stops the worker
+    pausing: tuple[str, str | None] | None = None  # (by, via): paused once its running round's message is on disk
     _counted: tuple[list[dict[str, Any]] | None, int, int] = (None, 0, 0)  # (that list, messages seen, rounds)
 
     @property
@@ -51,8 +52,9 @@ class Thread:
 
 @dataclass
 class Kind:
-    """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first)
-    and the threads waiting for a person or an event (no slot)."""
+    """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first),
+    the threads waiting for a person or an event (no slot) and the paused ones (no slot, nothing resumes them
+    but `nerve thread resume`)."""
 
     name: str
     worker: WorkerProcess | None = None
@@ -60,6 +62,7 @@ class Kind:
     running: dict[str, Thread] = field(default_factory=dict)
     queue: deque[Thread] = field(default_factory=deque)
     waiting: dict[str, Thread] = field(default_factory=dict)
+    paused: dict[str, Thread] = field(default_factory=dict)
     crashes: int = 0  # worker deaths since the last acknowledged message
     draining: bool = False
     idle: asyncio.TimerHandle | None = None

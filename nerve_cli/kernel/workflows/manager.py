@@ -42,7 +42,7 @@ from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess
-from nerve_cli.kernel.workflows import admission, control, gates, recovery
+from nerve_cli.kernel.workflows import admission, control, gates, pausing, recovery
 from nerve_cli.kernel.workflows.journal import Journal, Listener
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.kernel.workflows.spawn import Emit, Spawner
@@ -105,6 +105,8 @@ class WorkflowManager:
             self._requeue(recovery.recover_queued(self.journal, self.config.workflows.get(row["workflow"]), row))
         for row in workflow_runs(self.logs.path, status=gates.WAITING):
             self._rewait(row)
+        for row in workflow_runs(self.logs.path, status=pausing.PAUSED):
+            self._repause(row)
         for kind in list(self.kinds.values()):
             self._pump(kind)
         self._flush()
@@ -190,6 +192,7 @@ class WorkflowManager:
                 "running": sorted(kind.running, key=_num) if kind else [],
                 "queued": [t.run_id for t in kind.queue] if kind else [],
                 "waiting": sorted(kind.waiting, key=_num) if kind else [],
+                "paused": sorted(kind.paused, key=_num) if kind else [],
                 "counts": counts.get(name, {}),
             }
         return out
@@ -213,6 +216,8 @@ class WorkflowManager:
         for kind in self.kinds.values():
             thread = kind.waiting.pop(run_id, None)
             was = ThreadStatus.WAITING
+            if thread is None and run_id in kind.paused:
+                thread, was = kind.paused.pop(run_id), ThreadStatus.PAUSED
             if thread is None:
                 thread = next((t for t in kind.queue if t.run_id == run_id), None)
                 was = ThreadStatus.QUEUED
@@ -273,6 +278,55 @@ class WorkflowManager:
         self._pump(kind)
         self._flush()
 
+    def pause(self, run_id: str, by: str, via: str | None = None) -> dict:
+        """Pause a live thread: {"run_id", "status": paused|pausing, "was"}; WorkflowError otherwise.
+
+        Queued or waiting: paused now. Running: paused once its running round's message is on disk
+        (`pausing` until then; a round that ends the thread ends it)."""
+        for kind in self.kinds.values():
+            if run_id in kind.paused:
+                break
+            thread, was = kind.waiting.pop(run_id, None), ThreadStatus.WAITING
+            if thread is not None:
+                self.event_waits.remove(run_id)
+            else:
+                thread, was = next((t for t in kind.queue if t.run_id == run_id), None), ThreadStatus.QUEUED
+                if thread is not None:
+                    kind.queue.remove(thread)
+            if thread is None and run_id in kind.running:
+                thread, was = kind.running[run_id], ThreadStatus.STARTED
+                if thread.dispatched and kind.worker is not None:  # its round finishes first (`spawn`)
+                    thread.pausing = (by, via)
+                    return {"run_id": run_id, "status": "pausing", "was": was.value}
+                del kind.running[run_id]
+            if thread is not None:
+                pausing.park(self.journal, kind, thread, was, by, via)
+                self._pump(kind)
+                self._flush()
+                return {"run_id": run_id, "status": pausing.PAUSED.value, "was": was.value}
+        self._flush()
+        raise pausing.not_pausable(self.logs.path, run_id, resume=False)
+
+    def resume(self, run_id: str, by: str, via: str | None = None) -> dict:
+        """Resume a paused thread: {"run_id", "status": started|queued|waiting}; WorkflowError otherwise."""
+        kind = next((k for k in self.kinds.values() if run_id in k.paused), None)
+        if kind is None:
+            self._flush()
+            raise pausing.not_pausable(self.logs.path, run_id, resume=True)
+        if kind.name not in self.config.workflows:
+            raise WorkflowError(f"{run_id} cannot resume: workflow {kind.name} is no longer in nerve.yaml")
+        thread = kind.paused[run_id]
+        if pausing.unpark(self.journal, kind, thread, by, via) is ThreadStatus.WAITING:
+            self._watch_wait(kind, thread)  # an event it matched while paused resumes it now
+        else:
+            kind.queue.appendleft(thread)  # it had its turn before the pause: first in line
+            self._pump(kind)
+        self._flush()
+        status = ("started" if run_id in kind.running else "queued" if thread in kind.queue
+                  else ThreadStatus.WAITING.value if run_id in kind.waiting else "queued")
+        self.report("info", f"workflow {kind.name}: {run_id} resumed by {by}; {status}")
+        return {"run_id": run_id, "status": status}
+
     def answer(self, given: answers.Answer) -> dict:
         """A person's answer to a waiting thread (`store.answers`, the one answer path): its votes appended to
         the chain; once every open question is settled the thread resumes (or queues).
@@ -321,6 +375,17 @@ class WorkflowManager:
         kind = self._kind(thread.workflow)
         kind.waiting[thread.run_id] = thread
         self._watch_wait(kind, thread)
+
+    def _repause(self, row: dict) -> None:
+        """A thread that was paused when the engine stopped stays paused (its workflow may have gone since:
+        resuming it then says so)."""
+        try:
+            thread = pausing.paused_thread(self.logs.path, row)
+        except WorkflowError as exc:
+            self.journal.status(Thread(row["run_id"], row["workflow"], "", 1, {}), ThreadStatus.FAILED,
+                                reason=str(exc))
+            return
+        self._kind(thread.workflow).paused[thread.run_id] = thread
 
     def _watch_wait(self, kind: Kind, thread: Thread) -> None:
         """Arm what ends the thread's wait: its timeout, and for an event wait, reading its source."""

@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from nerve_cli.automaton.model import is_round
 from nerve_cli.config.model import WorkflowConfig
 from nerve_cli.errors import NerveError
 from nerve_cli.kernel.core.causes import Cause
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
 from nerve_cli.kernel.supervision.process import WorkerProcess, start_worker, worker_argv
-from nerve_cli.kernel.workflows import control, gates, recovery
+from nerve_cli.kernel.workflows import control, gates, pausing, recovery
 from nerve_cli.kernel.workflows.journal import Journal, thread_cause
 from nerve_cli.kernel.workflows.kind import Kind, Thread
 from nerve_cli.vocab import logrows
@@ -174,6 +175,10 @@ class Spawner:
             self._unexpected(kind, worker, f"{msg.run_id}: invalid message: {exc}")
             worker.send(protocol.ThreadCancel(msg.run_id, f"invalid message: {exc}"))
             return
+        if thread.pausing is not None and is_round(msg.message.get("role")):
+            # its round is over and on disk (with the status row that follows): the next one never begins
+            worker.send(protocol.ThreadCancel(msg.run_id, pausing.PAUSE_REASON))
+            return
         self._ack(kind, worker, thread, msg.seq)
 
     async def _emit(self, kind: Kind, worker: WorkerProcess, msg: protocol.ThreadEmit) -> None:
@@ -212,6 +217,9 @@ class Spawner:
             status, reason = ThreadStatus.FAILED, f"worker reported unknown status {msg.status!r}: {msg.reason}"
         if thread.cancelling is not None and status is not ThreadStatus.COMPLETED:  # it stopped as asked
             control.cancelled(self.journal, kind, thread, ThreadStatus.STARTED, *thread.cancelling)
+            return True
+        if thread.pausing is not None and status is not ThreadStatus.COMPLETED:  # it let go after its round
+            pausing.park(self.journal, kind, thread, ThreadStatus.STARTED, *thread.pausing)
             return True
         if status is ThreadStatus.WAITING:
             gates.wait(self.journal, kind, thread)
