@@ -177,6 +177,7 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
         assert (answer["decision"], answer["via"]) == ("approve", "engine")
         rerun = check.cli("thread-rerun", "thread", "rerun", waits[-1]["run_id"], "--from-round", "0", "--json")
         assert rerun["rerun_of"] == waits[-1]["run_id"]
+        assert check.cli("sense-pause", "sense", "resume", "--group", "two", "--json")["via"] == "engine"
         assert check.cli("thread-pause", "thread", "pause", rerun["run_id"], "--json")["status"] in ("paused", "pausing")
         check.cli("thread-cancel", "thread", "cancel", rerun["run_id"], "--json")
         code, _ = engine.stop()

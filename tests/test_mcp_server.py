@@ -77,7 +77,7 @@ GATED = textwrap.dedent('''
 TOOLS = {"list_senses": "sense-list", "show_sense": "sense-show", "query_sense": "sense-query",
          "query_logs": "log-list", "list_threads": "thread-list", "show_thread": "thread-show",
          "engine_status": "status", "emit": "emit", "compute_sense": "sense-compute", "start_thread": "thread-start",
-         "approve_thread": "thread-answer", "reject_thread": "thread-answer", "cancel_thread": "thread-cancel", "pause_thread": "thread-pause", "resume_thread": "thread-pause",
+         "approve_thread": "thread-answer", "reject_thread": "thread-answer", "cancel_thread": "thread-cancel", "pause_sense": "sense-pause", "resume_sense": "sense-pause", "pause_thread": "thread-pause", "resume_thread": "thread-pause",
          "rerun_thread": "thread-rerun"}
 # the tools an agent authors senses with, and their documents (the CLI's --json of the same command)
 AUTHORING = {"new_sense": "sense-new", "write_sense_file": "sense-file", "migrate_sense": "migrate",
@@ -182,6 +182,12 @@ def test_an_agent_reads_queries_emits_starts_and_approves_through_mcp(home: Path
 
             computed = await _call(session, "compute_sense", sense="counter")
             assert (computed["outcome"], computed["payload"]) == ("signal", {"n": 2})
+            held = await _call(session, "pause_sense", senses=["counter"])
+            assert (held["senses"], held["via"]) == ([{"sense": "counter", "status": "paused", "paused": True}],
+                                                     "engine")
+            assert "counter is paused" in (await _error(session, "compute_sense", sense="counter"))["message"]
+            let_go = await _call(session, "resume_sense", senses=["counter"])
+            assert let_go["senses"][0]["status"] == "resumed"
 
             started = await _call(session, "start_thread", workflow="gated", prompt="quick notes")
             run_id = started["run_id"]

@@ -77,7 +77,7 @@ def test_the_values_on_disk_and_in_json_are_the_ones_instances_hold() -> None:
     assert {s.value for s in WorkerState} == {"stopped", "starting", "ready", "backoff", "reloading",
                                               "restarting", "stopping"}
     assert {s.value for s in SenseStatus} == {"idle", "pending", "running", "penalised", "quarantined",
-                                              "load-failed", "stopped", "disabled"}
+                                              "load-failed", "stopped", "disabled", "paused"}
     assert {(k.source.value, k.type) for k in LogKind} >= {
         ("reflex", "run_start"), ("reflex", "output"), ("reflex", "run_complete"), ("signal", "emit"),
         ("system", "engine_started"), ("system", "error"), ("workflow", "message"), ("workflow", "queued")}

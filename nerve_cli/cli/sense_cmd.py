@@ -1,4 +1,4 @@
-"""`nerve sense`: scaffold, migrate, compute, list, show (and chart), disable/enable, reset, replay."""
+"""`nerve sense`: scaffold, migrate, compute, list, show (and chart), disable/enable, pause/resume, reset, replay."""
 
 import shutil
 import sys
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_remove, sense_replay, sense_reset
+from nerve_cli.cli import sense_lifecycle, sense_migrate, sense_pause, sense_remove, sense_replay, sense_reset
 from nerve_cli.cli.common import WHEN_HELP, FormatOption, HomeOption, JsonOption, SenseName, UtcOption
 from nerve_cli.cli.group import HelpGroup
 from nerve_cli.clock import now_ms
@@ -24,6 +24,8 @@ app = typer.Typer(
 app.command("migrate")(sense_migrate.migrate)
 app.command("reset")(sense_reset.reset)
 app.command("replay")(sense_replay.replay)
+app.command("pause")(sense_pause.pause)
+app.command("resume")(sense_pause.resume)
 
 Name = Annotated[str, typer.Argument(help="Name of the new sense.")]
 BindOption = Annotated[Optional[list[str]], typer.Option(

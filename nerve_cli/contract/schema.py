@@ -12,10 +12,10 @@ from importlib import resources
 from typing import Any
 
 CLI_KINDS = (
-    "agent-ack", "agent-delivery", "agent-install", "agent-list",
-    "archive", "backup", "config-check", "delete", "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log",
-    "mesh", "migrate", "rename", "replay", "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-new",
-    "sense-show", "service", "status", "thread-answer", "thread-cancel", "thread-link", "thread-list", "thread-pause",
+    "agent-ack", "agent-delivery", "agent-install", "agent-list", "archive", "backup", "config-check", "delete",
+    "deps", "doctor", "emit", "error", "fleet", "gc", "lifecycle", "log", "mesh", "migrate", "rename", "replay",
+    "sense-chart", "sense-compute", "sense-dry-run", "sense-list", "sense-new", "sense-pause", "sense-show",
+    "service", "status", "thread-answer", "thread-cancel", "thread-link", "thread-list", "thread-pause",
     "thread-rerun", "thread-show", "workflow-check", "workflow-list", "workflow-run",
 )
 # answered only by `nerve mcp`'s tools (query_sense, query_logs, start_thread, write_sense_file): no command

@@ -80,6 +80,12 @@ def lifecycle(outcome: Any, bring_back: Any) -> dict[str, Any]:
     }
 
 
+def paused(result: dict[str, Any]) -> dict[str, Any]:
+    """`sense pause|resume`: each sense's new state (paused, resumed, or unchanged), through the engine or offline."""
+    return {"version": VERSION, "senses": [{"sense": s["sense"], "status": s["status"], "paused": s["paused"]}
+                                           for s in result["senses"]], "via": result["via"]}
+
+
 def sense_new(home: Any, result: Any) -> dict[str, Any]:
     """`ops.senses.scaffold.NewSense`: what `nerve sense new` wrote (paths relative to the instance) and committed."""
     reflex = {k: v for k, v in (result.reflex or {}).items() if k != "sense"}

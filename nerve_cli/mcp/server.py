@@ -101,6 +101,8 @@ Sense = Annotated[str, Field(description="the sense's name (senses: in nerve.yam
 Bind = Annotated[dict[str, str | int | float | bool] | None, Field(description=(
     "a lazy sense's parameter values, for one whose bindings take parameters, e.g. {\"repo\": \"me/app\"}"))]
 RunId = Annotated[str, Field(description="a thread's id, like run-7 (list_threads lists them)")]
+SenseNames = Annotated[list[str] | None, Field(description="the senses, by name (or give group)")]
+GroupName = Annotated[str | None, Field(description="every sense of this group (or give senses)")]
 Note = Annotated[str | None, Field(description="the answer the thread's moderator sees next (default: approved "
                                                "or rejected)")]
 StructuredAnswer = Annotated[JsonValue, Field(description="a structured answer (any JSON value but null), checked "
@@ -397,6 +399,17 @@ def build(home: Path) -> NerveServer:
     def disable_sense(sense: Sense) -> document("lifecycle"):
         """Turn a sense off, with the reflexes and readers that depend on it (nothing is deleted); commit."""
         return call(tools.set_sense_enabled, sense, False)
+
+    @app.tool(title="Pause senses", annotations=ACT)
+    def pause_sense(ctx: Context, senses: SenseNames = None, group: GroupName = None) -> document("sense-pause"):
+        """Pause senses, named or a whole group: no compute starts and their events wait (across restarts) until
+        resume_sense; unlike disable_sense nothing cascades and nerve.yaml is not edited."""
+        return call(tools.pause_sense, senses or [], group, False, client_name(ctx))
+
+    @app.tool(title="Resume paused senses", annotations=ACT)
+    def resume_sense(ctx: Context, senses: SenseNames = None, group: GroupName = None) -> document("sense-pause"):
+        """Resume paused senses: each computes once for whatever waited, then as before."""
+        return call(tools.pause_sense, senses or [], group, True, client_name(ctx))
 
     register_agents(app, home, document, call, ACT, failed)
     _resources(app, tools)

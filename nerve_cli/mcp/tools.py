@@ -35,6 +35,7 @@ from nerve_cli.ops.client import engine_running, request
 from nerve_cli.ops.emit import emit_event
 from nerve_cli.ops.senses.dryrun import dry_run
 from nerve_cli.ops.senses.inspect import code_stamp, list_senses, load_problem, require_sense, show_sense
+from nerve_cli.ops.senses.pause import pause_senses
 from nerve_cli.ops.senses.read import read_sense
 from nerve_cli.ops.senses.scaffold import new_sense
 from nerve_cli.ops.senses.standalone import compute_via_engine
@@ -199,6 +200,13 @@ class Tools:
         require_sense(self.home, sense)
         path = self.layout.sense_dir(sense) / "schema.py"
         return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+    def pause_sense(self, senses: list[str], group: str | None, resume: bool,
+                    client: str | None = None) -> dict[str, Any]:
+        """`nerve sense pause|resume NAME...|--group G --json`: through the engine, or kept for the next one."""
+        if bool(senses) == (group is not None):
+            raise UsageError("pause_sense / resume_sense: give senses or a group, not both")
+        return sense_docs.paused(pause_senses(self.home, senses, group, _via(client), resume=resume))
 
     def set_sense_enabled(self, sense: str, enabled: bool) -> dict[str, Any]:
         """`nerve sense enable|disable SENSE --json` (a running engine picks the change up by itself)."""

@@ -118,6 +118,13 @@ class LogKind(Enum):
     """A directive or an emit past its causal depth bound was refused (once per chain; later ones are counted):
     what (directive, emit, publish), target, depth, bound, path (the chain's hops from its outside root), sense.
     ref_id: the sense whose compute asked, else the target"""
+    SENSE_PAUSED = (LogSource.SYSTEM, "sense_paused")
+    """`nerve sense pause` (MCP `pause_sense`): its computes stop and its events wait, across restarts; nothing
+    cascades. by, via.
+    ref_id: sense"""
+    SENSE_RESUMED = (LogSource.SYSTEM, "sense_resumed")
+    """`nerve sense resume`: it computes again (once, for whatever waited), paused_ms. by, via.
+    ref_id: sense"""
     RESET = (LogSource.SYSTEM, "reset")
     """`nerve sense reset` lifted that.
     ref_id: sense"""
@@ -405,6 +412,14 @@ def penalised(sense: str, until: float, why: str) -> LogRow:
 
 def quarantined(sense: str, until: float, why: str) -> LogRow:
     return LogRow(LogKind.QUARANTINED, sense, {"sense": sense, "until": until, "why": why})
+
+
+def sense_paused(sense: str, by: str, via: str | None) -> LogRow:
+    return LogRow(LogKind.SENSE_PAUSED, sense, {"sense": sense, "by": by, "via": via})
+
+
+def sense_resumed(sense: str, by: str, via: str | None, paused_ms: int | None) -> LogRow:
+    return LogRow(LogKind.SENSE_RESUMED, sense, {"sense": sense, "by": by, "via": via, "paused_ms": paused_ms})
 
 
 def reset(sense: str, was_blocked: bool) -> LogRow:

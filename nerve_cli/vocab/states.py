@@ -32,6 +32,7 @@ class SenseStatus(StrEnum):
     RUNNING = "running"          # a compute is in flight
     PENALISED = "penalised"      # backed off after failures: waits out `blocked_until`
     QUARANTINED = "quarantined"  # not computed at all until `blocked_until` (it kept killing its worker)
+    PAUSED = "paused"            # `nerve sense pause`: not computed, its events wait (a running compute finishes)
     LOAD_FAILED = "load-failed"  # its code did not load in its worker
     STOPPED = "stopped"          # no engine runs (read from the files)
     DISABLED = "disabled"        # `enabled: false` in nerve.yaml

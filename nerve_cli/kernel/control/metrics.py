@@ -157,11 +157,12 @@ class EngineCollector:
                                 value=sum(1 for s in states.values() if s.running))
         yield GaugeMetricFamily("nerve_log_rows_buffered", "Log rows waiting for the next batch commit.",
                                 value=snap.log_rows_buffered)
-        blocked = GaugeMetricFamily("nerve_senses_blocked", "Senses held back, by why (penalised, quarantined).",
-                                    labels=["state"])
+        blocked = GaugeMetricFamily("nerve_senses_blocked", "Senses held back, by why (penalised, quarantined, "
+                                    "paused).", labels=["state"])
         for state in (SenseStatus.PENALISED, SenseStatus.QUARANTINED):
             blocked.add_metric([state], sum(1 for s in states.values() if s.blocked_until
                                             and s.quarantined == (state is SenseStatus.QUARANTINED)))
+        blocked.add_metric([SenseStatus.PAUSED], sum(1 for s in states.values() if s.paused))
         yield blocked
         pressure = CounterMetricFamily("nerve_triggers_merged", "Triggers merged into another compute, by sense and "
                                        "how (coalesced, deferred, debounced, skipped).", labels=["sense", "how"])

@@ -208,9 +208,30 @@ class PauseThread(Request):
         return cls(run_id, resume, *_who(body))
 
 
+@dataclass(frozen=True)
+class PauseSense(Request):
+    """Pause senses (`resume`: false) or resume them: named, or every sense of a group."""
+
+    op: ClassVar[str] = "pause_sense"
+    senses: tuple[str, ...] = ()
+    group: str | None = None
+    resume: bool = False
+    by: str = BY_SOCKET
+    via: str | None = None
+
+    @classmethod
+    def parse(cls, body: dict[str, Any]) -> PauseSense:
+        senses, group, resume = body.get("senses") or [], body.get("group"), body.get("resume", False)
+        if (not isinstance(senses, list) or not all(isinstance(s, str) for s in senses)
+                or not (group is None or isinstance(group, str)) or not isinstance(resume, bool)
+                or bool(senses) == (group is not None)):
+            raise NerveError("pause_sense needs senses (a list of names) or a group, and resume (true or false)")
+        return cls(tuple(senses), group, resume, *_who(body))
+
+
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
     Ping, Status, Compute, Read, Emit, EventsStored, Replayed, Reset, StartThread, AnswerThread, CancelThread,
-    RerunThread, PauseThread)}
+    RerunThread, PauseThread, PauseSense)}
 
 
 # answers ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What the engine answers on its control socket: ping, status, compute, read, emit, events_stored, replayed,
-start_thread, answer_thread, cancel_thread, rerun_thread, pause_thread, reset (the typed requests and answers: `ops`).
+start_thread, answer_thread, cancel_thread, rerun_thread, pause_thread, pause_sense, reset
+(the typed requests and answers: `ops`).
 
 Requests read the engine through typed views (`snapshot`) and drive it through
 `Target`'s actions; the loop's desk implements it and the engine hands it
@@ -34,6 +35,7 @@ from nerve_cli.names import binding_key, channel_problem, traceparent_problem
 from nerve_cli.roles.llm_env import llm_env
 from nerve_cli.store.events import has_backlog
 from nerve_cli.store.inbox import AgentBacklog, agent_backlog
+from nerve_cli.store.sense_pauses import resolve as resolve_paused
 from nerve_cli.store.sqlitefile import open_reader
 from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import DEMAND, READ, Reason
@@ -95,6 +97,9 @@ class Target(Protocol):
 
     def reset_sense(self, sense: str) -> bool:
         """Lift the sense's penalty or quarantine (and start what is due); True if there was one."""
+
+    def pause_senses(self, senses: list[str], paused: bool, by: str, via: str | None) -> list[dict[str, Any]]:
+        """Pause senses (kept across restarts) or resume them: [{"sense", "status", "paused"}]."""
 
 
 async def handle(engine: Target, body: dict[str, Any]) -> dict[str, Any]:
@@ -240,6 +245,8 @@ def _check_can_run(engine: Target, view: SenseView) -> None:
     """Refuse at once what would otherwise wait: a quarantined sense, a worker that is down (a sense that failed
     to load is answered at once too, by `_compute`, with its error)."""
     sense, state = view.name, view.state
+    if state.paused:
+        raise SenseError(f"{sense} is paused: its computes wait until `nerve sense resume {sense}`")
     if state.quarantined:
         until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(state.blocked_until or 0))  # zone shown
         raise SenseError(f"{sense} is quarantined until {until} ({state.blocked_why}); "
@@ -343,6 +350,13 @@ async def _pause_thread(engine: Target, request: ops.PauseThread) -> ops.Answer:
     return ops.Document(manager.pause(request.run_id, request.by, request.via))
 
 
+async def _pause_sense(engine: Target, request: ops.PauseSense) -> ops.Answer:
+    """Pause or resume senses: {"senses": [...] | "group", "resume"?, "by"?, "via"?} → {"senses": [{"sense",
+    "status": paused|resumed|unchanged, "paused"}]}. Built-in senses are not paused."""
+    names = resolve_paused(engine.config.senses, list(request.senses), request.group)
+    return ops.Document({"senses": engine.pause_senses(names, not request.resume, request.by, request.via)})
+
+
 async def _reset(engine: Target, request: ops.Reset) -> ops.Answer:
     sense = request.sense
     if not isinstance(sense, str) or engine.sense(sense) is None:
@@ -394,4 +408,4 @@ _HANDLERS: dict[type[ops.Request], Callable[[Target, Any], Awaitable[ops.Answer]
     ops.Ping: _ping, ops.Status: _status, ops.Compute: _compute, ops.Read: _read, ops.Emit: _emit,
     ops.EventsStored: _events_stored, ops.Replayed: _replayed, ops.Reset: _reset, ops.StartThread: _start_thread,
     ops.AnswerThread: _answer_thread, ops.CancelThread: _cancel_thread, ops.RerunThread: _rerun_thread,
-    ops.PauseThread: _pause_thread}
+    ops.PauseThread: _pause_thread, ops.PauseSense: _pause_sense}

@@ -51,6 +51,8 @@ class SenseView:
             return SenseStatus.LOAD_FAILED
         if state.running:
             return SenseStatus.RUNNING
+        if state.paused:
+            return SenseStatus.PAUSED
         if state.quarantined:
             return SenseStatus.QUARANTINED
         if state.blocked_until:

@@ -18,7 +18,9 @@ anything could become due (`next_wakeup`). The rules:
   window waits for the window's end, it is not dropped;
 - blocks: a penalised sense waits out its back-off (triggers stay pending); a
   quarantined one is not computed at all (triggers are counted and skipped);
-- disabled senses and reflexes do nothing.
+- disabled senses and reflexes do nothing;
+- paused senses (`pause`) keep their triggers and start nothing until resumed (then once, like an overdue
+  interval).
 
 Cost: an event touches only the senses it concerns. Each sense's next
 "look at me" time (`visit`: it may start, turn a due timer into a pending run
@@ -71,6 +73,7 @@ class SenseState:
     skipped: int = 0
     # bookkeeping of the heaps (not rules): see the module docstring
     held: bool = False
+    paused: bool = False  # `nerve sense pause`: like held, but a person's (the scheduler's `paused` set)
     order: int = 0  # position in config order: starts are listed in it
     visit_at: float | None = None
     wake_at: float | None = None
@@ -172,6 +175,7 @@ class Scheduler:
         self._wakes: list[tuple[float, str]] = []
         self._bursts: list[tuple[float, int, tuple[str, int]]] = []
         self._burst_seq = 0
+        self.paused: set[str] = set()  # senses a person paused: kept across reloads, even while not configured
         self.apply_config(config, last_completions or {}, now=now)
 
     # configuration ---------------------------------------------------------
@@ -191,6 +195,7 @@ class Scheduler:
                 state = SenseState(name, last_complete=completions.get(name),
                                    held=self.hold_new and name not in self._extra)
             state.throttle = config.senses[name].throttle if name in config.senses else 0.0
+            state.paused = name in self.paused
             state.intervals, state.crons = [], []
             every = self._extra.get(name)
             if every is not None:  # a kernel sense may have no interval (it runs when asked)
@@ -296,6 +301,15 @@ class Scheduler:
             state = self.states.get(name)
             if state is not None and state.held == runnable:
                 state.held = not runnable
+                self._reschedule(state)
+
+    def pause(self, senses: Iterable[str], paused: bool) -> None:
+        """Pause senses (they keep their triggers and start nothing) or resume them."""
+        for name in senses:
+            (self.paused.add if paused else self.paused.discard)(name)
+            state = self.states.get(name)
+            if state is not None and state.paused != paused:
+                state.paused = paused
                 self._reschedule(state)
 
     def _sync_runnable(self, runnable: set[str]) -> None:
@@ -410,7 +424,7 @@ class Scheduler:
     # the heaps -------------------------------------------------------------
     def _reschedule(self, state: SenseState) -> None:
         """Bring this sense's heap keys up to date after any change to it."""
-        if state.running or state.held or self.states.get(state.name) is not state:
+        if state.running or state.held or state.paused or self.states.get(state.name) is not state:
             visit = wake = None
         else:
             visit, wake = state.keys()

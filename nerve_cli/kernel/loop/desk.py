@@ -207,6 +207,12 @@ class Desk:
         self.outcomes.pump()
         return had
 
+    def pause_senses(self, senses: list[str], paused: bool, by: str, via: str | None) -> list[dict[str, Any]]:
+        done = self.guards.pauses.set(senses, paused, by, via)
+        self.logs.flush()  # a pause must outlive a kill right after its answer
+        self.outcomes.pump()  # a resumed sense's waiting trigger starts now
+        return done
+
     # hot reload (reload.Target) --------------------------------------------------
     def use_config(self, config: NerveConfig) -> None:
         self.current.use(config)

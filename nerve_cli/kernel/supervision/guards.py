@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from nerve_cli.config.model import EngineConfig
+from nerve_cli.kernel.core.pauses import SensePauses
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.supervision.penalty import Blame, PenaltyBook, Verdict
@@ -31,8 +32,10 @@ class Guards:
         self.logs = logs
         self.log = log
         self.report = report
+        self.pauses = SensePauses(scheduler, logs, log, report)  # a person's hold, kept and restored alike
 
     def restore(self) -> None:
+        self.pauses.restore()
         for sense, entry in quarantines.load_quarantines(self.logs.path).items():
             self.scheduler.block(sense, entry["until"], entry["why"], quarantine=True)
             self.report("warn", f"{sense} is quarantined until {_local(entry['until'])}: {entry['why']}")
