@@ -347,3 +347,29 @@ def test_a_rounds_model_calls_and_tool_calls_are_spans_at_the_times_they_ran(tmp
     else:
         assert gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS not in add.attributes
         assert gen_ai.GEN_AI_TOOL_CALL_RESULT not in add.attributes
+
+
+@pytest.mark.timeout(120)
+def test_an_agents_delivery_is_a_span_in_the_events_trace_from_emit_to_ack(tmp_path: Path) -> None:
+    from enginekit import nerve
+
+    with Receiver() as receiver:
+        home = write_instance(tmp_path / "home", "agents:\n  coder: {on: [ci.done], start: all}\n", {})
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        with RunningEngine(home, env=env) as engine:
+            engine.wait_ready(groups=0)
+            sent = cli("emit", "ci.done", '{"ok": false}', "--traceparent", TRACEPARENT, "--home", str(home))
+            assert sent.exit_code == 0, sent.output
+            taken = json.loads(nerve("agent", "next", "coder", "--json", home=home).stdout)
+            assert nerve("agent", "next", "coder", home=home).returncode == 0  # the hook's second take: handed again
+            assert nerve("agent", "ack", "coder", home=home).returncode == 0
+            wait_for(lambda: any(s.name == "deliver coder" and s.end_ns for s in receiver.spans), 30,
+                     what="the delivery's span")
+            engine.stop()
+    emit = one([s for s in receiver.spans if s.trace_id == PARENT_TRACE], "emit ci.done")
+    delivery = one(receiver.spans, "deliver coder")
+    assert delivery.trace_id == PARENT_TRACE and delivery.parent_id == emit.span_id
+    assert delivery.kind == 5  # SPAN_KIND_CONSUMER
+    assert delivery.attributes["nerve.delivery_id"] == taken["delivery"]
+    assert [name for name, _ in delivery.events] == ["handed again", "ack"]
+    assert emit.start_ns <= delivery.start_ns <= delivery.end_ns

@@ -128,7 +128,7 @@ class Engine:
         config = current.config
         logs = LogStore(layout.logs_db)
         stack.callback(logs.close)
-        tracing = edges.start_tracing(stack, config, home, report)
+        tracing = edges.start_tracing(stack, config, home, report, lambda: bool(current.config.agents))
         if tracing is not None:
             logs.tap = tracing.row  # threads, rounds and model calls come from the rows their manager writes
         writer = LogWriter(logs, layout.logs_db, report)

@@ -66,7 +66,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agent_deliveries (id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT NOT NULL, "
     "narrow TEXT NOT NULL DEFAULT '', events INTEGER NOT NULL, created_ms INTEGER NOT NULL, "
     "handed_ms INTEGER NOT NULL, handed INTEGER NOT NULL DEFAULT 1, session TEXT, via TEXT, "
-    "acked_ms INTEGER, acked_by TEXT, first_ts INTEGER)",
+    "acked_ms INTEGER, acked_by TEXT, first_ts INTEGER, refs TEXT)",  # refs: [[source, event id], ...], kept
     "CREATE INDEX IF NOT EXISTS idx_agent_deliveries ON agent_deliveries (agent, acked_ms, id)",
     *IDENTITY_SQL,
 )
@@ -147,6 +147,9 @@ class Inbox:
         with immediate(self.conn):
             for statement in SCHEMA:
                 self.conn.execute(statement)
+            columns = {row[1] for row in self.conn.execute("PRAGMA table_info(agent_deliveries)")}
+            if "refs" not in columns:  # a file from before deliveries named their events
+                self.conn.execute("ALTER TABLE agent_deliveries ADD COLUMN refs TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -228,13 +231,20 @@ class Inbox:
                 return Taken(None, acked)
             ts = now_ms()
             first = min(row[1] for row in chosen)
+            refs = self._refs([row[0] for row in chosen])  # which events: a trace links the delivery to each
             cur = self.conn.execute(
-                "INSERT INTO agent_deliveries (agent, narrow, events, created_ms, handed_ms, session, via, first_ts) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (agent, key, len(chosen), ts, ts, session, via, first))
+                "INSERT INTO agent_deliveries (agent, narrow, events, created_ms, handed_ms, session, via, first_ts, "
+                "refs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (agent, key, len(chosen), ts, ts, session, via, first, refs))
             delivery = int(cur.lastrowid or 0)
             self.conn.executemany("UPDATE agent_events SET delivery = ? WHERE seq = ?",
                                   [(delivery, row[0]) for row in chosen])
             return Taken(self._delivery(delivery), acked)
+
+    def _refs(self, seqs: list[int]) -> str:
+        marks = ",".join("?" * len(seqs))
+        rows = self.conn.execute(f"SELECT source, event_id FROM agent_events WHERE seq IN ({marks}) ORDER BY ts, seq",
+                                 seqs).fetchall()
+        return orjson.dumps([[source, event_id] for source, event_id in rows]).decode()
 
     def _choose(self, agent: str, batch: int, narrow: Mapping[str, Any] | None) -> list[tuple[int, int]]:
         """(seq, ts) of the oldest heard, unhanded events (matching `narrow`), at most `batch`."""
@@ -382,3 +392,39 @@ def watched_paths(data: Path, sources: Mapping[str, str]) -> list[Path]:
     """The databases whose commits may bring an agent news: its sources' and its own inbox."""
     paths = {source_path(Path(data), kind, name) for name, kind in sources.items()}
     return sorted(paths) + [Path(data) / DB_NAME]
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """A delivery as a trace tells it: when it was made and handed, when (and by whom) acknowledged, which events."""
+
+    id: int
+    agent: str
+    events: int
+    created_ms: int
+    handed: int
+    via: str | None
+    acked_ms: int | None
+    acked_by: str | None
+    refs: list[tuple[str, int]]
+
+
+def deliveries_since(data: Path, after: int, open_ids: Iterable[int] = ()) -> list[DeliveryRecord]:
+    """Deliveries made after id `after`, and those of `open_ids` (not acknowledged when last read): read-only,
+    nothing when agents.db does not exist yet."""
+    path = Path(data) / DB_NAME
+    if not path.exists():
+        return []
+    conn = connect_readonly(path)
+    try:
+        wanted = list(open_ids)
+        marks = ",".join("?" * len(wanted)) or "NULL"
+        rows = conn.execute(
+            "SELECT id, agent, events, created_ms, handed, via, acked_ms, acked_by, refs FROM agent_deliveries "
+            f"WHERE id > ? OR id IN ({marks}) ORDER BY id LIMIT 1000", (after, *wanted)).fetchall()
+    except sqlite3.OperationalError:  # a file from before deliveries named their events: none to trace yet
+        return []
+    finally:
+        conn.close()
+    return [DeliveryRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                           [(str(s), int(i)) for s, i in orjson.loads(r[8])] if r[8] else []) for r in rows]

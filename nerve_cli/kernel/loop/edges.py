@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from nerve_cli.address import ListenAddress
 from nerve_cli.config.model import FleetConfig, NerveConfig
+from nerve_cli.home import Layout
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.loop.router import Router
 from nerve_cli.kernel.trace.settings import trace_settings
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
     from nerve_cli.kernel.trace.spans import Tracing
 
 
-def start_tracing(stack: AsyncExitStack, config: NerveConfig, home: Path, report: Report) -> Tracing | None:
+def start_tracing(stack: AsyncExitStack, config: NerveConfig, home: Path, report: Report,
+                  has_agents: Callable[[], bool] = lambda: False) -> Tracing | None:
     """Spans over OpenTelemetry, when engine.otel or OTEL_* switch them on; closed (what is queued goes,
-    within the exporter's timeout) after the last log row is written."""
+    within the exporter's timeout) after the last log row is written. `has_agents`: nerve.yaml has agents now
+    (their deliveries are spans too, `trace.deliveries`)."""
     settings = trace_settings(config.engine)
     if settings is None:
         return None
@@ -44,7 +47,13 @@ def start_tracing(stack: AsyncExitStack, config: NerveConfig, home: Path, report
     tracing = Tracing(settings, fleet.host_name if fleet is not None else default_host(), str(home), report)
     report("info", f"traces to {settings.endpoint or 'the OTEL_EXPORTER_OTLP_* endpoint'}")
 
+    from nerve_cli.kernel.trace.deliveries import DeliveryTraces  # with spans: OpenTelemetry only when traces are on
+
+    deliveries = DeliveryTraces(tracing, Layout(home).data, has_agents)
+    deliveries.start()
+
     async def close() -> None:
+        await deliveries.stop()
         await asyncio.get_running_loop().run_in_executor(None, tracing.close)
 
     stack.push_async_callback(close)

@@ -96,6 +96,11 @@ class Tracing:
         self.latest: OrderedDict[str, Context] = OrderedDict()  # source → the context its next listeners follow
         self.computes: dict[int, tuple[Span, str]] = {}  # compute id → (its span, its sense)
         self.threads: dict[str, tuple[Span, int]] = {}  # run id → (its span, when its last step ended, ns)
+        # (source, event or signal id) → its span's context, kept only while some agent hears events: the parent
+        # of the delivery that hands it to the agent (`delivery`)
+        self.keep_events = False
+        self.events: OrderedDict[tuple[str, int], Context] = OrderedDict()
+        self.deliveries: dict[int, tuple[Span, int]] = {}  # delivery id → (its span, times handed), until acked
 
     # -- events and computes (the engine calls these) ------------------------------------------------
     def emitted(self, channel: str, event_id: int, origin: str | None, traceparent: str | None) -> None:
@@ -107,7 +112,10 @@ class Tracing:
         span = self.tracer.start_span(f"emit {channel}", context=context_of(traceparent), kind=kind,
                                       attributes=attributes)
         span.end()
-        self._follow(channel, trace.set_span_in_context(span))
+        context = trace.set_span_in_context(span)
+        self._follow(channel, context)
+        if self.keep_events:
+            self._keep(channel, event_id, context)
 
     def compute_started(self, sense: str, compute_id: int, reason: Reason, group: str) -> None:
         parent = self.latest.get(reason.source) if reason.source is not None else None
@@ -124,7 +132,10 @@ class Tracing:
         if compute is None:  # a signal found committed without its answer (the ledger's): no compute to hang it on
             return
         compute[0].add_event("signal", {"nerve.signal_id": signal_id} if signal_id is not None else None)
-        self._follow(sense, trace.set_span_in_context(compute[0]))
+        context = trace.set_span_in_context(compute[0])
+        self._follow(sense, context)
+        if self.keep_events and signal_id is not None:
+            self._keep(sense, signal_id, context)
 
     def compute_finished(self, compute_id: int, outcome: Outcome, error: dict[str, Any] | None = None) -> None:
         found = self.computes.pop(compute_id, None)
@@ -146,6 +157,36 @@ class Tracing:
     def traceparent(self, source: str) -> str | None:
         """The traceparent to send with `source`'s latest event (the fleet carries it to other hosts)."""
         return traceparent_of(self.latest.get(source))
+
+    def _keep(self, source: str, event_id: int, context: Context) -> None:
+        self.events[(source, event_id)] = context
+        if len(self.events) > MAX_SOURCES:
+            self.events.popitem(last=False)
+
+    # -- agents' deliveries (store.inbox, read by kernel.trace.deliveries) ----------------------------------
+    def delivery(self, record: Any) -> None:
+        """A delivery to an agent (store.inbox.DeliveryRecord) made or changed: `deliver AGENT` (CONSUMER), the
+        child of its first event's span and linked to the others', from when it was made to its acknowledgement
+        (an `ack` event, by whom); each further hand-over of the same delivery (a harness that restarted) is a
+        `handed again` event."""
+        known = self.deliveries.get(record.id)
+        if known is None:
+            contexts = [self.events.get((source, event_id)) for source, event_id in record.refs]
+            parent = next((c for c in contexts if c is not None), None)
+            links = [trace.Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:] if c is not None]
+            span = self.tracer.start_span(f"deliver {record.agent}", context=parent, kind=SpanKind.CONSUMER,
+                                          start_time=record.created_ms * 1_000_000, links=links, attributes={
+                                              "nerve.agent": record.agent, "nerve.delivery_id": record.id,
+                                              "nerve.events": record.events, "nerve.via": record.via or ""})
+            known = self.deliveries[record.id] = (span, 1)
+        span, handed = known
+        if record.handed > handed:
+            span.add_event("handed again", {"nerve.handed": record.handed})
+            self.deliveries[record.id] = (span, record.handed)
+        if record.acked_ms is not None:
+            span.add_event("ack", {"nerve.acked_by": record.acked_by or ""}, timestamp=record.acked_ms * 1_000_000)
+            span.end(end_time=max(record.acked_ms * 1_000_000, record.created_ms * 1_000_000))
+            del self.deliveries[record.id]
 
     def _follow(self, source: str, context: Context) -> None:
         self.latest[source] = context
@@ -291,7 +332,7 @@ class Tracing:
         """End what is still open (the engine is stopping) and send what is queued, briefly."""
         for span, _ in self.computes.values():
             span.end()
-        for span, _ in self.threads.values():
+        for span, _ in [*self.threads.values(), *self.deliveries.values()]:
             span.add_event("engine_stopped")
             span.end()
         self.provider.shutdown()
