@@ -167,6 +167,9 @@ class FakeRunning:
     async def listener_backlogs(self) -> dict:
         return await self.listener_health.snapshot({})
 
+    async def agent_backlogs(self) -> dict:
+        return {}
+
     def replayed(self, sense: str) -> None:
         raise AssertionError("not reached in these tests")
 

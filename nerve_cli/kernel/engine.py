@@ -22,66 +22,48 @@ listener reads its events from those files (`kernel.core.delivery`,
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from nerve_cli import eventloop
 from nerve_cli.address import ListenAddress
 from nerve_cli.config.load import load_config_and_warnings
-from nerve_cli.config.model import BUILTIN_SENSES, THREADS_SENSE
+from nerve_cli.config.model import THREADS_SENSE
 from nerve_cli.home import Layout
 from nerve_cli.kernel.control import requests
-from nerve_cli.kernel.control.health import HEALTH_SENSE, HealthStore, health_payload
+from nerve_cli.kernel.control.health import health_payload
 from nerve_cli.kernel.control.server import ControlServer
-from nerve_cli.kernel.control.threads_sense import ThreadsStore
 from nerve_cli.kernel.core.archive_job import archive_daily
 from nerve_cli.kernel.core.causes import Causes
 from nerve_cli.kernel.core.delivery import Delivery
 from nerve_cli.kernel.core.emits import EmitDesk
 from nerve_cli.kernel.core.freshness import Freshness
-from nerve_cli.kernel.core.ledger import Ledger
 from nerve_cli.kernel.core.reads import Reads
 from nerve_cli.kernel.core.scheduler import Scheduler
-from nerve_cli.kernel.core.stats import SIGNAL_MARK, SUCCESS_MARK, EngineStats
 from nerve_cli.kernel.ingress.console import start_console
 from nerve_cli.kernel.loop import edges
 from nerve_cli.kernel.loop.builtins import Builtins
-from nerve_cli.kernel.loop.current import Current
+from nerve_cli.kernel.loop.current import Current, Options
 from nerve_cli.kernel.loop.deliveries import CodexDeliveries
 from nerve_cli.kernel.loop.desk import Desk
 from nerve_cli.kernel.loop.freshness import FreshnessWatch
-from nerve_cli.kernel.loop.logwriter import LogWriter
 from nerve_cli.kernel.loop.outcomes import Outcomes
 from nerve_cli.kernel.loop.pump import Pump
 from nerve_cli.kernel.loop.records import Computes
 from nerve_cli.kernel.loop.router import Router
+from nerve_cli.kernel.loop.stores import announce, log_stopped, open_stores
 from nerve_cli.kernel.notify.edge import make_notifier
 from nerve_cli.kernel.reload import apply as reload
 from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.supervision.guards import Guards
-from nerve_cli.kernel.supervision.launch import PLAIN, Launch, WarmLaunch, warm_wanted
+from nerve_cli.kernel.supervision.launch import WarmLaunch, open_launch
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.lock import InstanceLock
-from nerve_cli.store.logs import LogStore
-from nerve_cli.vocab import logrows
 from nerve_cli.vocab.reasons import BACKLOG, Reason
 from nerve_cli.wire import containment
-
-
-@dataclass(frozen=True)
-class Options:
-    """How `nerve run` was asked to run."""
-
-    run_for: float | None = None  # stop after this many seconds
-    watch: bool = True  # hot reload
-    metrics: ListenAddress | None = None  # --metrics (else engine.metrics)
-    webhooks: ListenAddress | None = None  # --webhooks (else engine.webhooks)
 
 
 class Engine:
@@ -126,30 +108,10 @@ class Engine:
         loop = asyncio.get_running_loop()
         home, layout, report, current = self.home, self.layout, self.report, self.current
         config = current.config
-        logs = LogStore(layout.logs_db)
-        stack.callback(logs.close)
         tracing = edges.start_tracing(stack, config, home, report, lambda: bool(current.config.agents))
-        if tracing is not None:
-            logs.tap = tracing.row  # threads, rounds and model calls come from the rows their manager writes
-        writer = LogWriter(logs, layout.logs_db, report)
-        stack.push_async_callback(writer.close)
-        self._halts.append(writer.stop)  # from then on rows wait for the store's close, which commits them
-        log = writer.log
-        ledger = Ledger(layout, logs, log)
-        signals, events = ledger.start()  # before anything reads the log: it owes these rows
-        if signals or events:
-            report("warn", f"logged {signals} signal(s) and {events} event(s) committed while no engine "
-                           "was logging them (a previous engine was killed, or `nerve emit` stored them)")
-        logs.flush()
-        health = HealthStore(layout.sense_db(HEALTH_SENSE))
-        stack.callback(health.close)
-        threads = ThreadsStore(layout.sense_db(THREADS_SENSE), layout.logs_db)
-        stack.callback(threads.close)
-        if not logs.anchored:  # a logs.db from before the completion anchors: scanned once, off the loop
-            await loop.run_in_executor(None, logs.backfill_anchors)
-        completions = {k: v / 1000 for k, v in logs.last_completions().items()}
-        stats = EngineStats()
-        stats.restore(logs.meta_with_prefix(SUCCESS_MARK), logs.meta_with_prefix(SIGNAL_MARK))
+        stores = await open_stores(stack, layout, report, tracing.row if tracing is not None else None, self._halts)
+        logs, log, ledger, stats = stores.logs, stores.log, stores.ledger, stores.stats
+        health, threads, completions = stores.health, stores.threads, stores.completions
         # every sense is held until its group's worker says it is ready (the built-in senses are the kernel's own)
         scheduler = Scheduler(config, completions, config.kernel_senses(), now=time.time(), hold_new=True)
 
@@ -165,16 +127,12 @@ class Engine:
         builtins = Builtins(health, threads, lambda: health_payload(desk.snapshot(), freshness.freshness),
                             layout.sense_db)
         stack.push_async_callback(builtins.close)  # its rows and run_complete, before the files close
-        stack.callback(self._stopped, ledger, log)  # once every worker is down
+        stack.callback(lambda: log_stopped(ledger, log, current.config, self.started_at))  # every worker down
         # each worker's descendants in a cgroup where the engine may make them (before any worker or template
         # starts: they read where from the environment); what a killed engine's workers left there ends now
         cgroups = containment.open_cgroups(home)
         stack.push_async_callback(loop.run_in_executor, None, containment.close_cgroups, cgroups)
-        # workers fork from a warm template where the platform allows (plain starts otherwise)
-        launch: Launch = WarmLaunch(home, report, config.engine.preload) if warm_wanted() else PLAIN
-        if isinstance(launch, WarmLaunch):
-            stack.push_async_callback(launch.close)
-        groups.launch = launch
+        groups.launch = launch = open_launch(stack, home, report, config.engine.preload)
         workflows = WorkflowManager(home, config, logs, report, launch=launch, emit=self._thread_emit,
                                     on_statuses=lambda: trigger(THREADS_SENSE, BACKLOG))
         workflows.add_listener(stats.workflow_event)
@@ -207,13 +165,7 @@ class Engine:
         router.subscribe(desk.notifier)  # it wakes on nerve-threads' and nerve-health's signals
         metrics_at = self.options.metrics or config.engine.metrics
         await edges.start_metrics(stack, desk, metrics_at, log, report)
-        log(logrows.engine_started(os.getpid(), sorted(config.enabled_senses()), sorted(config.sense_groups()),
-                                   eventloop.name()))
-        for warning in current.warnings:
-            log(logrows.warning("nerve.yaml", warning))
-        if metrics_at is not None and not metrics_at.loopback:
-            log(logrows.warning("metrics", edges.exposed_metrics(metrics_at)))
-        report("info", f"engine pid={os.getpid()} started on {home}")
+        announce(log, report, home, config, current.warnings, metrics_at)
         return desk
 
     async def _start(self, stack: AsyncExitStack, desk: Desk) -> None:
@@ -224,7 +176,7 @@ class Engine:
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
         if isinstance(desk.processes.launch, WarmLaunch):
             desk.processes.launch.open()  # its imports overlap the control socket's start; the first workers wait
-        control = ControlServer(self.layout.socket, self._handle_request, self._control_busy)
+        control = ControlServer(self.layout.socket, self._handle_request, desk.control_busy)
         await control.start()
         stack.push_async_callback(control.close)
         desk.fleet_edge.start(desk.config.live_fleet())
@@ -234,9 +186,7 @@ class Engine:
         desk.console = await start_console(stack, self.home, desk.config.engine.ui, self.report)
         if desk.workflows is not None:
             await desk.workflows.start()
-        codex = CodexDeliveries(self.home, desk.current, self.report)  # agents delivered to Codex (its own part)
-        codex.start()
-        stack.push_async_callback(codex.close)
+        CodexDeliveries(self.home, desk.current, self.report).start_into(stack)  # agents delivered to Codex
         desk.outcomes.trigger(THREADS_SENSE, BACKLOG)  # transitions logged while no engine signalled them
         desk.processes.start_all()
         desk.files.apply_config(desk.config)
@@ -244,7 +194,9 @@ class Engine:
         desk.watchdog.update()
         stop_watching = asyncio.Event()
         if self.options.watch:
-            self._tasks.append(loop.create_task(self._watch_files(desk, stop_watching)))
+            running = lambda: bool(self._halts)  # noqa: E731  (emptied when stopping: no reload then)
+            self._tasks.append(loop.create_task(reload.watch_and_apply(self.home, desk, stop_watching, running,
+                                                                       self.report)))
         self._tasks.append(loop.create_task(archive_daily(self.home, lambda: desk.config.engine.archive_after,
                                                           desk.log, self.report)))
         if self.options.run_for is not None:
@@ -257,11 +209,6 @@ class Engine:
         for halt in self._halts:
             halt()
         self._halts.clear()
-
-    def _stopped(self, ledger: Ledger, log: Any) -> None:
-        """Every worker is down: what they committed unanswered is logged, then the engine's last row."""
-        ledger.catch_up_all([*self.current.config.senses, *BUILTIN_SENSES])
-        log(logrows.engine_stopped(os.getpid(), round(time.time() - self.started_at, 3)))
 
     def _timeout(self) -> float:
         return 0.0 if self.forced else self.current.config.engine.shutdown_timeout
@@ -279,19 +226,6 @@ class Engine:
         self.report("info", f"{signal.Signals(sig).name}: stopping (again to force)")
         self._stop.set()
 
-    async def _watch_files(self, desk: Desk, stop: asyncio.Event) -> None:
-        # imported here: watchfiles loads only when the engine watches files (not with --no-watch)
-        from nerve_cli.kernel.reload.watch import Changes, watch
-
-        async def on_change(changes: Changes) -> None:
-            if self._halts:  # (emptied when stopping)
-                await reload.apply_changes(desk, changes)
-
-        try:
-            await watch(self.home, on_change, stop)
-        except Exception as exc:  # the engine keeps running without hot reload, and says so
-            self.report("error", f"file watching stopped: {type(exc).__name__}: {exc}; restart the engine to reload")
-
     # the edges' callbacks ------------------------------------------------------
     async def _handle_request(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.desk is not None
@@ -306,8 +240,3 @@ class Engine:
         assert self.desk is not None
         return await self.desk.thread_emit(channel, payload, key, cause)
 
-    def _control_busy(self, event: str, detail: dict) -> None:
-        assert self.desk is not None
-        self.desk.log(logrows.control_busy(detail["connections"], detail["limit"], detail["idle_timeout_s"]))
-        self.report("warn", f"control socket: {detail['limit']} connections open, refusing more until some close "
-                            f"(an idle one closes after {detail['idle_timeout_s']:g}s)")

@@ -32,7 +32,7 @@ from nerve_cli.errors import ErrorType, NerveError, UnknownSense, UnknownThread
 from nerve_cli.mcp import prompts
 from nerve_cli.mcp.agents import register as register_agents
 from nerve_cli.mcp.authoring import MAX_TEXT
-from nerve_cli.mcp.front import Answers
+from nerve_cli.mcp.kept import Answers
 from nerve_cli.mcp.live import Subscriptions
 from nerve_cli.mcp.resources import SCHEMA, SENSE, SENSES, THREAD, WAITING, sense_uri, thread_uri
 from nerve_cli.mcp.tools import LOGS_LIMIT, SIGNALS_LIMIT, THREADS_LIMIT, Tools, error_document
@@ -131,7 +131,7 @@ class NerveServer(MCPServer):
     served over stdio by `transport`, which answers the malformed requests the SDK would drop."""
 
     prefix: list[str] | None = None  # the lines `front` read before handing the session over
-    answers: Any = None  # where the SDK's answers to initialize and tools/list are kept (front.Answers)
+    answers: Any = None  # where the SDK's answers to initialize and tools/list are kept (kept.Answers)
 
     async def run_stdio_async(self) -> None:
         async with stdio_transport(self.prefix, self.answers) as (read_stream, write_stream):

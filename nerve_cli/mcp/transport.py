@@ -17,7 +17,7 @@ messages or write between them.
 The session may start with lines `mcp.front` already read (`prefix`: the
 client's handshake, replayed, and what the front did not answer); the answer
 to the replayed `initialize` is dropped, and the SDK's answers to `initialize`
-and the front's `KEPT` requests are kept for the next start (`front.Answers`).
+and the front's `KEPT` requests are kept for the next start (`kept.Answers`).
 """
 
 import fcntl
@@ -33,7 +33,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from nerve_cli.mcp.front import KEPT, REPLAY_ID
+from nerve_cli.mcp.kept import KEPT, REPLAY_ID
 
 _KEPT = ("initialize", *KEPT)
 
@@ -212,7 +212,7 @@ def _past_value(text: str, index: int) -> int:
 async def stdio_transport(prefix: list[str] | None = None, answers: Any = None
                           ) -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of the MCP session over this process's stdin and stdout, after `prefix`
-    (lines `mcp.front` read); `answers`: where the SDK's answers to the kept requests go (`front.Answers`)."""
+    (lines `mcp.front` read); `answers`: where the SDK's answers to the kept requests go (`kept.Answers`)."""
     wire_in, wire_out = os.dup(0), fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

@@ -79,8 +79,8 @@ class LlmLog:
         try:
             db = self._databases.get(path)
             if db is None:
-                import sqlite_utils
-                from llm.migrations import migrate
+                import sqlite_utils  # with llm's migrations: only a worker logging a model call pays for them
+                from llm.migrations import migrate  # (as above)
 
                 db = sqlite_utils.Database(path)
                 migrate(db)

@@ -6,6 +6,9 @@ here (`use`) and each part reads the new one on its next look.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from nerve_cli.address import ListenAddress
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.projection import Reading, readings
 
@@ -28,3 +31,13 @@ class Current:
         if bound is None:
             bound = self._bounds[sense] = self.config.causal_bound(sense)
         return bound
+
+
+@dataclass(frozen=True)
+class Options:
+    """How `nerve run` was asked to run."""
+
+    run_for: float | None = None  # stop after this many seconds
+    watch: bool = True  # hot reload
+    metrics: ListenAddress | None = None  # --metrics (else engine.metrics)
+    webhooks: ListenAddress | None = None  # --webhooks (else engine.webhooks)

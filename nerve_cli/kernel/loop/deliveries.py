@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +45,11 @@ class CodexDeliveries:
             if agent.enabled and codex is not None:
                 out[name] = (codex.endpoint, codex.thread)
         return out
+
+    def start_into(self, stack: AsyncExitStack) -> None:
+        """Start, and close with the engine's exit stack."""
+        self.start()
+        stack.push_async_callback(self.close)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._keep())

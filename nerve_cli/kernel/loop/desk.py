@@ -35,6 +35,7 @@ from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
 from nerve_cli.store.events import EventError
 from nerve_cli.store.logs import LogStore
+from nerve_cli.vocab import logrows
 from nerve_cli.vocab.reasons import CODE_CHANGED, DEMAND, REPLAY, Reason
 
 if TYPE_CHECKING:
@@ -185,6 +186,12 @@ class Desk:
         """Each listener's backlog per source, at most a second old (read from the files in a thread)."""
         listeners = listeners_of(self.config, self.home, self.delivery.takers, self.processes.loaded())
         return await self.listener_health.snapshot(listeners)
+
+    def control_busy(self, event: str, detail: dict) -> None:
+        """The control socket refuses connections past its cap (said once per siege)."""
+        self.log(logrows.control_busy(detail["connections"], detail["limit"], detail["idle_timeout_s"]))
+        self.report("warn", f"control socket: {detail['limit']} connections open, refusing more until some close "
+                            f"(an idle one closes after {detail['idle_timeout_s']:g}s)")
 
     async def agent_backlogs(self) -> dict[str, Any]:
         """Each agent's backlog (store.inbox.AgentBacklog), at most a second old (read from the files in a thread)."""

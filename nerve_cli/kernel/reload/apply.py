@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from nerve_cli.config.load import load_config_and_warnings
 from nerve_cli.config.model import NerveConfig, format_duration
@@ -115,6 +115,23 @@ def at_next_start(old: NerveConfig, new: NerveConfig) -> list[str]:
 
 def _dur(value: float | None) -> str:
     return "unset" if value is None else format_duration(value)
+
+
+async def watch_and_apply(home: Path, engine: Target, stop: asyncio.Event, running: Callable[[], bool],
+                          report: Callable[[str, str], None]) -> None:
+    """Watch the instance's files until `stop`, applying each batch of changes while `running()`; the engine runs
+    on without hot reload, and says so, if watching fails."""
+    # imported here: watchfiles loads only when the engine watches files (not with --no-watch)
+    from nerve_cli.kernel.reload.watch import watch
+
+    async def on_change(changes: Changes) -> None:
+        if running():
+            await apply_changes(engine, changes)
+
+    try:
+        await watch(home, on_change, stop)
+    except Exception as exc:  # the engine keeps running without hot reload, and says so
+        report("error", f"file watching stopped: {type(exc).__name__}: {exc}; restart the engine to reload")
 
 
 async def apply_changes(engine: Target, changes: "Changes") -> None:

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -70,6 +71,17 @@ def warm_wanted() -> bool:
     """Whether this platform can fork warm workers at all (and nobody turned it off)."""
     return (os.environ.get(ENV_SWITCH, "1") != "0" and sys.platform.startswith("linux")
             and hasattr(os, "pidfd_open"))
+
+
+def open_launch(stack: AsyncExitStack, cwd: Path, report: Callable[[str, str], None],
+                preload: tuple[str, ...] = ()) -> Launch:
+    """How workers start: forked from a warm template where the platform allows (closed with `stack`), else
+    plain starts."""
+    if not warm_wanted():
+        return PLAIN
+    launch = WarmLaunch(cwd, report, preload)
+    stack.push_async_callback(launch.close)
+    return launch
 
 
 class WarmLaunch:
