@@ -15,11 +15,16 @@ engine run): a hop is two pipe transits too (worker → kernel → worker).
 Target: median ≤ 2× the blocking-pipe round trip, p99 ≤ 1 ms.
 
 The same ping-pong then runs with the kernel on asyncio's own loop
-(`NERVE_LOOP=asyncio`), so what uvloop buys shows in the same run.
+(`NERVE_LOOP=asyncio`), so what uvloop buys shows in the same run. With
+`NERVE_BENCH_BEFORE=DIR` (a source tree of an earlier Nerve, e.g. `git archive
+REV | tar -x -C DIR`) it runs once more on that code (`PYTHONPATH=DIR`, same
+machine, same minute): the hop beside the hop before, e.g. what carrying the
+causal depth (kernel.core.causes) costs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -99,6 +104,9 @@ def main() -> None:
     in_asyncio = asyncio_round_trips()
     values, rate, cpu, status = measure()
     stock, stock_rate, stock_cpu, _ = measure({"NERVE_LOOP": "asyncio"})
+    before_dir = os.environ.get("NERVE_BENCH_BEFORE")
+    before = measure({"PYTHONPATH": before_dir}) if before_dir else None
+    again = measure() if before_dir else None  # the current code once more, after: the machine drifts
     blocking += pipe_round_trips()  # before and after: the floor sees the same machine the engine did
     floor = median(blocking)
     report = Report(f"hop latency: a's signal → b's compute start, two groups ({machine()})")
@@ -132,6 +140,12 @@ def main() -> None:
                    f"uvloop: {us(median(values))} / {us(pct(values, 99))}")
         report.row("kernel on asyncio's loop: kernel CPU per hop, hops/s", f"{stock_cpu[0]:,.0f} µs, {stock_rate:,.0f}/s",
                    f"uvloop: {cpu[0]:,.0f} µs, {rate:,.0f}/s")
+    if before is not None and again is not None and len(before[0]) >= 100:
+        now_values = values + again[0]
+        report.row("this code (2 runs): hop median / p99, kernel CPU per hop",
+                   f"{us(median(now_values))} / {us(pct(now_values, 99))}, "
+                   f"{(cpu[0] + again[2][0]) / 2:,.0f} µs", f"before ({before_dir}): {us(median(before[0]))} / "
+                   f"{us(pct(before[0], 99))}, {before[2][0]:,.0f} µs")
     report.print()
 
 

@@ -59,12 +59,14 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.store.events import KEEP as KEEP
     from nerve_cli.store.events import Event as Event
     from nerve_cli.store.events import Trigger as Trigger
+    from nerve_cli.store.fanout import emit as emit
     from nerve_cli.store.logview import LogReader as LogReader
 
 _EXPORTS = {
     "table": "nerve_cli.schema.declare",
     "index": "nerve_cli.schema.declare",
     "SenseResult": "nerve_cli.automaton.directive",
+    "emit": "nerve_cli.store.fanout",
     "directive": "nerve_cli.automaton.directive",
     "START": "nerve_cli.automaton.model",
     "END": "nerve_cli.automaton.model",

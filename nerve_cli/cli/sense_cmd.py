@@ -410,6 +410,9 @@ def _render_dry_run(result) -> None:
         info(f"cursor on {source} would move from {before} to {after}")
     for sha, size in sorted((result.blobs or {}).items()):
         info(f"blob {sha[:16]}… ({size:,} bytes) would be stored")
+    for emitted in result.to_json()["emits"]:
+        key = f" (key {emitted['key']})" if emitted["key"] else ""
+        info(f"would emit to {emitted['channel']}{key}: {json.dumps(emitted['payload'], ensure_ascii=False, default=str)}")
     where = "an in-memory copy of its database" if result.copy else "its database file, in a rolled-back transaction"
     info(f"computed on {where}: no row, cursor, blob or log entry was kept; {KEPT}", style="dim")
 

@@ -48,6 +48,7 @@ from nerve_cli.kernel.loop.builtins import Builtins
 from nerve_cli.kernel.loop.current import Current, Options
 from nerve_cli.kernel.loop.deliveries import CodexDeliveries
 from nerve_cli.kernel.loop.desk import Desk
+from nerve_cli.kernel.loop.fanout import FanOut
 from nerve_cli.kernel.loop.freshness import FreshnessWatch
 from nerve_cli.kernel.loop.outcomes import Outcomes
 from nerve_cli.kernel.loop.pump import Pump
@@ -157,6 +158,7 @@ class Engine:
         outcomes = Outcomes(current, scheduler, router, pump, groups, builtins, computes, reads, guards, delivery,
                             ledger, logs, stats, log, report, layout, self._peer_read, tracing=tracing,
                             report_computes=self._verbosity() >= 2, report_signals=self._verbosity() >= 1)
+        outcomes.fanout = FanOut(current, causes, emits, log, report)
         watchdog = Watchdog(groups.supervisors, lambda: current.config.groups, outcomes.breach)
         self._halts.append(watchdog.stop)
         self.desk = desk = Desk(home, layout, current, self.started_at, scheduler, outcomes, groups, delivery, emits,

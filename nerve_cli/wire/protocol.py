@@ -174,6 +174,7 @@ class Signal(Message):
     # sources rebuilt since its cursor was counted, read again from their start: {source, was_at, identity_*}
     restarted: list[dict[str, Any]] = field(default_factory=list)
     consumed: list[dict[str, Any]] = field(default_factory=list)  # per source: {source, count, first, last}
+    emits: list[dict[str, Any]] = field(default_factory=list)  # committed with it: {id, channel, payload, key}
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,7 @@ class Silent(Message):
     more: bool = False
     restarted: list[dict[str, Any]] = field(default_factory=list)  # as Signal.restarted
     consumed: list[dict[str, Any]] = field(default_factory=list)  # as Signal.consumed
+    emits: list[dict[str, Any]] = field(default_factory=list)  # as Signal.emits
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,7 @@ class DryRun(Message):
     events: int = 0  # events the compute was given
     blobs: dict[str, int] = field(default_factory=dict)  # sha256 → bytes it would have put
     copy: bool = False  # computed on an in-memory copy (no database yet, or migrations pending)
+    emits: list[dict[str, Any]] = field(default_factory=list)  # what it would emit: {id, channel, payload, key}
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ import orjson
 from nerve_cli.automaton.directive import SenseResult
 from nerve_cli.clock import now_ms
 from nerve_cli.schema.drift import missing_object, sql_hint
+from nerve_cli.store import fanout
 from nerve_cli.store.bindings import read_binding
 from nerve_cli.store.events import Cursor, content_hash
 from nerve_cli.store.sensedb import Peers, SenseDB
@@ -176,6 +177,7 @@ class Job:
         self.filters = filters or {}
         self.bind = bind or {}
         self.batch = Batch()  # the events this compute was given
+        self.outgoing: fanout.Outgoing | None = None  # what it emits (store.fanout), from its BEGIN
         self.received = time.perf_counter()
         self.started: float | None = None
         self.state = JobState.QUEUED
@@ -228,6 +230,7 @@ class Answer:
     signal_id: int | None = None
     kept: bool = False
     writes: dict[str, Any] | None = None  # a dry run: what it would have written, per table
+    emits: tuple[dict[str, Any], ...] = ()  # what it emitted (store.fanout), committed with it (a dry run: would)
 
 
 ABANDONED = Answer(None)
@@ -238,6 +241,7 @@ def run_sync(sense: LoadedSense, job: Job) -> Answer:
     if not _begin(sense, job):
         return ABANDONED
     name_compute_thread(job.id)
+    emitting = fanout.collecting(job.outgoing)
     try:
         result = sense.compute(*sense.args(_trigger(sense, job)))
         if inspect.isawaitable(result):
@@ -245,6 +249,8 @@ def run_sync(sense: LoadedSense, job: Job) -> Answer:
             raise TypeError("compute returned an awaitable: declare it `async def compute(db, peers)`")
     except BaseException as exc:  # user code may raise anything, SystemExit included
         return _fail(sense, job, exc)
+    finally:
+        fanout.stop(emitting)
     return _finish(sense, job, result)
 
 
@@ -267,7 +273,11 @@ async def run_async(sense: LoadedSense, job: Job) -> Answer:
         args = sense.args(_trigger(sense, job))
     except BaseException as exc:
         return _fail(sense, job, exc)
-    job.task = asyncio.ensure_future(sense.compute(*args))
+    emitting = fanout.collecting(job.outgoing)  # (the task takes a copy of the context as it is made)
+    try:
+        job.task = asyncio.ensure_future(sense.compute(*args))
+    finally:
+        fanout.stop(emitting)
     try:
         result = await job.task
     except asyncio.CancelledError:
@@ -304,6 +314,7 @@ def _begin(sense: LoadedSense, job: Job) -> bool:
     sense.peers.progress_handler = lambda: job.state is JobState.CANCELLED
     sense.peers.begin()  # a lazy peer is brought up to date again at its first read in this compute
     conn.execute("BEGIN IMMEDIATE")
+    job.outgoing = fanout.Outgoing(conn, sense.name)
     return True
 
 
@@ -363,8 +374,9 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer, value: bytes | None =
     conn = sense.db.conn
     if not conn.in_transaction:
         return _rolled_back(sense, job, Answer(Outcome.ERROR, error=_txn_ended(sense)))
-    if job.dry_run:  # what it wrote, then nothing of it stays
-        return _rolled_back(sense, job, dataclasses.replace(outcome, writes=writes(conn)))
+    emits = tuple(job.outgoing.items) if job.outgoing is not None else ()
+    if job.dry_run:  # what it wrote and would emit, then nothing of it stays
+        return _rolled_back(sense, job, dataclasses.replace(outcome, writes=writes(conn), emits=emits))
     try:
         commit_cursors(conn, job.batch, now_ms(), value)
         if not job.settle():
@@ -381,7 +393,7 @@ def _commit(sense: LoadedSense, job: Job, outcome: Answer, value: bytes | None =
         return Answer(Outcome.ERROR, error=ErrorInfo(
             "DatabaseDeleted", f"{sense.db.path} was deleted while this compute ran: its rows and its signal went "
             "with the deleted file and nothing was sent; the database is built again before the next compute"))
-    return outcome
+    return dataclasses.replace(outcome, emits=emits) if emits else outcome
 
 
 def _consumed_only(sense: LoadedSense, job: Job) -> Answer:

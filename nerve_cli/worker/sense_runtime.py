@@ -359,10 +359,10 @@ class SenseRuntime:
         elif outcome.kind is Outcome.SIGNAL:
             self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
                                    outcome.signal_id, len(job.batch.events), job.batch.more, job.batch.restarted,
-                                   job.batch.consumed()))
+                                   job.batch.consumed(), list(outcome.emits)))
         elif outcome.kind is Outcome.SILENT:
             self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more,
-                                   job.batch.restarted, job.batch.consumed()))
+                                   job.batch.restarted, job.batch.consumed(), list(outcome.emits)))
         elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
             self._send(job, Error(job.id, job.sense, outcome.error, ms))
@@ -375,7 +375,8 @@ class SenseRuntime:
                    for source, to in job.batch.cursors.items()}
         return DryRun(job.id, job.sense, outcome.kind, ms, outcome.kept, outcome.payload, outcome.workflow,
                       outcome.error, outcome.writes or {}, cursors if outcome.kind is not Outcome.ERROR else {},
-                      len(job.batch.events), dict(blobs), bool(sense is not None and sense.rehearsal_copy))
+                      len(job.batch.events), dict(blobs), bool(sense is not None and sense.rehearsal_copy),
+                      list(outcome.emits) if outcome.kind is not Outcome.ERROR else [])
 
     def _not_loaded(self, name: str) -> ErrorInfo:
         if name in self.failed:

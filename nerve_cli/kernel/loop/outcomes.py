@@ -28,6 +28,7 @@ from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import SIGNAL_MARK, SUCCESS_MARK, EngineStats
 from nerve_cli.kernel.loop.builtins import Builtins, Signalled
 from nerve_cli.kernel.loop.current import Current
+from nerve_cli.kernel.loop.fanout import FanOut
 from nerve_cli.kernel.loop.pump import KERNEL, Miss, Pump
 from nerve_cli.kernel.loop.records import Computes
 from nerve_cli.kernel.loop.router import Router
@@ -106,6 +107,7 @@ class Outcomes:
         self.report_computes = report_computes  # don't format lines nobody sees
         self.report_signals = report_signals
         self.errors = Errors()
+        self.fanout: FanOut | None = None  # stores what computes emit (set by the engine once the emit desk is up)
         # the parts below answer here: the one place the loop's calls turn back up, as callbacks
         pump.on_wake = self.pump
         groups.hooks = self
@@ -193,6 +195,8 @@ class Outcomes:
                                     f"{restart.get('was_at')}) was counted; it reads the new one from its start")
         if isinstance(message, (protocol.Signal, protocol.Silent)):  # as deep as what it consumed
             self.router.causes.answered(compute_id, sense, message.consumed)
+            if message.emits and self.fanout is not None:  # committed with the compute: stored like any emit
+                self.fanout.deliver(sense, compute_id, message.emits)
         if isinstance(message, protocol.Signal):
             self.router.skipped(sense, self.ledger.signal(sense, message.signal_id))
             # route first: the listeners become pending, and the pump after _finish starts them

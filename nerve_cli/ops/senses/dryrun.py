@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from nerve_cli.config.load import load_config
 from nerve_cli.config.mesh import sources_of
 from nerve_cli.config.projection import reading
@@ -49,6 +51,7 @@ class DryRunResult:
     events: int = 0
     blobs: dict[str, int] | None = None
     copy: bool = False
+    emits: tuple[dict[str, Any], ...] = ()  # what it would emit (nerve_cli.sdk.emit): {channel, payload, key}
 
     def to_json(self) -> dict[str, Any]:
         """The `sense-dry-run` document."""
@@ -62,6 +65,8 @@ class DryRunResult:
             "tables": [{"name": name, **entry} for name, entry in sorted((self.tables or {}).items())],
             "cursors": [{"source": s, "from": a, "to": b} for s, (a, b) in (self.cursors or {}).items()],
             "blobs": [{"sha256": sha, "bytes": n} for sha, n in sorted((self.blobs or {}).items())],
+            "emits": [{"channel": e["channel"], "payload": None if e.get("payload") is None else
+                       orjson.loads(e["payload"]), "key": e.get("key")} for e in self.emits],
             "database": "copy" if self.copy else "rolled back",
             "kept": KEPT + ("" if self.copy else " " + KEPT_ON_FILE),
         }
@@ -117,4 +122,5 @@ def dry_run(home: Path, name: str, events: list[tuple[str, Any]] | None = None, 
         return DryRunResult(name, Outcome.ERROR, duration_ms=answer.duration_ms, error=answer.error, output=printed)
     assert isinstance(answer, DryRun)
     return DryRunResult(name, answer.outcome, answer.kept, answer.payload, answer.workflow, answer.duration_ms,
-                        answer.error, printed, answer.tables, answer.cursors, answer.events, answer.blobs, answer.copy)
+                        answer.error, printed, answer.tables, answer.cursors, answer.events, answer.blobs, answer.copy,
+                        tuple(answer.emits))
