@@ -251,7 +251,8 @@ LOOP = [
     ["outcomes", "edges", "deliveries"],  # the supervisors' hooks, the end of each compute, the loop's entry point
                                  # | the optional edges (traces, fleet, webhooks, file reflexes, metrics)
                                  # | the agents delivered to Codex
-    ["builtins", "router"],      # the built-in senses, answering like a group | the signal bus
+    ["builtins", "router", "fanout"],  # the built-in senses, answering like a group | the signal bus | what
+                                       # computes emit (sdk.emit), stored like any emit
     ["pump", "freshness"],       # the one timer and the hand-over of starts | freshness on time
     ["records", "logwriter", "current"],  # one record per compute | batched log commits | the config in force
 ]
