@@ -60,11 +60,11 @@ def causal_loops(data: dict, senses: dict, home: Path | None) -> Iterator[Findin
     bound = engine.get("max_causal_depth", DEFAULT_BOUND) if isinstance(engine, dict) else DEFAULT_BOUND
     loose = {THREADS_SENSE, HEALTH_SENSE, FLEET, THREAD} | {c for _, chans in caused.values() for c in chans}
     for component in components(edges):
-        if not component & loose or component & bounded:
-            continue
+        if not component & loose or component & bounded or not component & set(senses):
+            continue  # (a loop with no sense of this host in it has no compute to bound here)
         if any(entry and all(_names(name, component, data) for name in entry) for entry in declared):
             continue
-        start = min(n for n in component if n in senses) if component & set(senses) else min(component)
+        start = min(n for n in component if n in senses)
         loop = loop_through(start, component, edges)
         shown = " → ".join([*loop, loop[0]])
         members = sorted(n for n in component if n in senses)
