@@ -358,6 +358,7 @@ GOALS = (  # the rows in the order the summary prints them
     "idle sense worker memory, PSS (RSS)",
     "sense worker memory after 600 computes, PSS",
     "signal hop across groups, median / p99",
+    "a person's compute with 50 queued, median",
     "workflow round overhead, median / p99",
     "`nerve status` with 1,000 senses",
     "`nerve config check`",

@@ -45,7 +45,8 @@ def test_a_thread_end_to_end(home: Path) -> None:
     assert end_payload(logs, "run-1")["reason"] == "end" and end_payload(logs, "run-1")["rounds"] == 4
     assert workflow_runs(logs.path)[0]["status"] == "completed"
     queued = query_logs(logs.path, type="queued")[0]["payload"]
-    assert queued == {"workflow": "x", "prompt": "id=t rounds=4", "max_rounds": 100, "origin": {"kind": "test"}}
+    assert queued == {"workflow": "x", "prompt": "id=t rounds=4", "max_rounds": 100, "origin": {"kind": "test"},
+                      "priority": "urgent"}
 
 
 def test_max_rounds_from_launch_and_the_engine_cap(home: Path) -> None:
@@ -106,7 +107,7 @@ def test_overflow_queue_with_max_queue_drops_the_oldest(home: Path) -> None:
     assert [status_of(logs, f"run-{i}") for i in range(1, 6)] == [
         "completed", "dropped", "dropped", "completed", "completed"]
     assert end_payload(logs, "run-2")["reason"] == (
-        "queue full (max_queue 2): the oldest request was dropped to make room for run-4")
+        "queue full (max_queue 2): the oldest request of the lowest priority (urgent) was dropped to make room for run-4")
     assert end_payload(logs, "run-3")["reason"].endswith("to make room for run-5")
     started = [r["ref_id"] for r in query_logs(logs.path, source="workflow", type="started")]
     assert started == ["run-1", "run-4", "run-5"]  # FIFO

@@ -201,6 +201,9 @@ class EngineConfig(_Model):
     """Webhook connections open at once; the next gets 503. A change applies at the next start."""
     webhook_timeout: Duration = 10.0  # a request must arrive whole within this
     """How long one webhook request may take to arrive whole (else 408). A change applies at the next start."""
+    priority_ageing: Duration = 10.0
+    """A queued compute or thread gains one priority level per this long waited, so low work always progresses:
+    nothing that joins a queue more than 3 × this after a `low` item starts before it."""
     otel: OtelConfig | None = None  # traces over OpenTelemetry (also switched on by OTEL_EXPORTER_OTLP_ENDPOINT)
     """Traces over OpenTelemetry (also switched on by `OTEL_EXPORTER_OTLP_ENDPOINT`)."""
     # 8: a two-stage pipeline (webhook → sense → thread → nerve-threads → sense → thread → nerve-threads → sense)
@@ -215,8 +218,17 @@ class EngineConfig(_Model):
     said on the engine's output and left to the senses. A change applies at the next start."""
 
 
+PRIORITIES = ("low", "normal", "high", "urgent")  # lowest first: a level's index is its rank
+Priority = Literal["low", "normal", "high", "urgent"]
+
+
 class GroupConfig(_Model):
     """Resource limits of one sense group's worker; unset limits cost nothing."""
+
+    concurrency: StrictInt | None = Field(default=None, ge=1, le=10_000)
+    """Computes of the group running at once; the others wait in the group's queue, higher `priority` first (FIFO
+    within a level, with ageing: see [Flow control](../guides/flow-control.md#priorities)). None: no limit, no
+    queue."""
 
     memory_limit: Size | None = None
     """Resident memory of the group's worker, e.g. `300MB`, `512MiB`: a worker over it is stopped, and the log names the
@@ -240,6 +252,9 @@ SignalVersion = Annotated[str, BeforeValidator(_check_signal_version)]
 class SenseConfig(_Model):
     group: Name = "default"
     """Senses of one group share a worker process."""
+    priority: Priority = "normal"
+    """Its computes' place in its group's queue (`low`, `normal`, `high`, `urgent`; a reflex's own `priority` wins
+    for what it triggers); a person's or an agent's compute (`sense compute`, MCP, the console) is `urgent`."""
     throttle: Duration = 0.0
     """Minimum gap between two compute starts; a trigger inside it is deferred to its end, never dropped."""
     timeout: Duration = 30.0
@@ -323,6 +338,8 @@ class ReflexConfig(_Model):
     """The causal depth bound of the directives and emits of this reflex's sense (instead of
     `engine.max_causal_depth`): declares a loop through it and bounds it; see [Loops and
     fan-out](../guides/loops.md)."""
+    priority: Priority | None = None
+    """The priority of the computes this reflex triggers (`low`, `normal`, `high`, `urgent`); none: its sense's."""
     enabled: StrictBool = True
     """`false` turns the reflex off (no cascade)."""
 
@@ -444,7 +461,10 @@ class WorkflowConfig(_Model):
     overflow: Literal["drop", "queue"] = "queue"
     """`drop` or `queue` a request when every slot is busy."""
     max_queue: StrictInt = Field(default=100, ge=1)
-    """A full queue drops its oldest request."""
+    """A full queue drops its oldest request of the lowest priority level."""
+    priority: Priority = "normal"
+    """The queue place of the threads its directives start (`low`, `normal`, `high`, `urgent`); a thread a person or an
+    agent starts (`workflow run`, MCP, the console) is `urgent`. Higher first, FIFO within a level, with ageing."""
     idempotent: StrictBool = False
     """After a crash, resume threads instead of marking them `crashed`."""
     drain_timeout: Duration = 30.0

@@ -109,6 +109,8 @@ def _sense(name: str, s: dict[str, Any]) -> dict[str, Any]:
                debounced=get("debounced", 0), skipped=get("skipped", 0))
     _stamp(doc, "blocked_until", get("blocked_until"))
     doc["blocked_why"] = get("blocked_why")
+    doc["queued_priority"] = get("queued_priority")  # waiting in its group's queue (groups.G.concurrency)
+    _stamp(doc, "queued_since", get("queued_since"))
     stale_since = get("stale_since")
     doc["expect_signal_every_s"] = _seconds(get("expect_signal_every"))
     doc["stale"] = stale_since is not None
@@ -133,6 +135,7 @@ def _workflow(name: str, w: dict[str, Any]) -> dict[str, Any]:
         "worker": {"pid": worker.get("pid"), "state": worker.get("state")},
         "running": list(w.get("running") or []), "queued": list(w.get("queued") or []),
         "waiting": list(w.get("waiting") or []), "paused": list(w.get("paused") or []),
+        "queued_priority": list(w.get("queued_priority") or []), "priority": w.get("priority"),
         "threads": dict(w.get("counts") or {}),
     }
 

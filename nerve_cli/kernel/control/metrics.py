@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.process_collector import ProcessCollector
 
 from nerve_cli import __version__, eventloop
+from nerve_cli.config.model import PRIORITIES
 from nerve_cli.kernel.control.snapshot import Snapshot
 from nerve_cli.kernel.core.stats import Histogram
 from nerve_cli.kernel.notify.edge import notify_metrics
@@ -146,6 +147,11 @@ class EngineCollector:
                          stats.lateness)
         yield _histogram("nerve_hop_seconds", "From a signal reaching the kernel to its listener's compute being sent.",
                          stats.hop)
+        waits = HistogramMetricFamily("nerve_compute_queue_wait_seconds", "How long computes waited in their group's "
+                                      "queue (groups.G.concurrency), by priority.", labels=["priority"])
+        for level, hist in sorted(stats.queue_wait.items()):
+            waits.add_metric([level], hist.cumulative(), hist.sum)
+        yield waits
         yield GaugeMetricFamily("nerve_uptime_seconds", "Seconds since the engine started.",
                                 value=time.time() - snap.started_at)
 
@@ -163,6 +169,11 @@ class EngineCollector:
             blocked.add_metric([state], sum(1 for s in states.values() if s.blocked_until
                                             and s.quarantined == (state is SenseStatus.QUARANTINED)))
         blocked.add_metric([SenseStatus.PAUSED], sum(1 for s in states.values() if s.paused))
+        queued = GaugeMetricFamily("nerve_computes_queued", "Computes waiting in their group's queue (groups.G."
+                                   "concurrency), by priority.", labels=["priority"])
+        for level in PRIORITIES:
+            queued.add_metric([level], sum(1 for s in states.values() if s.queued_priority == level))
+        yield queued
         yield blocked
         pressure = CounterMetricFamily("nerve_triggers_merged", "Triggers merged into another compute, by sense and "
                                        "how (coalesced, deferred, debounced, skipped).", labels=["sense", "how"])

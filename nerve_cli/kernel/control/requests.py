@@ -379,6 +379,7 @@ def status(snapshot: EngineSnapshot, listeners: Backlogs | None = None,
             "load_failed_since": view.load_failed_since,
             "coalesced": state.coalesced, "deferred": state.deferred, "debounced": state.debounced,
             "skipped": state.skipped, "blocked_until": state.blocked_until, "blocked_why": state.blocked_why,
+            "queued_since": state.queued_since, "queued_priority": state.queued_priority,
             "state": view.status,
             "expect_signal_every": view.expect_signal_every, "stale_since": view.stale_since,
         }

@@ -50,7 +50,7 @@ class SenseView:
         if self.load_error is not None:
             return SenseStatus.LOAD_FAILED
         if state.running:
-            return SenseStatus.RUNNING
+            return SenseStatus.PENDING if state.queued_since is not None else SenseStatus.RUNNING
         if state.paused:
             return SenseStatus.PAUSED
         if state.quarantined:

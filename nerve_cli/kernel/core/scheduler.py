@@ -44,7 +44,7 @@ from typing import Iterable
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.cron import next_fire
-from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason
+from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason, TriggerKind
 
 NEVER = float("inf")
 NOW = float("-inf")
@@ -74,6 +74,8 @@ class SenseState:
     # bookkeeping of the heaps (not rules): see the module docstring
     held: bool = False
     paused: bool = False  # `nerve sense pause`: like held, but a person's (the scheduler's `paused` set)
+    queued_since: float | None = None  # taken (running, to these rules) and waiting in its group's queue
+    queued_priority: str | None = None
     order: int = 0  # position in config order: starts are listed in it
     visit_at: float | None = None
     wake_at: float | None = None
@@ -242,6 +244,8 @@ class Scheduler:
             return True
         if state.pending:
             state.coalesced += 1  # merged into the run already waiting
+            if reason.kind in (TriggerKind.DEMAND, TriggerKind.READ):
+                state.pending_reason = reason  # a person asked: the run goes at the top of its group's queue
         else:
             state.pending, state.pending_reason = True, reason
             self._reschedule(state)

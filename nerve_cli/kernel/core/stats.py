@@ -52,6 +52,7 @@ class EngineStats:
         self.durations: dict[str, Histogram] = defaultdict(Histogram)  # sense → compute durations
         self.lateness = Histogram()   # interval computes: how late their timer fired
         self.hop = Histogram()        # a signal reaching the kernel → its listener's compute sent
+        self.queue_wait: dict[str, Histogram] = defaultdict(Histogram)  # priority → time in a group's queue
         self._signalled: dict[str, float] = {}  # listener → when the first signal still waiting for it arrived
         self.last_success: dict[str, float] = {}  # sense → epoch seconds of its last signal or silent compute
         self.last_signal: dict[str, float] = {}   # sense → epoch seconds of its last signal
@@ -73,6 +74,9 @@ class EngineStats:
             self.last_success[sense] = now
             if outcome is Outcome.SIGNAL:
                 self.last_signal[sense] = now
+
+    def queue_waited(self, level: str, seconds: float) -> None:
+        self.queue_wait[level].observe(seconds)
 
     def late(self, ms: float) -> None:
         self.lateness.observe(ms / 1000)

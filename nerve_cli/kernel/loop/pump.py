@@ -7,6 +7,11 @@ worker can take it, or its parameter values do not fit) is returned to the
 caller as a `Miss`, never finished here: the pump knows nothing of outcomes.
 The timer calls `on_wake`, the loop's entry point that finishes the misses.
 
+A group with a `concurrency` limit has a queue: a due start that finds the group full waits there,
+ordered by priority with ageing (`core.priority`; a person's or an agent's compute is `urgent`, others
+take their reflex's or sense's `priority`), and the next one is handed over when one of the group's
+computes ends. A group without a limit has no queue and pays nothing for it.
+
 Costs O(log N) per start whatever the number of senses N: the scheduler
 answers from its heaps and knows which senses can run (the supervisors say
 when that changes).
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from nerve_cli.config.projection import BindError, Reading
 from nerve_cli.kernel.core.causes import Causes
 from nerve_cli.kernel.core.delivery import Delivery
+from nerve_cli.kernel.core.priority import NORMAL, RANK, URGENT, PriorityQueue
 from nerve_cli.kernel.core.reads import Reads
 from nerve_cli.kernel.core.report import Log, Report
 from nerve_cli.kernel.core.scheduler import Scheduler, Start
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
     from nerve_cli.kernel.trace.spans import Tracing
 
 KERNEL = "kernel"  # the group the built-in senses compute in
+_ASKED = (TriggerKind.DEMAND, TriggerKind.READ)  # a person or an agent asked: urgent
 
 
 class Builtin(Protocol):
@@ -58,6 +65,14 @@ class Miss:
     reason: Reason
     error: ErrorInfo
     unavailable: bool  # no worker could take it (the sense's events are checked again), else a BindError
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A start waiting for room in its group (`level`: its priority)."""
+
+    start: Start
+    level: str
 
 
 class Pump:
@@ -85,6 +100,7 @@ class Pump:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0  # epoch seconds the armed timer fires at
         self._running = False
+        self.queues: dict[str, PriorityQueue[Queued]] = {}  # group → the starts waiting for room in it
 
     def run(self) -> list[Miss]:
         """Start whatever is due now and make sure a timer is armed for the next wake-up; the starts it
@@ -96,13 +112,75 @@ class Pump:
         try:
             now = time.time()
             for start in self.scheduler.take_due(now):
+                if self._limit(start.sense) is not None:
+                    self._queue(start, now)
+                    continue
                 miss = self._dispatch(start, now)
                 if miss is not None:
                     misses.append(miss)
+            if self.queues:
+                misses.extend(self._drain(now))
         finally:
             self._running = False
             # whatever a dispatch did: a lost timer meant no interval sense ever ran again
             self._arm(self.scheduler.next_wakeup())
+        return misses
+
+    def _limit(self, sense: str) -> int | None:
+        """The `concurrency` of the sense's group, None when it has none (or the sense is built in)."""
+        settings = self.current.config.senses.get(sense)
+        group = self.current.config.groups.get(settings.group) if settings is not None else None
+        return group.concurrency if group is not None else None
+
+    def level(self, start: Start) -> str:
+        """A start's priority: urgent when asked for, else the highest of its sense's and of the reflexes that
+        could have triggered it that name one."""
+        if start.reason.kind in _ASKED:
+            return URGENT
+        config = self.current.config
+        settings = config.senses.get(start.sense)
+        levels = [settings.priority if settings is not None else NORMAL]
+        kind, source = start.reason.kind, start.reason.source
+        for reflex in config.active_reflexes():
+            if reflex.sense != start.sense or reflex.priority is None:
+                continue
+            if ((kind in (TriggerKind.SIGNAL, TriggerKind.DEBOUNCED) and source in reflex.on)
+                    or (kind in (TriggerKind.INTERVAL, TriggerKind.OVERDUE) and reflex.interval is not None)
+                    or (kind is TriggerKind.CRON and reflex.cron is not None)
+                    or (kind is TriggerKind.FILES and reflex.paths)):
+                levels.append(reflex.priority)
+        return max(levels, key=RANK.__getitem__)
+
+    def _queue(self, start: Start, now: float) -> None:
+        group = self.current.config.senses[start.sense].group
+        queue = self.queues.get(group)
+        if queue is None:
+            queue = self.queues[group] = PriorityQueue(lambda q: q.level)
+        queue.ageing = self.current.config.engine.priority_ageing
+        queued = Queued(start, self.level(start))
+        queue.append(queued, now)
+        state = self.scheduler.states.get(start.sense)
+        if state is not None:
+            state.queued_since, state.queued_priority = now, queued.level
+
+    def _drain(self, now: float) -> list[Miss]:
+        """Hand over queued starts, first in each queue's order, while their group has room."""
+        misses = []
+        for group, queue in list(self.queues.items()):
+            limit = self.current.config.groups.get(group)
+            room = limit.concurrency if limit is not None else None
+            while queue and (room is None or self.computes.in_group.get(group, 0) < room):
+                waited = queue.waited(queue.peek(), now)
+                queued = queue.popleft()
+                state = self.scheduler.states.get(queued.start.sense)
+                if state is not None:
+                    state.queued_since = state.queued_priority = None
+                self.stats.queue_waited(queued.level, waited)
+                miss = self._dispatch(queued.start, now)
+                if miss is not None:
+                    misses.append(miss)
+            if not queue:
+                del self.queues[group]
         return misses
 
     def stop(self) -> None:
@@ -142,13 +220,13 @@ class Pump:
             self.tracing.compute_started(sense, compute_id, reason, settings.group if settings else KERNEL)
         if self.report_computes:
             self.report("debug", f"compute {sense} #{compute_id} ({reason})")
-        record = self.computes.start(compute_id, sense)
+        group = settings.group if settings is not None else "?"
+        record = self.computes.start(compute_id, sense, None if sense in self.builtin.senses else group)
         if self.causes is not None:
             self.causes.started(compute_id, sense, reason.text)
         if sense in self.builtin.senses:
             self.builtin.compute(compute_id, sense, reason)
             return None
-        group = settings.group if settings is not None else "?"
         try:
             filters, bind = self._reads_with(sense)
         except BindError as exc:  # a sense with parameters, started without values (nobody read it with them)

@@ -18,6 +18,7 @@ from nerve_cli.wire.protocol import ErrorInfo
 class Compute:
     id: int
     sense: str
+    group: str | None = None  # its worker's group (None: not handed to a group yet)
     binding: str | None = None  # the parameter values it reads with (names.binding_key), None when unbound
     output: list[dict[str, str]] = field(default_factory=list)  # the lines it printed (bounded by the worker)
     error: ErrorInfo | None = None
@@ -34,9 +35,12 @@ class Computes:
 
     def __init__(self) -> None:
         self.open: dict[int, Compute] = {}
+        self.in_group: dict[str, int] = {}  # group → its computes under way (a group's `concurrency` counts them)
 
-    def start(self, compute_id: int, sense: str) -> Compute:
-        record = self.open[compute_id] = Compute(compute_id, sense)
+    def start(self, compute_id: int, sense: str, group: str | None = None) -> Compute:
+        record = self.open[compute_id] = Compute(compute_id, sense, group)
+        if group is not None:
+            self.in_group[group] = self.in_group.get(group, 0) + 1
         return record
 
     def get(self, compute_id: int) -> Compute | None:
@@ -44,4 +48,9 @@ class Computes:
 
     def close(self, compute_id: int, sense: str) -> Compute:
         """The compute's record, removed (a fresh one for a compute the pump never opened)."""
-        return self.open.pop(compute_id, None) or Compute(compute_id, sense)
+        record = self.open.pop(compute_id, None)
+        if record is None:
+            return Compute(compute_id, sense)
+        if record.group is not None:
+            self.in_group[record.group] -= 1
+        return record

@@ -50,6 +50,9 @@ LIVE = {
     "senses.*.group", "senses.*.throttle", "senses.*.timeout", "senses.*.grace_period", "senses.*.peers",
     "senses.*.enabled", "senses.*.expect_signal_every", "senses.*.signal_version", "senses.*.signal_hash",
     "senses.*.run_on_save",  # read at each save of the sense's files
+    # the pump reads them at each start it queues, and each time a slot frees
+    "senses.*.priority", "reflexes[*].priority", "groups.*.concurrency", "engine.priority_ageing",
+    "workflows.*.priority",
     "reflexes[*].sense", "reflexes[*].interval", "reflexes[*].on", "reflexes[*].paths", "reflexes[*].cron",
     "reflexes[*].timezone", "reflexes[*].debounce", "reflexes[*].max_wait", "reflexes[*].jitter",
     "reflexes[*].lazy", "reflexes[*].bindings", "reflexes[*].enabled",

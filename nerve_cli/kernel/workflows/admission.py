@@ -30,15 +30,16 @@ def admit(journal: Journal, kind: Kind, cfg: WorkflowConfig, thread: Thread, *, 
                                                     "threads running (overflow: drop)")
         return DROPPED
     if len(kind.queue) >= cfg.max_queue:
-        oldest = kind.queue.popleft()
+        oldest = kind.queue.drop_oldest_lowest()
         journal.status(oldest, ThreadStatus.DROPPED, reason=f"queue full (max_queue {cfg.max_queue}): the oldest "
-                                                    f"request was dropped to make room for {thread.run_id}")
+                                                    f"request of the lowest priority ({oldest.priority}) was dropped "
+                                                    f"to make room for {thread.run_id}")
     kind.queue.append(thread)
     return QUEUED
 
 
 def next_queued(kind: Kind, cfg: WorkflowConfig | None, *, holding: bool) -> Thread | None:
-    """The oldest queued thread if there is room for it now (taken off the queue), else None."""
+    """The first queued thread (by priority, with ageing) if there is room for it now (taken off the queue)."""
     if cfg and kind.queue and len(kind.running) < cfg.concurrency and not (holding or kind.draining):
         return kind.queue.popleft()
     return None

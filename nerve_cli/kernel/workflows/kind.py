@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from nerve_cli.automaton.model import is_round
 from nerve_cli.automaton.waits import Wait
 from nerve_cli.home import Layout
+from nerve_cli.kernel.core.priority import NORMAL, PriorityQueue
 from nerve_cli.kernel.supervision.process import WorkerProcess
 from nerve_cli.vocab.states import WorkerState
 from nerve_cli.wire import protocol
@@ -34,6 +34,7 @@ class Thread:
     cancelling: tuple[str, str, str | None] | None = None  # (reason, by, via): its role was told to stop;
     # it ends `cancelled`
     cancel_timer: asyncio.TimerHandle | None = None  # its cancel_grace: then the kernel ends it and stops the worker
+    priority: str = NORMAL  # its place in its workflow's queue (`workflows.W.priority`; urgent: a person's)
     pausing: tuple[str, str | None] | None = None  # (by, via): paused once its running round's message is on disk
     _counted: tuple[list[dict[str, Any]] | None, int, int] = (None, 0, 0)  # (that list, messages seen, rounds)
 
@@ -52,7 +53,8 @@ class Thread:
 
 @dataclass
 class Kind:
-    """One workflow: its worker, its running threads (≤ concurrency), its queue (oldest first),
+    """One workflow: its worker, its running threads (≤ concurrency), its queue (higher priority first, FIFO
+    within a level, with ageing: `core.priority`),
     the threads waiting for a person or an event (no slot) and the paused ones (no slot, nothing resumes them
     but `nerve thread resume`)."""
 
@@ -60,7 +62,7 @@ class Kind:
     worker: WorkerProcess | None = None
     state: WorkerState = WorkerState.STOPPED  # stopped | starting | ready | stopping
     running: dict[str, Thread] = field(default_factory=dict)
-    queue: deque[Thread] = field(default_factory=deque)
+    queue: PriorityQueue[Thread] = field(default_factory=lambda: PriorityQueue(lambda t: t.priority))
     waiting: dict[str, Thread] = field(default_factory=dict)
     paused: dict[str, Thread] = field(default_factory=dict)
     crashes: int = 0  # worker deaths since the last acknowledged message

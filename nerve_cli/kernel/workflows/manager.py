@@ -38,6 +38,7 @@ from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
 from nerve_cli.kernel.core.causes import Cause
+from nerve_cli.kernel.core.priority import URGENT
 from nerve_cli.kernel.core.report import Report
 from nerve_cli.kernel.supervision.launch import PLAIN, Launch
 from nerve_cli.kernel.supervision.policy import Policy
@@ -120,7 +121,10 @@ class WorkflowManager:
         cfg, rounds = admission.check_request(self.config, workflow, prompt, max_rounds)
         kind = self._kind(workflow)
         thread = Thread(self.logs.allocate_run_id(), workflow, prompt, rounds, dict(origin or {}))
-        payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin}
+        # a directive's thread takes its workflow's priority; one a person or an agent asked for goes first
+        thread.priority = cfg.priority if thread.origin.get("kind") == "directive" else URGENT
+        payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin,
+                                   "priority": thread.priority}
         if max_rounds is not None and max_rounds > rounds:
             payload["requested_max_rounds"] = max_rounds
         self.journal.status(thread, ThreadStatus.QUEUED, **payload)
@@ -172,6 +176,7 @@ class WorkflowManager:
         if not self._own_policy:
             self.spawner.policy = Policy.of(config.engine)
         for kind in self.kinds.values():
+            kind.queue.ageing = config.engine.priority_ageing
             if kind.name not in config.workflows:
                 while kind.queue:
                     self.journal.status(kind.queue.popleft(), ThreadStatus.DROPPED,
@@ -191,6 +196,8 @@ class WorkflowManager:
                 "worker": {"pid": worker.pid if worker else None, "state": kind.state if kind else WorkerState.STOPPED},
                 "running": sorted(kind.running, key=_num) if kind else [],
                 "queued": [t.run_id for t in kind.queue] if kind else [],
+                "queued_priority": [t.priority for t in kind.queue] if kind else [],
+                "priority": cfg.priority,
                 "waiting": sorted(kind.waiting, key=_num) if kind else [],
                 "paused": sorted(kind.paused, key=_num) if kind else [],
                 "counts": counts.get(name, {}),
@@ -617,6 +624,7 @@ class WorkflowManager:
     def _kind(self, name: str) -> Kind:
         if name not in self.kinds:
             self.kinds[name] = Kind(name)
+            self.kinds[name].queue.ageing = self.config.engine.priority_ageing
         return self.kinds[name]
 
     def _requeue(self, thread: Thread | None) -> None:

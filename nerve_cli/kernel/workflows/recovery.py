@@ -138,6 +138,8 @@ def recover_queued(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> T
     request = queued_request(journal.logs.path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
+    if isinstance(request.get("priority"), str):
+        thread.priority = request["priority"]
     if cfg is None:
         journal.status(thread, ThreadStatus.DROPPED, reason=f"workflow {name} is no longer in nerve.yaml")
         return None
