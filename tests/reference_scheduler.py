@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.cron import next_fire
-from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason
+from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason, TriggerKind
 
 NEVER = float("inf")
 NOW = float("-inf")
@@ -151,6 +151,8 @@ class Scheduler:
             return True
         if state.pending:
             state.coalesced += 1  # merged into the run already waiting
+            if reason.kind in (TriggerKind.DEMAND, TriggerKind.READ):
+                state.pending_reason = reason  # a person asked: it goes first in its group's queue
         else:
             state.pending, state.pending_reason = True, reason
         return True
