@@ -112,6 +112,8 @@ def recover_started(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> 
     request = queued_request(logs_path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
+    if isinstance(request.get("priority"), str):
+        thread.priority = request["priority"]
     if cfg is None or not cfg.idempotent:
         why = "engine restarted while the thread ran"
         if cfg is None:
