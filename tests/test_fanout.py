@@ -146,3 +146,38 @@ def test_a_compute_that_emits_to_what_it_hears_stops_at_the_causal_bound(home: P
     (refused,) = read_logs(home, "system", "causal_refused")
     assert (refused["payload"]["what"], refused["payload"]["target"], refused["payload"]["depth"]) == ("emit", "ping", 9)
     assert refused["payload"]["path"][0] == "ping #1"
+
+
+def test_emits_a_compute_committed_and_nobody_handed_over_are_stored_once_at_the_next_start(home: Path) -> None:
+    """A compute's emits are committed with it; if its worker (or the kernel) dies after the COMMIT and before the
+    kernel stored them, they are in the sense's _nerve_emits and nowhere else. The next start (and a lost
+    compute) hands over what lies above the sense's mark: each once, a second start nothing more."""
+    write_instance(home, """
+        senses:
+          fan: {group: fan}
+          l: {group: listeners}
+        reflexes:
+          - {sense: fan, on: [go]}
+          - {sense: l, on: [left]}
+    """, {"fan": FAN})
+    write_sense(home, "l", STORE, STORE_SCHEMA)
+    assert generate_migration(home / "senses" / "l") is not None
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=2)
+        for n in range(3):
+            request(home, "emit", channel="go", payload={"n": n})
+        wait_for(lambda: len(_got(home, "l")) >= 3, 30, what="the emits handed over as they were made")
+        engine.stop()
+    # the state a kill between the compute's COMMIT and the kernel's store leaves: a row only the sense has
+    conn = sqlite3.connect(home / "data" / "senses" / "fan.db")
+    with conn:
+        conn.execute("INSERT INTO _nerve_emits (channel, payload, key, ts) VALUES ('left', ?, NULL, 1)",
+                     (json.dumps({"n": 3, "side": "left"}),))
+    conn.close()
+    for _ in range(2):  # the first start stores it; the second finds nothing above the mark
+        with RunningEngine(home) as engine:
+            engine.wait_ready(groups=2)
+            wait_for(lambda: len(_got(home, "l")) >= 4, 30, what="the committed emit handed over at start")
+            engine.stop()
+    assert _got(home, "l") == [("left", n) for n in range(4)]
+    assert len([r for r in read_logs(home, "signal", "emit") if r["ref"] == "left"]) == 4

@@ -158,7 +158,8 @@ class Engine:
         outcomes = Outcomes(current, scheduler, router, pump, groups, builtins, computes, reads, guards, delivery,
                             ledger, logs, stats, log, report, layout, self._peer_read, tracing=tracing,
                             report_computes=self._verbosity() >= 2, report_signals=self._verbosity() >= 1)
-        outcomes.fanout = FanOut(current, causes, emits, log, report)
+        outcomes.fanout = fanout = FanOut(current, causes, emits, log, report, logs, layout)
+        fanout.replay_all(config.senses)  # what computes committed and a killed kernel or worker never handed over
         watchdog = Watchdog(groups.supervisors, lambda: current.config.groups, outcomes.breach)
         self._halts.append(watchdog.stop)
         self.desk = desk = Desk(home, layout, current, self.started_at, scheduler, outcomes, groups, delivery, emits,

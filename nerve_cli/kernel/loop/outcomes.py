@@ -242,6 +242,8 @@ class Outcomes:
             self.record_error(sense, info, inflight.id, blamed=None if blame is None else blame.sense, **where)
         # the worker may have died after its COMMIT, before answering: such a signal is real, log and route it
         self.router.skipped(sense, self.ledger.catch_up(sense))
+        if self.fanout is not None:  # and so are the emits it committed
+            self.fanout.replay(sense)
         self.delivery.failed(sense)
         self._finish(sense, inflight.id, inflight.reason, Outcome.LOST, (time.time() - inflight.started) * 1000,
                      group=group, blame=blame)
