@@ -83,6 +83,20 @@ def thread_statuses(home: Path) -> dict[str, str]:
         conn.close()
 
 
+def sense_rows(home: Path, sense: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on a sense's own database, read-only; [] before the file or the table exists."""
+    path = home / "data" / "senses" / f"{sense}.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
+
+
 def last_signal(home: Path, sense: str):
     """The payload of a sense's newest signal, read from its own database (None before the first)."""
     path = home / "data" / "senses" / f"{sense}.db"

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import cli
-from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
+from enginekit import RunningEngine, read_logs, sense_rows, wait_for, write_instance, write_sense
 
 from nerve_cli.ops.client import request
 from nerve_cli.schema.diff import generate_migration
@@ -53,16 +53,7 @@ EVENTS = 40
 
 
 def _got(home: Path, sense: str) -> list[tuple[str, int]]:
-    path = home / "data" / "senses" / f"{sense}.db"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT source, value FROM got ORDER BY n").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        conn.close()
+    return sense_rows(home, sense, "SELECT source, value FROM got ORDER BY n")
 
 
 def test_a_compute_fans_out_to_two_channels_each_listener_gets_every_event_once(home: Path) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from conftest import cli
-from enginekit import RunningEngine, read_logs, starts, thread_statuses, wait_for, write_instance
+from enginekit import RunningEngine, read_logs, sense_rows, starts, thread_statuses, wait_for, write_instance
 from loadclock import scaled
 
 from nerve_cli.ops.client import request
@@ -182,16 +182,7 @@ def test_a_forged_log_row_is_no_transition(home: Path) -> None:
     (home / "workflows" / "loop.py").write_text(QUICK)
 
     def seen() -> list[tuple[str, str]]:
-        path = home / "data" / "senses" / "watch.db"
-        if not path.exists():
-            return []
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            return conn.execute("SELECT run_id, transition FROM seen ORDER BY n").fetchall()
-        except sqlite3.OperationalError:
-            return []
-        finally:
-            conn.close()
+        return sense_rows(home, "watch", "SELECT run_id, transition FROM seen ORDER BY n")
 
     with RunningEngine(home) as engine:
         engine.wait_ready()

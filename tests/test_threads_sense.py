@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import cli
-from enginekit import RunningEngine, read_logs, thread_statuses, wait_for, write_instance
+from enginekit import RunningEngine, read_logs, sense_rows, thread_statuses, wait_for, write_instance
 
 from nerve_cli.ops.client import request
 
@@ -47,16 +47,7 @@ THREADS = 50
 
 
 def _seen(home: Path) -> list[tuple[int, str, str]]:
-    path = home / "data" / "senses" / "watch.db"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT signal_id, run_id, transition FROM seen ORDER BY n").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        conn.close()
+    return sense_rows(home, "watch", "SELECT signal_id, run_id, transition FROM seen ORDER BY n")
 
 
 def _transitions(home: Path, run_ids: set[str]) -> list[tuple[str, str]]:
