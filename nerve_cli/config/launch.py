@@ -1,8 +1,10 @@
 """Whether a thread may be requested: its workflow is in nerve.yaml and enabled, its prompt is not empty, and
-the rounds it gets (`engine.max_rounds` caps any request). The engine and a stopped instance's rerun ask."""
+the rounds it gets (`engine.max_rounds` caps any request), and its `concurrency_key`. The engine and a stopped
+instance's rerun ask."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from nerve_cli.config.model import NerveConfig, WorkflowConfig
@@ -43,3 +45,26 @@ def capped_rounds(config: NerveConfig, requested: Any) -> int:
         raise WorkflowError(f"max_rounds must be a whole number from 1 to {MAX_REQUEST}, got {requested!r:.40} "
                             f"(the engine caps it at engine.max_rounds, {cap}, anyway)")
     return min(requested, cap)  # the engine has the last word: engine.max_rounds caps any request
+
+
+def thread_key(cfg: WorkflowConfig, prompt: str, origin: dict[str, Any]) -> str | None:
+    """The thread's value of its workflow's `concurrency_key`, as canonical text (`7`, `"a"`); None: no key
+    (none configured, a prompt that is not a JSON object, or no such field)."""
+    path = cfg.concurrency_key
+    if path is None:
+        return None
+    head, _, rest = path.partition(".")
+    if head == "prompt" and not rest:
+        return json.dumps(prompt)
+    if head == "prompt":
+        try:
+            value: Any = json.loads(prompt)
+        except ValueError:
+            return None
+    else:
+        value = origin
+    for part in rest.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

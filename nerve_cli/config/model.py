@@ -218,6 +218,14 @@ class EngineConfig(_Model):
     said on the engine's output and left to the senses. A change applies at the next start."""
 
 
+def _check_key_path(value: object) -> object:
+    head, _, rest = value.partition(".") if isinstance(value, str) else ("", "", "")
+    if head not in ("prompt", "meta") or (rest and not BINDING_KEY_RE.match(rest)) or (head == "meta" and not rest):
+        raise ValueError(f"expected a path into the prompt or the thread's meta like prompt, prompt.pr or meta.sense, "
+                         f"got {value!r}")
+    return value
+
+
 PRIORITIES = ("low", "normal", "high", "urgent")  # lowest first: a level's index is its rank
 Priority = Literal["low", "normal", "high", "urgent"]
 
@@ -462,6 +470,15 @@ class WorkflowConfig(_Model):
     """`drop` or `queue` a request when every slot is busy."""
     max_queue: StrictInt = Field(default=100, ge=1)
     """A full queue drops its oldest request of the lowest priority level."""
+    # `prompt` (the whole prompt), `prompt.a.b` (a field of a JSON-object prompt) or `meta.a` (of its origin)
+    concurrency_key: Annotated[str, BeforeValidator(_check_key_path)] | None = None
+    """One thread per key: `prompt` (the whole prompt), `prompt.pr` (a field of a prompt that is a JSON object; `a.b`
+    reaches nested ones) or `meta.sense` (of the thread's origin: `kind`, `sense`, `by`...). Threads whose key is equal
+    run one at a time, beside other keys (a thread with no such field has no key); see [Flow
+    control](../guides/flow-control.md#one-thread-per-key)."""
+    key_overflow: Literal["drop", "queue", "replace"] = "queue"
+    """A thread whose key a live thread (running, waiting or paused) holds: `queue` it until that one ends, `drop` it,
+    or `replace`: the holder is cancelled (reason `superseded by run-N`) and the new one runs."""
     priority: Priority = "normal"
     """The queue place of the threads its directives start (`low`, `normal`, `high`, `urgent`); a thread a person or an
     agent starts (`workflow run`, MCP, the console) is `urgent`. Higher first, FIFO within a level, with ageing."""

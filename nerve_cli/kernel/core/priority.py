@@ -53,6 +53,14 @@ class PriorityQueue(Generic[T]):
         self.joined.pop(id(item), None)
         return item
 
+    def take_first(self, may: Callable[[T], bool]) -> T | None:
+        """The first item in order that `may` start (taken out), else None."""
+        for item in self:
+            if may(item):
+                self.remove(item)
+                return item
+        return None
+
     def peek(self) -> T:
         return self._heap[0][2]
 

@@ -52,7 +52,7 @@ LIVE = {
     "senses.*.run_on_save",  # read at each save of the sense's files
     # the pump reads them at each start it queues, and each time a slot frees
     "senses.*.priority", "reflexes[*].priority", "groups.*.concurrency", "engine.priority_ageing",
-    "workflows.*.priority",
+    "workflows.*.priority", "workflows.*.concurrency_key", "workflows.*.key_overflow",
     "reflexes[*].sense", "reflexes[*].interval", "reflexes[*].on", "reflexes[*].paths", "reflexes[*].cron",
     "reflexes[*].timezone", "reflexes[*].debounce", "reflexes[*].max_wait", "reflexes[*].jitter",
     "reflexes[*].lazy", "reflexes[*].bindings", "reflexes[*].enabled",

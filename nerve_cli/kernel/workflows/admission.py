@@ -19,11 +19,23 @@ STARTED, QUEUED, DROPPED = "started", "queued", "dropped"
 
 
 def admit(journal: Journal, kind: Kind, cfg: WorkflowConfig, thread: Thread, *, holding: bool) -> str:
-    """STARTED (the caller starts it now), QUEUED or DROPPED. `holding`: the manager is stopping."""
+    """STARTED (the caller starts it now), QUEUED or DROPPED. `holding`: the manager is stopping.
+
+    A thread whose `concurrency_key` a live thread holds (or a queued one waits for) is queued behind it, or
+    dropped (`key_overflow: drop`; `replace` cancelled the holders before this)."""
     if holding or kind.draining:
         kind.queue.append(thread)  # persisted as queued; started after the restart/reload
         return QUEUED
-    if len(kind.running) < cfg.concurrency and not kind.queue:
+    held = kind.held_keys()
+    holder = held.get(thread.key) if thread.key is not None else None
+    if holder is None and thread.key is not None:
+        holder = next((t.run_id for t in kind.queue if t.key == thread.key), None)
+    if holder is not None and cfg.key_overflow == "drop":
+        journal.status(thread, ThreadStatus.DROPPED, reason=f"its concurrency_key {cfg.concurrency_key} = "
+                                                            f"{thread.key} is held by {holder} (key_overflow: drop)")
+        return DROPPED
+    free = len(kind.running) < cfg.concurrency
+    if free and holder is None and not any(_may_start(t, held) for t in kind.queue):
         return STARTED
     if cfg.overflow == "drop":
         journal.status(thread, ThreadStatus.DROPPED, reason=f"at capacity: {len(kind.running)} of {cfg.concurrency} "
@@ -39,7 +51,14 @@ def admit(journal: Journal, kind: Kind, cfg: WorkflowConfig, thread: Thread, *, 
 
 
 def next_queued(kind: Kind, cfg: WorkflowConfig | None, *, holding: bool) -> Thread | None:
-    """The first queued thread (by priority, with ageing) if there is room for it now (taken off the queue)."""
+    """The first queued thread (by priority, with ageing) whose key is free, if there is room for it now (taken off
+    the queue)."""
     if cfg and kind.queue and len(kind.running) < cfg.concurrency and not (holding or kind.draining):
-        return kind.queue.popleft()
+        held = kind.held_keys()
+        return kind.queue.take_first(lambda t: _may_start(t, held))
     return None
+
+
+def _may_start(thread: Thread, held: dict[str, str]) -> bool:
+    """Not held back by its key: it has none, or no live thread holds it."""
+    return thread.key is None or thread.key not in held

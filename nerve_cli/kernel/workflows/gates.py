@@ -162,6 +162,7 @@ def waiting_thread(logs_path: Path, row: dict) -> Thread:
     request = queued_request(logs_path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
+    thread.restore(request)
     chain = answers.waiting_chain(logs_path, run_id)
     thread.wait = pending_wait(chain)
     thread.messages = [m.to_dict() for m in chain]

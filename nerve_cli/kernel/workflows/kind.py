@@ -35,8 +35,16 @@ class Thread:
     # it ends `cancelled`
     cancel_timer: asyncio.TimerHandle | None = None  # its cancel_grace: then the kernel ends it and stops the worker
     priority: str = NORMAL  # its place in its workflow's queue (`workflows.W.priority`; urgent: a person's)
+    key: str | None = None  # its `concurrency_key` value (JSON text): one live thread per key
     pausing: tuple[str, str | None] | None = None  # (by, via): paused once its running round's message is on disk
     _counted: tuple[list[dict[str, Any]] | None, int, int] = (None, 0, 0)  # (that list, messages seen, rounds)
+
+    def restore(self, request: dict[str, Any]) -> None:
+        """Its priority and key as its `queued` row recorded them (a thread read back at a restart)."""
+        if isinstance(request.get("priority"), str):
+            self.priority = request["priority"]
+        if isinstance(request.get("key"), str):
+            self.key = request["key"]
 
     @property
     def rounds(self) -> int:
@@ -71,6 +79,11 @@ class Kind:
     spawn_task: asyncio.Task[None] | None = None
     # (file stat, failure): a worker reported the file does not load; reused until the file changes
     load_error: tuple[tuple[int, int] | None, protocol.ErrorInfo] | None = None
+
+    def held_keys(self) -> dict[str, str]:
+        """key → the live thread (running, waiting or paused) that holds it."""
+        return {t.key: t.run_id for group in (self.running, self.waiting, self.paused) for t in group.values()
+                if t.key is not None}
 
     def cancel_idle(self) -> None:
         if self.idle is not None:

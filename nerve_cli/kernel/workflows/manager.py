@@ -34,6 +34,7 @@ from nerve_cli.automaton.directive import parse_directive
 from nerve_cli.automaton.model import WorkflowMessage, start_message
 from nerve_cli.automaton.waits import EventWait, event_message, timeout_message
 from nerve_cli.config.fleet import emit_refusal
+from nerve_cli.config.launch import thread_key
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
 from nerve_cli.errors import WorkflowError
 from nerve_cli.home import Layout
@@ -123,14 +124,17 @@ class WorkflowManager:
         thread = Thread(self.logs.allocate_run_id(), workflow, prompt, rounds, dict(origin or {}))
         # a directive's thread takes its workflow's priority; one a person or an agent asked for goes first
         thread.priority = cfg.priority if thread.origin.get("kind") == "directive" else URGENT
+        thread.key = thread_key(cfg, prompt, thread.origin)
         payload: dict[str, Any] = {"prompt": prompt, "max_rounds": rounds, "origin": thread.origin,
-                                   "priority": thread.priority}
+                                   "priority": thread.priority, **({"key": thread.key} if thread.key else {})}
         if max_rounds is not None and max_rounds > rounds:
             payload["requested_max_rounds"] = max_rounds
         self.journal.status(thread, ThreadStatus.QUEUED, **payload)
         for seq, message in enumerate(chain or []):
             meta = {**message.meta, "maxRounds": rounds} if seq == 0 else dict(message.meta)
             self.journal.message(thread, seq, {**message.to_dict(), "meta": meta})
+        if thread.key is not None and cfg.key_overflow == "replace":
+            self._supersede(kind, thread)
         status = admission.admit(self.journal, kind, cfg, thread, holding=self.stopping)
         if status == admission.STARTED:
             self._begin(kind, thread)
@@ -138,6 +142,14 @@ class WorkflowManager:
         self._flush()
         self.report("info", f"workflow {workflow}: {thread.run_id} {status}")
         return {"run_id": thread.run_id, "status": status}
+
+    def _supersede(self, kind: Kind, thread: Thread) -> None:
+        """`key_overflow: replace`: every live thread holding the new one's key is cancelled (a running one once
+        its role stops: the new one waits for that)."""
+        mates = [t.run_id for group in (kind.running, kind.waiting, kind.paused) for t in group.values()
+                 if t.key == thread.key] + [t.run_id for t in kind.queue if t.key == thread.key]
+        for run_id in mates:
+            self.cancel(run_id, f"superseded by {thread.run_id}", "nerve", f"concurrency_key {thread.key}")
 
     def rerun(self, run_id: str, from_round: int | None, message: str | None, by: str,
               via: str | None = None) -> dict:

@@ -76,8 +76,7 @@ def paused_thread(logs_path: Path, row: dict) -> Thread:
     request = queued_request(logs_path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
-    if isinstance(request.get("priority"), str):
-        thread.priority = request["priority"]
+    thread.restore(request)
     try:
         chain = persisted_chain(logs_path, run_id)
     except ValueError as exc:

@@ -112,8 +112,7 @@ def recover_started(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> 
     request = queued_request(logs_path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
-    if isinstance(request.get("priority"), str):
-        thread.priority = request["priority"]
+    thread.restore(request)
     if cfg is None or not cfg.idempotent:
         why = "engine restarted while the thread ran"
         if cfg is None:
@@ -140,8 +139,7 @@ def recover_queued(journal: Journal, cfg: WorkflowConfig | None, row: dict) -> T
     request = queued_request(journal.logs.path, run_id)
     thread = Thread(run_id, name, request.get("prompt", ""), int(request.get("max_rounds") or 1),
                     request.get("origin") or {})
-    if isinstance(request.get("priority"), str):
-        thread.priority = request["priority"]
+    thread.restore(request)
     if cfg is None:
         journal.status(thread, ThreadStatus.DROPPED, reason=f"workflow {name} is no longer in nerve.yaml")
         return None
