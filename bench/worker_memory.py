@@ -44,7 +44,7 @@ from .schema import Tick
 
 def compute(db, peers):
     n = db.execute("SELECT count(*) FROM tick").fetchone()[0]
-    db["tick"].insert({"n": n, "at": time.time()})
+    db.insert(Tick(n=n, at=time.time()))
     return {"n": n, "at": time.time(), "tags": ["a", "b"]}
 """
 BARE = "import time; time.sleep(60)"
