@@ -90,5 +90,5 @@ def test_drop_refuses_a_taken_key_and_replace_supersedes_the_holder(home: Path) 
         ended = read_logs(home, "workflow", "cancelled", old)[-1]["payload"]
         assert ended["reason"] == f"superseded by {new}"
         wait_for(lambda: thread_statuses(home).get(new) == "completed", 20, what="the new thread to run")
-        assert thread_statuses(home)[first] == "completed"
+        wait_for(lambda: thread_statuses(home)[first] == "completed", 20, what="the first key holder to complete")
         engine.stop()
