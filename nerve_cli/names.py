@@ -33,6 +33,56 @@ def channel_problem(value: object) -> str | None:
     return None
 
 
+# -- subject patterns: `on: ["pr.*", "ci.>"]`, NATS-style over dot-separated channel names ----------------
+
+WILDCARDS = ("*", ">")
+
+
+def is_pattern(value: str) -> bool:
+    """Whether an `on:` entry is a subject pattern rather than one source's name: it holds `*` or `>`."""
+    return "*" in value or ">" in value
+
+
+def pattern_problem(value: str) -> str | None:
+    """Why `value` (holding `*` or `>`) is not a subject pattern, or None. As in NATS subjects: `*` is one
+    whole dot-separated token, `>` the last token, standing for one or more."""
+    tokens = value.split(".")
+    fix = ("use `*` for one whole dot-separated token and `>` as the last token for one or more "
+           "(like pr.* or ci.>)")
+    for i, token in enumerate(tokens):
+        if token in WILDCARDS:
+            if token == ">" and i != len(tokens) - 1:
+                return f"pattern {value!r}: `>` stands for the trailing tokens, so it comes last; {fix}"
+            continue
+        if not token:
+            return f"pattern {value!r} has an empty token (two dots, or a dot at an end); {fix}"
+        if is_pattern(token):
+            return f"pattern {value!r}: {token!r} mixes a wildcard with other characters; {fix}"
+    return None
+
+
+def pattern_matches(pattern: str, channel: str) -> bool:
+    """Whether `channel` is one of the names `pattern` stands for (`*`: one token, `>`: one or more last)."""
+    want, have = pattern.split("."), channel.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(have) == len(want)
+
+
+def pattern_prefix(pattern: str) -> str:
+    """The literal start every channel `pattern` matches shares (`pr.*` → `pr.`; `*.done` → ``)."""
+    tokens = pattern.split(".")
+    literal = []
+    for token in tokens:
+        if token in WILDCARDS:
+            break
+        literal.append(token + ".")
+    return "".join(literal)
+
+
 # -- the fleet: host names, and names that travel inside a NATS subject -----------
 
 HOST_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")

@@ -36,6 +36,8 @@ from nerve_cli.names import (  # re-exported: one naming rule
     NAME_RE,
     binding_param,
     channel_problem,
+    is_pattern,
+    pattern_problem,
     default_host,
     host_problem,
     subject_name_problem,
@@ -107,12 +109,30 @@ ModuleName = Annotated[str, BeforeValidator(_check_module)]
 
 def _check_channel(value: str) -> str:
     problem = channel_problem(value)
+    if problem is None and is_pattern(value):
+        problem = pattern_problem(value)
     if problem is not None:
         raise ValueError(problem)
     return value
 
 
-Channel = Annotated[str, AfterValidator(_check_channel)]
+def _one_channel(value: str) -> str:
+    if is_pattern(value):
+        raise ValueError(f"{value!r} is a pattern: a channel's settings are for one channel; name it in full "
+                         "(patterns like pr.* belong in a reflex's on:)")
+    return value
+
+
+def _agent_source(value: str) -> str:
+    if is_pattern(value):
+        raise ValueError(f"{value!r} is a pattern: an agent hears named sources; list the channels in full "
+                         "(patterns like pr.* are for a reflex's on:)")
+    return value
+
+
+Channel = Annotated[str, AfterValidator(_check_channel)]  # an `on:` source: a name, or a pattern (`pr.*`, `ci.>`)
+OneChannel = Annotated[str, AfterValidator(_check_channel), AfterValidator(_one_channel)]
+AgentSource = Annotated[str, AfterValidator(_check_channel), AfterValidator(_agent_source)]
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an HTTP field name: the characters a header name may hold
@@ -319,7 +339,9 @@ class ReflexConfig(_Model):
     """Run it this long after its last completed compute."""
     on: tuple[Channel, ...] = ()
     """Run it when these signal: senses, external channels (`nerve emit`; a channel name is at most 200 characters, no
-    control characters), the built-in `nerve-health` and `nerve-threads`, another host's `HOST/SENSE`."""
+    control characters), the built-in `nerve-health` and `nerve-threads`, another host's `HOST/SENSE`, or a pattern
+    over channel names: `pr.*` (`*`: one dot-separated token), `ci.>` (`>`: one or more trailing tokens); see
+    [Pattern subscriptions](../guides/reflexes.md#pattern-subscriptions)."""
     paths: tuple[PathText, ...] = ()  # file reflex: run when files matching these globs change
     """Run it when files matching these globs change (`~/notes/**/*.md`; relative: inside the instance); see [File
     reflexes](../guides/file-reflexes.md)."""
@@ -578,7 +600,7 @@ class AgentDelivery(_Model):
 class AgentConfig(_Model):
     """A coding agent and what it hears: a listener without code, with a durable inbox (store.inbox)."""
 
-    on: tuple[Channel, ...]  # any source a reflex can name
+    on: tuple[AgentSource, ...]  # any source a reflex can name, but a pattern
     """The sources the agent hears, named as in a reflex's `on:` (see [Waking coding agents](../guides/agents.md)); read
     by every take, so a change applies at the agent's next take."""
     match: Match = {}  # only events whose payload has these values reach it
@@ -758,7 +780,7 @@ class NerveConfig(_Model):
     """The workflows, by name: `workflows/NAME.py` or `workflows/NAME.pipeline.yaml`."""
     fleet: FleetConfig | None = None
     """This host in a fleet of engines joined through NATS JetStream; see [A fleet of machines](../guides/fleet.md)."""
-    channels: dict[Channel, ChannelConfig] = {}
+    channels: dict[OneChannel, ChannelConfig] = {}
     """External channels' settings, by name: webhooks, signatures, keys."""
     agents: dict[Name, AgentConfig] = {}
     """Coding agents woken with what they hear, by name; see [Waking coding agents](../guides/agents.md)."""
@@ -807,7 +829,9 @@ class NerveConfig(_Model):
     def source_kind(self, name: str) -> SourceKind:
         """Whose store holds the events of source `name`: a sense's (configured, or built in: nerve-health,
         nerve-threads) or an external channel's. The one rule: the kernel, the CLI and the worker all ask here."""
-        return SourceKind.SENSE if name in self.senses or name in BUILTIN_SENSES else SourceKind.CHANNEL
+        if name in self.senses or name in BUILTIN_SENSES:
+            return SourceKind.SENSE
+        return SourceKind.PATTERN if is_pattern(name) else SourceKind.CHANNEL
 
     def external_channels(self) -> set[str]:
         """External channel names: `on:` entries that are not senses, and the `channels:` section's."""

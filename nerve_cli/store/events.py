@@ -37,7 +37,7 @@ import orjson
 
 from nerve_cli.clock import now_ms
 from nerve_cli.errors import ErrorType, NerveError
-from nerve_cli.names import channel_problem
+from nerve_cli.names import channel_problem, pattern_matches, pattern_prefix
 from nerve_cli.schema import views
 from nerve_cli.schema.apply import IDENTITY_SQL
 from nerve_cli.store.bindings import read_binding, where
@@ -285,11 +285,29 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     readers of events (a listener's compute, the ledger, backlog checks) treat it as unreadable for now, and
     its own sense's worker reports the damage."""
     try:
-        return open_reader(Path(path), isolation_level=None, check_same_thread=False)
+        conn = open_reader(Path(path), isolation_level=None, check_same_thread=False)
     except DamagedDatabase as exc:
         if isinstance(exc, sqlite3.DatabaseError):
             raise
         raise DamagedRead(str(exc)) from None
+    with_patterns(conn)
+    return conn
+
+
+def with_patterns(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`conn` with `nerve_subject(pattern, channel)`: the SQL side of `on: [pr.*]` (names.pattern_matches)."""
+    conn.create_function("nerve_subject", 2, pattern_matches, deterministic=True)
+    return conn
+
+
+def pattern_scope(pattern: str) -> tuple[str, list[Any]]:
+    """The WHERE terms (ending in AND) that keep the events of the channels `pattern` matches: a range over its
+    literal prefix (so idx_events_channel narrows the scan), then the token match itself."""
+    prefix = pattern_prefix(pattern)
+    if not prefix:
+        return "nerve_subject(?, channel) AND ", [pattern]
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)  # every name starting with `prefix` sorts below this
+    return "channel >= ? AND channel < ? AND nerve_subject(?, channel) AND ", [prefix, upper, pattern]
 
 
 class EventStore:
@@ -479,8 +497,7 @@ def _had_when(conn: sqlite3.Connection, kind: str, name: str, ts: int | None, to
     if ts is None:
         return top
     table = SOURCE_TABLES[kind]
-    scope, params = ("channel = ? AND ", [name]) if kind == SourceKind.CHANNEL else \
-        ("sense = ? AND pattern = ? AND ", [listener, name]) if kind == SourceKind.FILE else ("", [])
+    scope, params = source_scope(kind, name, listener)
     try:
         row = conn.execute(f"SELECT max(id) FROM {table} WHERE {scope}id <= ? AND ts <= ?",
                            (*params, top, ts)).fetchone()
@@ -501,7 +518,19 @@ def rebuilt(cursor: Cursor | None, identity: str | None, top: int) -> bool:
 
 # -- reading one source ----------------------------------------------------------
 
-SOURCE_TABLES: dict[str, str] = {SourceKind.CHANNEL: "events", SourceKind.FILE: "file_events", SourceKind.SENSE: "_signals"}
+SOURCE_TABLES: dict[str, str] = {SourceKind.CHANNEL: "events", SourceKind.FILE: "file_events", SourceKind.SENSE: "_signals",
+                                 SourceKind.PATTERN: "events"}
+
+
+def source_scope(kind: str, name: str, listener: str = "") -> tuple[str, list[Any]]:
+    """The WHERE terms (ending in AND, or empty) that keep one source's rows of its table."""
+    if kind == SourceKind.CHANNEL:
+        return "channel = ? AND ", [name]
+    if kind == SourceKind.PATTERN:
+        return pattern_scope(name)
+    if kind == SourceKind.FILE:
+        return "sense = ? AND pattern = ? AND ", [listener, name]
+    return "", []
 
 
 def head(conn: sqlite3.Connection, kind: str) -> int:
@@ -539,6 +568,8 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
 
     A file source (`name`, a path pattern) is the listener's own: `listener` names it."""
     narrow, narrow_params = where(wanted)
+    if kind == SourceKind.PATTERN:
+        return [row[:5] for row in read_pattern(conn, name, after, limit, wanted)]
     try:
         if kind == SourceKind.CHANNEL:
             sql = (f"SELECT id, ts, payload, schema_version, hash FROM events WHERE channel = ? AND id > ?{narrow} "
@@ -567,6 +598,23 @@ def read_source(conn: sqlite3.Connection, kind: str, name: str, after: int, limi
             return conn.execute(sql, (after, *narrow_params, limit)).fetchall()
     except sqlite3.OperationalError:  # its table does not exist yet: nothing to read
         return []
+
+
+def read_pattern(conn: sqlite3.Connection, pattern: str, after: int, limit: int,
+                 wanted: Mapping[str, Any] | None = None) -> list[tuple[int, int, str | None, str | None, str | None, str]]:
+    """As `read_source`, for the channels a subject pattern matches: each row ends with its own channel (the
+    event's real source). One cursor counts them all: they share events.db's ids."""
+    scope, params = pattern_scope(pattern)
+    narrow, narrow_params = where(wanted)
+    sql = (f"SELECT id, ts, payload, schema_version, hash, channel FROM events WHERE {scope}id > ?{narrow} "
+           "ORDER BY id LIMIT ?")
+    try:
+        return conn.execute(sql, (*params, after, *narrow_params, limit)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such column" in str(exc):  # an events.db no engine of this version has written yet
+            old = sql.replace("schema_version, hash,", "NULL, NULL,")
+            return conn.execute(old, (*params, after, *narrow_params, limit)).fetchall()
+        return []  # no events table yet: nothing to read
 
 
 def identity_of(data: Path, kind: str, name: str) -> str | None:
@@ -659,8 +707,7 @@ def _waiting(conn: sqlite3.Connection, listener: str, name: str, kind: str, at: 
     cursor = at.last_id if at is not None else 0
     after = 0 if rebuilt(at, source_identity(conn), top) else cursor  # rebuilt: its ids started again
     table = SOURCE_TABLES[kind]
-    of, params = {"channel": ("channel = ? AND ", [name]), "file": ("sense = ? AND pattern = ? AND ", [listener, name]),
-                  "sense": ("", [])}[kind]
+    of, params = source_scope(kind, name, listener)
     narrow, narrow_params = where(wanted)
     try:
         count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {of}id > ?{narrow} LIMIT ?)",

@@ -11,6 +11,7 @@ class SourceKind(StrEnum):
     SENSE = "sense"  # a sense's signals, in its database's _signals (the built-in senses' too)
     CHANNEL = "channel"  # an external channel's events, in data/events.db
     FILE = "file"  # a file reflex's changes (a path glob)
+    PATTERN = "pattern"  # the channels a subject pattern (`pr.*`, `ci.>`) matches, in data/events.db
 
 
 class CursorJump(StrEnum):

@@ -51,6 +51,7 @@ from nerve_cli.store.events import (
     connect_readonly,
     now_ms,
     read_cursors,
+    read_pattern,
     read_source,
     resume_after,
     source_identity,
@@ -134,19 +135,22 @@ class EventReader:
             if budget <= 0 or room <= 0:
                 more = more or bool(read_source(conn, kind, name, after, 1, self.listener, filters.get(name)))
                 continue
-            rows = read_source(conn, kind, name, after, budget + 1, self.listener, filters.get(name))
+            # a pattern's events keep their own channel as their source; its cursor counts them all (events.db ids)
+            rows = read_pattern(conn, name, after, budget + 1, filters.get(name)) if kind == SourceKind.PATTERN \
+                else read_source(conn, kind, name, after, budget + 1, self.listener, filters.get(name))
             if len(rows) > budget:
                 rows, more = rows[:budget], True
-            for event_id, ts, payload, schema_version, digest in rows:
+            for event_id, ts, payload, schema_version, digest, *channel in rows:
                 if room <= 0:
                     more = True
                     break
                 room -= len(payload or "")
-                found.append(Event(name, event_id, ts, orjson.loads(payload) if payload is not None else None, kind,
-                                   schema_version, digest))
+                source, source_kind = (channel[0], SourceKind.CHANNEL) if channel else (name, kind)
+                found.append(Event(source, event_id, ts, orjson.loads(payload) if payload is not None else None,
+                                   source_kind, schema_version, digest))
                 moved[name] = Cursor(event_id, identity)
                 budget -= 1
-        found.sort(key=lambda e: (e.ts, order[e.source], e.id))
+        found.sort(key=lambda e: (e.ts, order.get(e.source, len(order)), e.id))
         return Batch(tuple(found), moved, more, restarted, binding, dict(params or {}))
 
     def _conn(self, path: Path) -> tuple[sqlite3.Connection, str | None] | None:

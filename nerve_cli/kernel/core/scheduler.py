@@ -44,7 +44,9 @@ from typing import Iterable
 
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.kernel.core.cron import next_fire
+from nerve_cli.names import pattern_matches
 from nerve_cli.vocab.reasons import CRON, INTERVAL, Reason, TriggerKind
+from nerve_cli.vocab.sources import SourceKind
 
 NEVER = float("inf")
 NOW = float("-inf")
@@ -140,6 +142,7 @@ class _Debounce:
     first: float
     fire_at: float
     seq: int  # bursts released together trigger in the order they began
+    source: str | None = None  # a pattern's burst: the channel that last signalled (the trigger names it)
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ class Scheduler:
                  extra_senses: dict[str, float | None] | None = None, *, now: float = 0.0,
                  rng: random.Random | None = None, hold_new: bool = False) -> None:
         self.states: dict[str, SenseState] = {}
-        self.listeners: dict[str, list[Listener]] = {}
+        self.listeners: dict[str, list[Listener]] = {}  # by source name, or by pattern (`pr.*`)
+        self.patterns: list[str] = []  # the keys of `listeners` that are patterns over channel names
         self.debounces: dict[tuple[str, int], _Debounce] = {}
         self.rng = rng or random.Random()
         self.hold_new = hold_new
@@ -213,6 +217,7 @@ class Scheduler:
             for source in [] if reflex.lazy else reflex.on:  # a lazy source's events wait for a read
                 self.listeners.setdefault(source, []).append(
                     Listener(reflex.sense, reflex.debounce, reflex.max_wait))
+        self.patterns = [p for p in self.listeners if config.source_kind(p) is SourceKind.PATTERN]
         for state in self.states.values():
             if state.crons != previous_crons.get(state.name) or (state.crons and state.cron_next is None):
                 base = state.last_complete if state.last_complete is not None else now
@@ -252,24 +257,33 @@ class Scheduler:
         return True
 
     def on_signal(self, source: str, now: float = 0.0) -> list[str]:
-        """A signal from a sense or an external channel: its listeners want a compute."""
-        targets = []
-        for index, listener in enumerate(self.listeners.get(source, ())):
+        """A signal from a sense or an external channel: its listeners want a compute (those of the patterns
+        that match the channel too: each trigger names `source` itself, never the pattern)."""
+        targets: list[str] = []
+        self._heard(source, source, now, targets)
+        for pattern in self.patterns:
+            if pattern_matches(pattern, source):
+                self._heard(pattern, source, now, targets)
+        return targets
+
+    def _heard(self, heard: str, source: str, now: float, targets: list[str]) -> None:
+        """The listeners of `heard` (`source`, or a pattern matching it) want a compute."""
+        for index, listener in enumerate(self.listeners.get(heard, ())):
             targets.append(listener.sense)
             if listener.debounce is None:
                 self.trigger(listener.sense, Reason.signal(source))
                 continue
-            key = (source, index)
+            key = (heard, index)
             burst = self.debounces.get(key)
             if burst is None:
                 self._burst_seq += 1
                 burst = self.debounces[key] = _Debounce(now, NEVER, self._burst_seq)
             else:
                 self.states[listener.sense].debounced += 1
+            burst.source = source
             limit = burst.first + listener.max_wait if listener.max_wait is not None else NEVER
             burst.fire_at = min(now + listener.debounce, limit)
             self._push(self._bursts, (burst.fire_at, burst.seq, key))
-        return targets
 
     def completed(self, sense: str, now: float) -> None:
         """A compute ended (any outcome, or its worker died). Pending triggers stay pending."""
@@ -381,7 +395,7 @@ class Scheduler:
 
     def _release_debounces(self, now: float) -> None:
         if now == NEVER:
-            released = list(self.debounces)
+            released = [(key, b.source) for key, b in self.debounces.items()]
             self.debounces, self._bursts = {}, []
         else:
             ripe = []
@@ -391,12 +405,12 @@ class Scheduler:
                 burst = self.debounces.get(key)
                 if burst is not None and burst.fire_at == fire_at and burst.seq == seq:
                     del self.debounces[key]
-                    ripe.append((seq, key))
-            released = [key for _, key in sorted(ripe)]
-        for source, index in released:
-            listeners = self.listeners.get(source, [])
+                    ripe.append((seq, key, burst.source))
+            released = [(key, source) for _, key, source in sorted(ripe)]
+        for (heard, index), source in released:
+            listeners = self.listeners.get(heard, [])
             if index < len(listeners):
-                self.trigger(listeners[index].sense, Reason.debounced(source))
+                self.trigger(listeners[index].sense, Reason.debounced(source or heard))
 
     def next_wakeup(self, runnable: set[str] | None = None) -> float | None:
         """The earliest time `take_due` could return something without a new event."""
