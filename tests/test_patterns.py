@@ -161,3 +161,51 @@ def test_a_pattern_listener_killed_10_times_during_a_burst_loses_and_repeats_not
     assert [e["source"] for e in got] == [("pr.opened", "pr.closed")[i % 3] for i in wanted]
     assert len([e for e in read_logs(home, "system", "worker_exited") if e["ref"] == "listeners"]) >= 10
     assert sum(c["payload"].get("events", 0) for c in completes(home, "heard")) >= len(wanted)
+
+
+def check(home: Path, *args: str):
+    return cli("config", "check", "--home", str(home), "--fast", *args)
+
+
+def test_config_check_lists_what_each_pattern_matches_and_warns_for_one_matching_nothing(home: Path) -> None:
+    pattern_instance(home, '["pr.*", "ci.>", "zz.*"]', extra="channels:\n  pr.opened: {}\n  prx.opened: {}\n")
+    cli("emit", "ci.a.b", "{}", "--home", str(home))  # seen in data/events.db, named nowhere in nerve.yaml
+    cli("emit", "pr.a.b", "{}", "--home", str(home))  # seen, but two tokens after pr: not pr.*'s
+    result = check(home, "--json")
+    data = json.loads(result.stdout)
+    assert data["valid"], data
+    by = {p["pattern"]: p for p in data["patterns"]}
+    assert by["pr.*"] == {"pattern": "pr.*", "reflexes": [0], "declared": ["pr.opened"], "seen": [], "senses": []}
+    assert by["ci.>"]["declared"] == [] and by["ci.>"]["seen"] == ["ci.a.b"]
+    assert by["zz.*"]["declared"] == by["zz.*"]["seen"] == []
+    warned = [p for p in data["problems"] if "zz.*" in p["message"]]
+    assert [(p["path"], p["severity"]) for p in warned] == [("reflexes[0].on[2]", "warning")], data["problems"]
+    assert "matches no channel" in warned[0]["message"]
+    assert not [p for p in data["problems"] if "`pr.*`" in p["message"] or "`ci.>`" in p["message"]]
+    assert "pattern" not in {c["name"] for c in data["channels"]} and "pr.*" not in {c["name"] for c in data["channels"]}
+    # a channel heard only through a pattern is not "listened to by no reflex"
+    assert not [p for p in data["problems"] if p["path"] == "channels.pr.opened"], data["problems"]
+    text = check(home).stdout
+    assert "pr.*  (on: of reflexes[0]) → pr.opened" in text
+    assert "ci.>  (on: of reflexes[0]) → ci.a.b (seen)" in text
+    assert "zz.*  (on: of reflexes[0]) → nothing yet" in text
+
+
+@pytest.mark.parametrize("bad, why", [("pr*", "mixes a wildcard"), ("pr.>.x", "comes last"),
+                                      ("pr..*", "empty token"), ("*x.done", "mixes a wildcard")])
+def test_a_wildcard_inside_a_token_is_a_config_error_naming_the_key_and_the_fix(home: Path, bad: str, why: str) -> None:
+    pattern_instance(home, f'["ok", "{bad}"]')
+    result = check(home, "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    errors = [p for p in data["problems"] if p["severity"] == "error"]
+    assert [p["path"] for p in errors] == ["reflexes[0].on[1]"], errors
+    assert why in errors[0]["message"] and "`*` for one whole dot-separated token" in errors[0]["message"]
+
+
+def test_an_agent_or_a_channels_entry_cannot_be_a_pattern(home: Path) -> None:
+    pattern_instance(home, '["pr.*"]', extra="channels:\n  'gh.*': {}\nagents:\n  bot: {on: ['pr.*']}\n")
+    data = json.loads(check(home, "--json").stdout)
+    errors = {p["path"]: p["message"] for p in data["problems"] if p["severity"] == "error"}
+    assert "is a pattern" in errors["agents.bot.on[0]"] and "reflex's on:" in errors["agents.bot.on[0]"]
+    assert "one channel" in errors["channels.gh.*"], errors

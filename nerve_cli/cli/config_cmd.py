@@ -22,7 +22,8 @@ def check(
     """Validate nerve.yaml, cross-check it against the folder, and import the code.
 
     Lists every problem at once as `nerve.yaml:LINE: key.path: message`, then
-    the external channels (`on:` names that are not senses). Then imports each
+    the external channels (`on:` names that are not senses) and what each `on:` pattern (`pr.*`, `ci.>`) matches
+    today (channels nerve.yaml names, and ones data/events.db has seen; one matching nothing is warned about). Then imports each
     enabled sense and workflow in a child process (never in this one) and
     reports, as `senses/x/sense.py:LINE: ...`, what would fail to load: syntax
     and import errors, a missing or unusable compute, a missing `workflow`, an
@@ -33,7 +34,7 @@ def check(
     packages, nor the Python or the environment, changed; --no-cache imports
     again. Exits 0 when valid (warnings allowed), 1 when not. Never modifies a
     file of the instance. With --json prints {"version", "valid", "problems": [{path, message,
-    severity, line, file}], "channels": [{name, reflexes, did_you_mean}], "counts"}.
+    severity, line, file}], "channels": [{name, reflexes, did_you_mean}], "counts", "patterns": [{pattern, reflexes, declared, seen, senses}]}.
 
     Example: nerve config check --json
     """
@@ -72,4 +73,10 @@ def _render(report) -> None:
             used = ", ".join(f"reflexes[{i}]" for i in channel.reflexes)
             near = f"  did you mean sense `{channel.did_you_mean}`?" if channel.did_you_mean else ""
             output.info(f"  {channel.name}  (on: of {used}){near}")
+    if report.patterns:
+        output.info("Patterns (the channels each matches today):")
+    for pattern in report.patterns:
+        used = ", ".join(f"reflexes[{i}]" for i in pattern.reflexes)
+        names = [*pattern.declared, *(f"{n} (seen)" for n in pattern.seen)]
+        output.info(f"  {pattern.pattern}  (on: of {used}) → {', '.join(names) if names else 'nothing yet'}")
     output.info(report.verdict(), style="bold green" if report.valid else "bold red")

@@ -17,6 +17,7 @@ from nerve_cli.config.code import CodeCheck, check_code
 from nerve_cli.config.definitions import PYTHON, by_kind, check_definitions, kind_of, sources_named, unregistered, wait_warnings
 from nerve_cli.config.load import Validation, config_path, validate_file
 from nerve_cli.config.paths import resolve
+from nerve_cli.config.patterns import Pattern
 from nerve_cli.config.problems import Problem, Severity, count_words
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import line_of
@@ -32,6 +33,7 @@ class CheckReport:
     problems: list[Problem]
     channels: list[Channel]
     counts: dict[str, int] = field(default_factory=dict)
+    patterns: list[Pattern] = field(default_factory=list)  # `on:` patterns and what each matches today
 
     @property
     def valid(self) -> bool:
@@ -61,6 +63,7 @@ class CheckReport:
             "valid": self.valid,
             "problems": [p.to_dict() for p in self.problems],
             "channels": [c.to_dict() for c in self.channels],
+            "patterns": [p.to_dict() for p in self.patterns],
         }
 
 
@@ -81,7 +84,7 @@ def check_instance(home: Path, *, code: bool = True, early: CodeCheck | None = N
             early = None
     if early is not None:
         early.cancel()
-    return CheckReport(path, problems, result.channels, _counts(result))
+    return CheckReport(path, problems, result.channels, _counts(result), result.patterns)
 
 
 def code_problems(home: Path, config: Any, early: CodeCheck | None = None) -> list[Problem]:

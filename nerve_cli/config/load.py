@@ -16,6 +16,8 @@ from nerve_cli.config import rules
 from nerve_cli.config.messages import message_for
 from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
+from nerve_cli.config.agents import heard_channels
+from nerve_cli.config.patterns import Pattern, check_patterns
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import TooLarge, line_of, parse, read_text, to_plain
 from nerve_cli.errors import ConfigError, InstanceNotFound
@@ -33,6 +35,7 @@ class Validation:
     channels: list[Channel] = field(default_factory=list)
     data: Any = None  # the plain parsed data (for cross-checks against the folder)
     doc: Any = None  # the ruamel document (for line numbers)
+    patterns: list[Pattern] = field(default_factory=list)  # `on:` patterns and what each matches today
 
     @property
     def valid(self) -> bool:
@@ -68,6 +71,9 @@ def validate(text: str, path: str | Path = "nerve.yaml", home: Path | None = Non
 
 def _validate_mapping(data: dict, doc: Any, file: str, home: Path | None = None) -> Validation:
     findings, channels = rules.check_all(data, home)
+    senses = data.get("senses") if isinstance(data.get("senses"), dict) else {}
+    found, patterns = check_patterns(data, senses, {c.name for c in channels} | heard_channels(data), home)
+    findings += found
     skip = rules.workflow_kind_reflexes(data)  # one clear error each (no such reflex kind), nothing more
     config = None
     try:
@@ -83,7 +89,7 @@ def _validate_mapping(data: dict, doc: Any, file: str, home: Path | None = None)
     problems.sort(key=lambda p: (p.line or 0, p.path))
     if errors_of(problems):
         config = None
-    return Validation(config, problems, channels, data, doc)
+    return Validation(config, problems, channels, data, doc, patterns)
 
 
 def _normalized(data: dict, skip: set[int]) -> dict:

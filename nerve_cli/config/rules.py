@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from nerve_cli.config.agents import check_agents, heard_channels
 from nerve_cli.config.fleet import check_fleet, check_remote_sources, is_remote_source, subscribed
@@ -22,6 +22,7 @@ from nerve_cli.config.paths import resolve
 from nerve_cli.config.problems import Loc, Severity
 from nerve_cli.config.waits import waited_sources
 from nerve_cli.home import Layout
+from nerve_cli.names import is_pattern, pattern_matches
 
 Finding = tuple[Loc, Severity, str]
 
@@ -89,7 +90,9 @@ def check_all(data: dict, home: Path | None = None) -> tuple[list[Finding], list
     findings.extend(_check_paths(_names(data.get("reflexes")), home))
     declared = _mapping(data.get("channels"))
     used = _used_elsewhere(data, home) | heard_channels(data)  # agents listen too
-    findings.extend(_check_channels(declared, senses, {**{n: Channel(n) for n in used}, **channels}))
+    patterns = {n for r in _names(data.get("reflexes")) if isinstance(r, dict) for n in _names(r.get("on"))
+                if isinstance(n, str) and is_pattern(n)}
+    findings.extend(_check_channels(declared, senses, {**{n: Channel(n) for n in used}, **channels}, patterns))
     fed = set(channels) | {n for n in declared if isinstance(n, str)} | subscribed(data)
     findings.extend(check_agents(data, nearest, subscribed(data), fed))
     for name in declared:
@@ -137,8 +140,11 @@ def _used_elsewhere(data: dict, home: Path | None) -> set[str]:
     return used
 
 
-def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) -> Iterator[Finding]:
-    """The `channels:` section names external channels: never a sense; one nobody listens to is likely a typo."""
+def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel],
+                    listened_patterns: Iterable[str] = ()) -> Iterator[Finding]:
+    """The `channels:` section names external channels: never a sense; one nobody listens to (by name or by a
+    pattern) is likely a typo."""
+    listened_patterns = list(listened_patterns)
     for name in declared:
         if not isinstance(name, str):
             continue
@@ -146,7 +152,7 @@ def _check_channels(declared: dict, senses: dict, listened: dict[str, Channel]) 
             yield ("channels", name), "error", (
                 f"`{name}` is a sense: senses emit their own signals; a channel here is an external one, "
                 "fed by `nerve emit` or a webhook")
-        elif name not in listened:
+        elif name not in listened and not any(pattern_matches(p, name) for p in listened_patterns):
             yield ("channels", name), "warning", (
                 f"no reflex listens to channel `{name}`: its events are stored until one does"
                 f"{hint(name, listened, 'channel ')}")
@@ -205,8 +211,8 @@ def _check_reflex(i: int, reflex: dict, senses: dict, channels: dict[str, Channe
                 f"sense `{target}` listens to its own signals: each signal schedules another compute "
                 "(only `throttle` spaces them)"
             )
-        if source in senses or source in BUILTIN_SENSES:
-            continue
+        if source in senses or source in BUILTIN_SENSES or is_pattern(source):
+            continue  # a pattern is listed with what it matches (config.patterns)
         close = None if is_remote_source(source) else nearest(source, [*senses, *BUILTIN_SENSES])
         channel = channels.setdefault(source, Channel(source, did_you_mean=close))
         channel.reflexes.append(i)

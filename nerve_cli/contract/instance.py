@@ -9,9 +9,11 @@ from nerve_cli.contract.times import stamp
 
 
 def config_check(report: Any) -> dict[str, Any]:
-    """`config.check.CheckReport`: every problem at once, the external channels, what was counted."""
+    """`config.check.CheckReport`: every problem at once, the external channels, what was counted, the `on:`
+    patterns with what each matches today."""
     return {"version": VERSION, "valid": report.valid, "problems": [p.to_dict() for p in report.problems],
-            "channels": [c.to_dict() for c in report.channels], "counts": dict(report.counts)}
+            "channels": [c.to_dict() for c in report.channels], "counts": dict(report.counts),
+            "patterns": [p.to_dict() for p in report.patterns]}
 
 
 def mesh(graph: Any) -> dict[str, Any]:
