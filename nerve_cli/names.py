@@ -72,6 +72,11 @@ def pattern_matches(pattern: str, channel: str) -> bool:
     return len(have) == len(want)
 
 
+def hears(on: "tuple[str, ...] | list[str]", channel: str) -> bool:
+    """Whether a listener with these `on:` sources hears `channel`: by its name, or by a pattern matching it."""
+    return channel in on or any(is_pattern(p) and pattern_matches(p, channel) for p in on)
+
+
 def pattern_prefix(pattern: str) -> str:
     """The literal start every channel `pattern` matches shares (`pr.*` → `pr.`; `*.done` → ``)."""
     tokens = pattern.split(".")

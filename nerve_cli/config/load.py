@@ -13,11 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from nerve_cli.config import rules
+from nerve_cli.config.agents import heard_channels
 from nerve_cli.config.messages import message_for
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
-from nerve_cli.config.agents import heard_channels
 from nerve_cli.config.patterns import Pattern, check_patterns
+from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
 from nerve_cli.config.rules import Channel
 from nerve_cli.config.source import TooLarge, line_of, parse, read_text, to_plain
 from nerve_cli.errors import ConfigError, InstanceNotFound
@@ -71,8 +71,9 @@ def validate(text: str, path: str | Path = "nerve.yaml", home: Path | None = Non
 
 def _validate_mapping(data: dict, doc: Any, file: str, home: Path | None = None) -> Validation:
     findings, channels = rules.check_all(data, home)
-    senses = data.get("senses") if isinstance(data.get("senses"), dict) else {}
-    found, patterns = check_patterns(data, senses, {c.name for c in channels} | heard_channels(data), home)
+    senses = data.get("senses")
+    named = {c.name for c in channels} | heard_channels(data)
+    found, patterns = check_patterns(data, senses if isinstance(senses, dict) else {}, named, home)
     findings += found
     skip = rules.workflow_kind_reflexes(data)  # one clear error each (no such reflex kind), nothing more
     config = None

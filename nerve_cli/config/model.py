@@ -36,10 +36,10 @@ from nerve_cli.names import (  # re-exported: one naming rule
     NAME_RE,
     binding_param,
     channel_problem,
-    is_pattern,
-    pattern_problem,
     default_host,
     host_problem,
+    is_pattern,
+    pattern_problem,
     subject_name_problem,
 )
 from nerve_cli.names import THREADS_SENSE as THREADS_SENSE

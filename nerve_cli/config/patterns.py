@@ -14,13 +14,13 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Literal
 
 from nerve_cli.names import BUILTIN_SENSES, is_pattern, pattern_matches, pattern_problem
 
 SEEN_MAX = 10_000  # distinct channels read from events.db; past that the list is cut (said in `truncated`)
 
-Finding = tuple[tuple, str, str]
+Finding = tuple[tuple, Literal["error", "warning"], str]
 
 
 @dataclass
@@ -68,8 +68,8 @@ def check_patterns(data: dict, senses: dict, declared: Iterable[str], home: Path
     pattern is the model's error, with its fix.)"""
     patterns: dict[str, Pattern] = {}
     where: dict[str, tuple] = {}
-    reflexes = data.get("reflexes") if isinstance(data.get("reflexes"), list) else []
-    for i, reflex in enumerate(reflexes):
+    reflexes = data.get("reflexes")
+    for i, reflex in enumerate(reflexes if isinstance(reflexes, list) else []):
         if not isinstance(reflex, dict) or not isinstance(reflex.get("on"), list):
             continue
         for j, source in enumerate(reflex["on"]):

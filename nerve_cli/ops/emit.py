@@ -21,7 +21,7 @@ from nerve_cli.config.load import load_config
 from nerve_cli.contract.engine import emit
 from nerve_cli.errors import EngineNotRunning, NerveError
 from nerve_cli.home import Layout
-from nerve_cli.names import traceparent_problem
+from nerve_cli.names import hears, traceparent_problem
 from nerve_cli.ops.client import engine_running, request
 from nerve_cli.store.events import parse_payload_text, store_event
 from nerve_cli.store.runs import waiting_on
@@ -69,7 +69,7 @@ def listeners_of(home: Path, channel: str) -> list[str]:
     refused = emit_refusal(config.fleet, channel)
     if refused is not None:
         raise NerveError(refused)
-    return sorted({r.sense for r in config.active_reflexes() if channel in r.on})
+    return sorted({r.sense for r in config.active_reflexes() if hears(r.on, channel)})
 
 
 def emit_event(home: Path, channel: str, payload: Any, key: str | None = None, schema_version: str | None = None,

@@ -65,7 +65,7 @@ from nerve_cli.contract.engine import emit as emit_document
 from nerve_cli.errors import ErrorType, NerveError
 from nerve_cli.kernel.ingress.links import PREFIX as LINKS
 from nerve_cli.kernel.ingress.links import LinkDesk
-from nerve_cli.names import traceparent_problem
+from nerve_cli.names import is_pattern, pattern_matches, traceparent_problem
 from nerve_cli.store.events import MAX_KEY, EventError, EventNotStored, PayloadTooLarge
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.logrows import LogRow
@@ -364,7 +364,7 @@ class WebhookServer:
             return refused(400, str(exc))
         return Answer(200 if event.duplicate else 202, emit_document(
             channel, woken, event_id=event.id, stored_ms=event.ts, delivered="now",
-            listeners=self._listeners.get(channel, []), duplicate=event.duplicate))
+            listeners=self._heard_by(channel), duplicate=event.duplicate))
 
     def _channels(self) -> dict[str, ChannelConfig]:
         """The open channels, worked out again only when the engine's config changed (not at every post)."""
@@ -377,6 +377,14 @@ class WebhookServer:
                     listening.setdefault(source, set()).add(reflex.sense)
             self._listeners = {channel: sorted(senses) for channel, senses in listening.items()}
         return self._open
+
+    def _heard_by(self, channel: str) -> list[str]:
+        """The senses listening to `channel`: by its name, or by an `on:` pattern matching it."""
+        heard = set(self._listeners.get(channel, []))
+        for source, senses in self._listeners.items():
+            if is_pattern(source) and pattern_matches(source, channel):
+                heard.update(senses)
+        return sorted(heard)
 
 
 async def _read_body(request: Request, into: bytearray, budget: BodyBudget) -> Answer | None:

@@ -33,6 +33,7 @@ from nerve_cli.kernel.core.scheduler import Scheduler
 from nerve_cli.kernel.core.stats import EngineStats
 from nerve_cli.kernel.loop.freshness import FreshnessWatch
 from nerve_cli.kernel.workflows.manager import WorkflowManager
+from nerve_cli.names import hears
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.reasons import BACKLOG
 from nerve_cli.vocab.sources import SourceKind
@@ -171,7 +172,7 @@ class Router:
         logged = self.ledger.catch_up_events()
         if self.fleet is not None:
             self.fleet.committed_offline(channel)
-        self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or channel in src],
+        self.delivery.check([s for s, src in self.delivery.sources.items() if channel is None or hears(list(src), channel)],
                             BACKLOG)
         self._settled(channel, [Committed(SourceKind.CHANNEL, channel)])
         return logged
