@@ -109,7 +109,8 @@ def test_a_debounced_pattern_names_the_channel_in_its_trigger(home: Path) -> Non
 def test_events_emitted_while_stopped_reach_the_pattern_at_the_next_start(home: Path) -> None:
     pattern_instance(home, '["pr.*"]')
     for channel in ["pr.opened", "other", "pr.closed"]:
-        cli("emit", channel, json.dumps({"on": channel}), "--home", str(home))
+        answer = json.loads(cli("emit", channel, json.dumps({"on": channel}), "--home", str(home), "--json").stdout)
+        assert answer["listeners"] == ([] if channel == "other" else ["heard"]), answer
     with RunningEngine(home) as engine:
         engine.wait_ready()
         wait_for(lambda: len(heard(home)) >= 2, 20, what="the backlog")
