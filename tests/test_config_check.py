@@ -100,7 +100,7 @@ def test_json_output_shape(instance: Path) -> None:
     result = check("--json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert set(data) == {"version", "valid", "problems", "channels", "counts"}
+    assert set(data) == {"version", "valid", "problems", "channels", "counts", "patterns"}
     assert data["valid"] is False
     assert len(data["problems"]) == 3
     for problem in data["problems"]:
