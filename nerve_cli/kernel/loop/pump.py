@@ -35,7 +35,7 @@ from nerve_cli.kernel.core.scheduler import Scheduler, Start
 from nerve_cli.kernel.core.stats import EngineStats
 from nerve_cli.kernel.loop.records import Computes
 from nerve_cli.kernel.supervision.groups import Groups
-from nerve_cli.names import binding_key
+from nerve_cli.names import binding_key, hears
 from nerve_cli.vocab import logrows
 from nerve_cli.vocab.reasons import OVERDUE, Reason, TriggerKind
 from nerve_cli.wire.protocol import ErrorInfo
@@ -144,7 +144,7 @@ class Pump:
         for reflex in config.active_reflexes():
             if reflex.sense != start.sense or reflex.priority is None:
                 continue
-            if ((kind in (TriggerKind.SIGNAL, TriggerKind.DEBOUNCED) and source in reflex.on)
+            if ((kind in (TriggerKind.SIGNAL, TriggerKind.DEBOUNCED) and source is not None and hears(reflex.on, source))
                     or (kind in (TriggerKind.INTERVAL, TriggerKind.OVERDUE) and reflex.interval is not None)
                     or (kind is TriggerKind.CRON and reflex.cron is not None)
                     or (kind is TriggerKind.FILES and reflex.paths)):
