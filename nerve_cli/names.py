@@ -39,8 +39,9 @@ WILDCARDS = ("*", ">")
 
 
 def is_pattern(value: str) -> bool:
-    """Whether an `on:` entry is a subject pattern rather than one source's name: it holds `*` or `>`."""
-    return "*" in value or ">" in value
+    """Whether an `on:` entry is a subject pattern rather than one source's name: a token is `*` or `>`, or
+    holds a `*` (`pr*`: a glob meant as a pattern, refused with its fix). A `>` inside a token (`a->b`) is text."""
+    return "*" in value or any(token == ">" for token in value.split("."))
 
 
 def pattern_problem(value: str) -> str | None:
@@ -56,7 +57,7 @@ def pattern_problem(value: str) -> str | None:
             continue
         if not token:
             return f"pattern {value!r} has an empty token (two dots, or a dot at an end); {fix}"
-        if is_pattern(token):
+        if "*" in token:
             return f"pattern {value!r}: {token!r} mixes a wildcard with other characters; {fix}"
     return None
 

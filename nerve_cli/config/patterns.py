@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
+from nerve_cli.home import Layout
 from nerve_cli.names import BUILTIN_SENSES, is_pattern, pattern_matches, pattern_problem
 
 SEEN_MAX = 10_000  # distinct channels read from events.db; past that the list is cut (said in `truncated`)
@@ -42,7 +43,7 @@ def seen_channels(home: Path | None, limit: int = SEEN_MAX) -> list[str]:
     """The distinct channels data/events.db holds events of (skipping along idx_events_channel), up to `limit`."""
     if home is None:
         return []
-    path = Path(home) / "data" / "events.db"
+    path = Layout(Path(home)).events_db
     if not path.is_file():
         return []
     try:
