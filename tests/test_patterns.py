@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli
-from enginekit import RunningEngine, completes, read_logs, wait_for, write_instance, write_sense
+from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
 from eventkit import STORE_SCHEMA, Emitter, worker_pid
 
 from nerve_cli.schema.migrate import generate_migration
@@ -161,7 +161,6 @@ def test_a_pattern_listener_killed_10_times_during_a_burst_loses_and_repeats_not
     assert [e["payload"]["i"] for e in got] == wanted
     assert [e["source"] for e in got] == [("pr.opened", "pr.closed")[i % 3] for i in wanted]
     assert len([e for e in read_logs(home, "system", "worker_exited") if e["ref"] == "listeners"]) >= 10
-    assert sum(c["payload"].get("events", 0) for c in completes(home, "heard")) >= len(wanted)
 
 
 def check(home: Path, *args: str):
