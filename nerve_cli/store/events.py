@@ -302,7 +302,8 @@ def with_patterns(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 def pattern_scope(pattern: str) -> tuple[str, list[Any]]:
     """The WHERE terms (ending in AND) that keep the events of the channels `pattern` matches: a range over its
-    literal prefix (so idx_events_channel narrows the scan), then the token match itself."""
+    literal prefix (cheap comparisons that spare most other channels the token match), then the match itself.
+    SQLite walks the ids after the cursor (the rowid), so a read costs the events stored since it, of any channel."""
     prefix = pattern_prefix(pattern)
     if not prefix:
         return "nerve_subject(?, channel) AND ", [pattern]
