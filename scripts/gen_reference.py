@@ -22,6 +22,7 @@ tests/test_docs_reference.py fails when a committed page differs from what this 
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import re
 import sys
@@ -460,10 +461,13 @@ def config_keys() -> list[tuple[str, str, str, str]]:
         return None, ""
 
     def walk(model: type[BaseModel], prefix: str) -> None:
+        # each field's docstring from the source: the models do not read them at import (it cost config check ~100 ms)
+        said = attribute_docs(Path(inspect.getsourcefile(model) or ""), model.__name__)
         for name, field in model.model_fields.items():
             key = f"{prefix}{name}"
             sub, joint = model_of(field.annotation)
-            if not field.description:
+            description = field.description or said.get(name)
+            if not description:
                 raise SystemExit(f"nerve_cli/config/model.py: {model.__name__}.{name} ({key}) has no docstring: "
                                  "say what the key does (the nerve.yaml reference is made from it)")
             kind = "section" if sub is not None and joint == "." else type_text(field.annotation, field.metadata)
@@ -471,7 +475,7 @@ def config_keys() -> list[tuple[str, str, str, str]]:
                 keys = type_text(typing.get_args(field.annotation)[0])
                 kind = "list of sections" if joint == "[]." else f"map of {keys} to sections"
             default = "—" if sub is not None else _default_text(field, kind)
-            rows.append((key, kind, default, " ".join(field.description.split())))
+            rows.append((key, kind, default, " ".join(description.split())))
             if sub is not None:
                 walk(sub, key + joint.replace("{}", _PLACEHOLDER.get(name, name.upper()[:1])))
 

@@ -155,8 +155,10 @@ HeaderName = Annotated[str, BeforeValidator(_check_header)]
 
 
 class _Model(BaseModel):
-    # each field's docstring is its description: the nerve.yaml reference (docs/reference/config.md) is made from it
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # each field's docstring documents it: the nerve.yaml reference (docs/reference/config.md) is made from it, read
+    # from the source by scripts/gen_reference.py (pydantic's use_attribute_docstrings parsed this file at every
+    # import: ~100 ms of each `nerve config check`)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _otlp_endpoint(value: object) -> object:
