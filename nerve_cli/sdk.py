@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # type checkers see the real names (re-exported); at run time
     from nerve_cli.automaton.model import (
         ask_person as ask_person,
     )
+    from nerve_cli.automaton.waits import Sleep as Sleep
     from nerve_cli.automaton.waits import WaitForEvent as WaitForEvent
+    from nerve_cli.automaton.waits import sleep as sleep
     from nerve_cli.automaton.waits import wait_for_event as wait_for_event
     from nerve_cli.roles import nerve_tools as nerve_tools
     from nerve_cli.roles.llm import llm_role as llm_role
@@ -82,6 +84,8 @@ _EXPORTS = {
     "EVENT": "nerve_cli.automaton.model",
     "wait_for_event": "nerve_cli.automaton.waits",
     "WaitForEvent": "nerve_cli.automaton.waits",
+    "sleep": "nerve_cli.automaton.waits",
+    "Sleep": "nerve_cli.automaton.waits",
     "BlobStore": "nerve_cli.store.blobs",
     "llm_role": "nerve_cli.roles.llm",  # imports llm only when its role is first called
     "transcript": "nerve_cli.roles.llm",

@@ -35,7 +35,7 @@ from nerve_cli.automaton.model import (
     rounds_used,
 )
 from nerve_cli.automaton.questions import next_id
-from nerve_cli.automaton.waits import WaitForEvent, pending_wait, tool_continuation, wait_meta
+from nerve_cli.automaton.waits import Sleep, WaitForEvent, pending_wait, tool_continuation, wait_meta
 from nerve_cli.clock import now_ms
 from nerve_cli.vocab.states import ThreadStatus
 from nerve_cli.wire.protocol import MAX_PAYLOAD
@@ -164,7 +164,7 @@ def to_message(role: str, result: Any, timestamp: int, round_started: int | None
 
 def waits(result: Any) -> bool:
     """True for a role's result that stops the thread until something answers it."""
-    return isinstance(result, (AskPerson, WaitForEvent))
+    return isinstance(result, (AskPerson, WaitForEvent, Sleep))
 
 
 def last_round_refusal(role: str, result: Any, rounds: int, limit: int) -> str | None:
@@ -177,7 +177,8 @@ def last_round_refusal(role: str, result: Any, rounds: int, limit: int) -> str |
     """
     if rounds + 1 <= limit:
         return None
-    what = "asked a person" if isinstance(result, AskPerson) else "waited for an event"
+    what = ("asked a person" if isinstance(result, AskPerson) else "slept" if isinstance(result, Sleep)
+            else "waited for an event")
     return (f"role {role!r} {what} in round {rounds + 1}, the extra round that acts on the answer to a wait "
             f"asked at the last round (maxRounds {limit}); it cannot wait again. Give the thread more rounds, "
             "or ask earlier")

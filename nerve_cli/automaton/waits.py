@@ -39,6 +39,7 @@ from nerve_cli.vocab import states
 from nerve_cli.vocab.states import WaitKind
 
 WAITS_FOR_EVENT = "wait_for_event"  # meta key of a role's message that waits for an event: the EventWait
+SLEEPS = "sleeps"  # meta key of a role's message that sleeps: the TimeWait
 MAX_TIMEOUT = 366 * 86400.0  # a wait longer than a year is a mistake (and would overflow a timer)
 SHOWN_PAYLOAD = 2000  # characters of an event's payload shown in the content of the message it becomes
 
@@ -98,7 +99,61 @@ class EventWait:
         return cls(_source(source), _match(match), _timeout(timeout), since if isinstance(since, int) else 0)
 
 
-Wait = PersonWait | EventWait
+@dataclass(frozen=True)
+class TimeWait:
+    """The thread sleeps `seconds` (a role returned `sleep(...)`): time alone resumes it."""
+
+    seconds: float
+
+    def describe(self) -> str:
+        return f"time: sleeps {_duration(self.seconds)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": WaitKind.TIME.value, "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TimeWait:
+        """From a message's meta; ValueError when it is not one (a log edited by hand)."""
+        seconds = data.get("seconds") if isinstance(data, Mapping) else None
+        return cls(_sleep_seconds(seconds))
+
+
+Wait = PersonWait | EventWait | TimeWait
+
+
+@dataclass(frozen=True)
+class Sleep(RoleResult[M]):
+    """What a role returns to end its round sleeping (see `sleep`)."""
+
+    wait: TimeWait
+
+
+def sleep(duration: float | str, meta: Mapping[str, Any] | None = None) -> Sleep[Any]:
+    """End this round sleeping: the thread resumes after `duration` (seconds or `"2h"`, `"10m"`), with a message
+    saying it slept. It holds no worker or slot meanwhile and sleeps on across engine restarts (as Temporal's
+    timers and Inngest's `step.sleep`)."""
+    wait = TimeWait(_sleep_seconds(duration))
+    return Sleep(f"sleeps {_duration(wait.seconds)}", dict(meta or {}), wait)
+
+
+def _sleep_seconds(value: Any) -> float:
+    if isinstance(value, str):
+        from nerve_cli.config.model import parse_duration  # the one duration grammar; only a sleep given text pays
+
+        seconds = parse_duration(value)
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"sleep: the duration is seconds or text like '2h', got {value!r:.60}")
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(f"sleep: the duration must be above 0 and at most 366d, got {value!r:.60}")
+    return seconds
+
+
+def slept_message(wait: TimeWait, timestamp: int) -> WorkflowMessage:
+    """The sleep is over: the next message of the chain says so (meta.slept_s)."""
+    meta = {"source": "sleep", "slept_s": wait.seconds, "timed_out": True, "payload": None}
+    return WorkflowMessage(EVENT, f"slept {_duration(wait.seconds)}", meta, timestamp)
 
 
 @dataclass(frozen=True)
@@ -155,6 +210,8 @@ def pending_wait(messages: Sequence[WorkflowMessage] | Sequence[Mapping[str, Any
         return None
     if WAITS_FOR_EVENT in meta:
         return EventWait.from_dict(meta[WAITS_FOR_EVENT])
+    if SLEEPS in meta:
+        return TimeWait.from_dict(meta[SLEEPS])
     return None
 
 
@@ -164,6 +221,8 @@ def wait_meta(result: RoleResult[Any], meta: dict[str, Any], round_started_ms: i
     if isinstance(result, WaitForEvent):
         wait = EventWait(result.wait.source, result.wait.match, result.wait.timeout_s, round_started_ms)
         meta[WAITS_FOR_EVENT] = wait.to_dict()
+    elif isinstance(result, Sleep):
+        meta[SLEEPS] = result.wait.to_dict()
     else:
         meta[ASKS_PERSON] = True
         schema = getattr(result, "schema", None)

@@ -87,6 +87,12 @@ def waiting_for(d: dict[str, Any]) -> dict[str, Any] | None:
         # a `waiting` row written before waits were described: it asked a person
         asked = d.get("question") is not None
         return {"kind": WaitKind.PERSON.value, "question": d["question"], "schema": None} if asked else None
+    if wait.get("kind") == WaitKind.TIME:
+        seconds = wait.get("seconds")
+        since = d.get("waiting_since_ts")
+        until = since + round(seconds * 1000) if isinstance(seconds, (int, float)) and since is not None else None
+        return {"kind": WaitKind.TIME.value, "seconds": seconds, **stamp("until", until),
+                "description": str(wait.get("description") or "")}
     if wait.get("kind") != WaitKind.EVENT:
         schema = wait.get("schema") if isinstance(wait.get("schema"), dict) else None
         questions = wait.get("questions") if isinstance(wait.get("questions"), list) else []

@@ -65,6 +65,7 @@ class WaitKind(StrEnum):
 
     PERSON = "person"  # a person's answer (ask_person, a tool call needing approval)
     EVENT = "event"    # an event of a channel or a sense (wait_for_event), or its timeout
+    TIME = "time"      # time alone (`sleep("2h")`): it resumes when it has slept that long
 
 
 class Decision(StrEnum):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nerve_cli.automaton.model import WorkflowMessage
-from nerve_cli.automaton.waits import EventWait, PersonWait, pending_wait
+from nerve_cli.automaton.waits import EventWait, PersonWait, TimeWait, pending_wait
 from nerve_cli.config.model import WorkflowConfig, format_duration
 from nerve_cli.kernel.workflows.journal import Journal
 from nerve_cli.kernel.workflows.kind import Kind, Thread
@@ -45,7 +45,7 @@ def wait(journal: Journal, kind: Kind, thread: Thread) -> None:
     thread.waiting_since = now_ms()
     kind.waiting[thread.run_id] = thread
     journal.status(thread, ThreadStatus.WAITING, **waiting_payload(thread))
-    if isinstance(thread.wait, EventWait):
+    if isinstance(thread.wait, (EventWait, TimeWait)):
         journal.report("info", f"workflow {kind.name}: {thread.run_id} waits for {thread.wait.describe()}")
     else:
         question = (thread.wait.question if thread.wait is not None else "").strip().splitlines() or [""]
@@ -56,7 +56,7 @@ def wait(journal: Journal, kind: Kind, thread: Thread) -> None:
 def waiting_payload(thread: Thread) -> dict[str, Any]:
     """The `waiting` row: what it waits for (`waiting_for`), a person's question, the rounds so far."""
     payload: dict[str, Any] = {"rounds": thread.rounds}
-    if isinstance(thread.wait, EventWait):
+    if isinstance(thread.wait, (EventWait, TimeWait)):
         payload["reason"] = f"waits for {thread.wait.describe()}"
     elif thread.wait is not None:
         payload["question"] = thread.wait.question
@@ -73,6 +73,8 @@ def deadline(cfg: WorkflowConfig | None, thread: Thread) -> tuple[float, str] | 
     if thread.waiting_since is None:
         return None
     waited = (now_ms() - thread.waiting_since) / 1000
+    if isinstance(thread.wait, TimeWait):  # it wakes then, like an event wait's timeout
+        return max(0.0, thread.wait.seconds - waited), f"slept {format_duration(thread.wait.seconds)}"
     if isinstance(thread.wait, EventWait):
         if thread.wait.timeout_s is None:
             return None

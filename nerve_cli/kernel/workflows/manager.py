@@ -32,7 +32,7 @@ from typing import Any
 
 from nerve_cli.automaton.directive import parse_directive
 from nerve_cli.automaton.model import WorkflowMessage, start_message
-from nerve_cli.automaton.waits import EventWait, event_message, timeout_message
+from nerve_cli.automaton.waits import EventWait, TimeWait, event_message, slept_message, timeout_message
 from nerve_cli.config.fleet import emit_refusal
 from nerve_cli.config.launch import thread_key
 from nerve_cli.config.model import NerveConfig, WorkflowConfig, format_duration
@@ -426,6 +426,8 @@ class WorkflowManager:
         if isinstance(wait, EventWait):
             self.event_waits.remove(thread.run_id)
             self._resume(kind, thread, timeout_message(wait, now_ms()), {"timed_out": True})
+        elif isinstance(wait, TimeWait):
+            self._resume(kind, thread, slept_message(wait, now_ms()), {"slept_s": wait.seconds})
         elif gates.expire(self.journal, kind, thread, reason):
             self._flush()
 
