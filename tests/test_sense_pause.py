@@ -102,6 +102,8 @@ def test_a_group_pauses_and_resumes_and_a_pause_is_kept_with_no_engine(home: Pat
 
     offline = pause_senses(home, ["beat"], None, via="test")
     assert (offline["via"], offline["senses"][0]["status"]) == ("offline", "paused")
+    stopped = json.loads(cli("status", "--json").output)  # the engine stopped: the files say it is paused
+    assert {s["name"]: s["state"] for s in stopped["senses"]}["beat"] == "paused"
     with RunningEngine(home) as engine:
         engine.wait_ready(groups=2)
         ran = len(starts(home, "beat"))

@@ -24,6 +24,7 @@ from nerve_cli.store.inbox import agent_backlog
 from nerve_cli.store.inbox import backlog as inbox_backlog
 from nerve_cli.store.logs import last_completions, open_readonly
 from nerve_cli.store.quarantines import load_quarantines
+from nerve_cli.store.sense_pauses import load_pauses
 from nerve_cli.store.sqlitefile import DamagedDatabase, header_problem
 from nerve_cli.vocab.logrows import LogKind
 from nerve_cli.vocab.states import SenseStatus, ThreadStatus
@@ -47,7 +48,7 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
     return {
         "pid": None, "home": str(layout.home), "running": False, "started_at": None, "uptime_s": None,
         "stopped_at": facts.stopped_at, "workers": [],
-        "senses": stopped_senses(config, facts.quarantines, facts.last_runs, facts.errors),
+        "senses": stopped_senses(config, facts.quarantines, facts.last_runs, facts.errors, facts.paused),
         "channels": sorted({s for r in config.active_reflexes() for s in r.on if s not in config.senses}),
         "warnings": [str(w) for w in warnings] + problems,  # nerve.yaml's, then damaged files it met
         "workflows": {name: {"enabled": w.enabled, "concurrency": w.concurrency, "overflow": w.overflow,
@@ -55,6 +56,7 @@ def stopped_answer(home: Path, config: NerveConfig | None = None) -> dict[str, A
                              "worker": {"pid": None, "state": "stopped"}, "running": [],
                              "queued": facts.threads.get((name, ThreadStatus.QUEUED), []),
                              "waiting": facts.threads.get((name, ThreadStatus.WAITING), []),
+                             "paused": facts.threads.get((name, ThreadStatus.PAUSED), []),
                              "counts": facts.counts.get(name, {})}
                       for name, w in config.workflows.items()},
         "fleet": None,
@@ -85,13 +87,13 @@ def stopped_listeners(layout: Layout, config: NerveConfig) -> dict[str, dict[str
 
 
 def stopped_senses(config: NerveConfig, quarantines: dict[str, dict], last_runs: dict[str, int],
-                   errors: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+                   errors: dict[str, dict[str, Any]], paused: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """Each sense of nerve.yaml as a stopped engine leaves it (status answer fields; times in epoch seconds)."""
     out = {}
     for name, settings in sorted(config.senses.items()):
         quarantine = quarantines.get(name)
-        state = (SenseStatus.QUARANTINED if quarantine else
-                 SenseStatus.STOPPED if settings.enabled else SenseStatus.DISABLED)
+        state = (SenseStatus.DISABLED if not settings.enabled else SenseStatus.PAUSED if name in (paused or ())
+                 else SenseStatus.QUARANTINED if quarantine else SenseStatus.STOPPED)
         seen = errors.get(name, {})
         out[name] = {"group": settings.group, "state": state, "running": False, "pending": False, "runs": 0,
                      "errors": seen.get("count", 0), "last_error": seen.get("message"),
@@ -108,6 +110,7 @@ class _LogFacts:
 
     def __init__(self, logs_db: Path) -> None:
         self.quarantines: dict[str, dict] = {}
+        self.paused: set[str] = set()  # `nerve sense pause`: kept for the next engine
         self.last_runs: dict[str, int] = {}
         self.errors: dict[str, dict[str, Any]] = {}
         self.threads: dict[tuple[str, str], list[str]] = {}
@@ -118,6 +121,7 @@ class _LogFacts:
             return
         try:
             self.quarantines = load_quarantines(logs_db)
+            self.paused = set(load_pauses(logs_db))
             self.last_runs = last_completions(logs_db)
             conn = open_readonly(logs_db)
             try:
@@ -140,7 +144,7 @@ class _LogFacts:
                                                      "ORDER BY ts"):
             self.counts.setdefault(workflow, {})
             self.counts[workflow][status] = self.counts[workflow].get(status, 0) + 1
-            if status in (ThreadStatus.QUEUED, ThreadStatus.WAITING):
+            if status in (ThreadStatus.QUEUED, ThreadStatus.WAITING, ThreadStatus.PAUSED):
                 self.threads.setdefault((workflow, status), []).append(run_id)
         source, type_ = LogKind.ENGINE_STOPPED.value
         row = conn.execute("SELECT MAX(ts) FROM logs WHERE source = ? AND type = ?", (source, type_)).fetchone()
