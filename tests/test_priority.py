@@ -74,13 +74,20 @@ def test_an_on_demand_compute_starts_before_50_queued_background_computes(home: 
                                   str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         wait_for(lambda: engine.status()["senses"]["asked"].get("queued_priority") == "urgent", 20,
                  what="the person's compute queued, urgent")
+        # a person asks for a sense whose start already waits in the queue, low: that start goes first now
+        again = subprocess.Popen([sys.executable, "-m", "nerve_cli", "sense", "compute", "bg-49", "--home",
+                                  str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: engine.status()["senses"]["bg-49"].get("queued_priority") == "urgent", 20,
+                 what="the queued low compute promoted")
         (home / "gate").write_text("")
         assert asked.wait(60) == 0, asked.stderr.read() if asked.stderr else ""
-        wait_for(lambda: len([r for r in read_logs(home, "reflex", "run_complete") if r["ref"] in names]) == 50,
+        assert again.wait(60) == 0, again.stderr.read() if again.stderr else ""
+        wait_for(lambda: len([r for r in read_logs(home, "reflex", "run_complete") if r["ref"] in names]) == 51,
                  60, what="every background compute to finish")
         order = [name for name in _order(home) if not name.startswith("nerve-")]
-        assert order[:2] == ["holder", "asked"]  # the person's compute went first, then the 50 in their order
-        assert sorted(order[2:]) == names
+        # the persons' computes went first, then the other 49 in their order (bg-49 once more: asked while queued)
+        assert order[:3] == ["holder", "asked", "bg-49"]
+        assert sorted(set(order[3:])) == names
         engine.stop()
 
 

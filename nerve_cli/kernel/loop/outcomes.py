@@ -132,6 +132,7 @@ class Outcomes:
         future = asyncio.get_running_loop().create_future()
         self.reads.add(sense, self._pump.next_id, bind, future)
         self.scheduler.trigger(sense, reason)
+        self._pump.promote(sense)  # a start of it waiting in its group's queue answers this: it goes first
         self.pump()
         return future
 

@@ -163,6 +163,20 @@ class Pump:
         if state is not None:
             state.queued_since, state.queued_priority = now, queued.level
 
+    def promote(self, sense: str) -> None:
+        """A person asked for `sense` while its start waits in its group's queue: that start is theirs (it has no
+        compute id yet, so it answers them), and goes as urgent."""
+        state = self.scheduler.states.get(sense)
+        settings = self.current.config.senses.get(sense)
+        queue = self.queues.get(settings.group) if settings is not None else None
+        if state is None or state.queued_since is None or queue is None or state.queued_priority == URGENT:
+            return
+        queued = next((q for q in queue if q.start.sense == sense), None)
+        if queued is not None:
+            queue.remove(queued)
+            queue.append(Queued(queued.start, URGENT))
+            state.queued_priority = URGENT
+
     def _drain(self, now: float) -> list[Miss]:
         """Hand over queued starts, first in each queue's order, while their group has room."""
         misses = []
