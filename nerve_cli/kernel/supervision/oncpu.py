@@ -26,10 +26,20 @@ from nerve_cli.kernel.supervision.penalty import Blame
 COMPUTE_PREFIX = "nerve:c"  # + the compute id modulo ID_MODULO: a thread name holds 15 bytes
 ID_MODULO = 10 ** 8
 MAJORITY = 0.5
-BUSY = 0.25  # of the grace's wall time: below it nothing hogged the CPU, and the timed-out code is stuck itself
+BUSY = 0.25  # of the CPU a thread could get in the grace: below it nothing hogged it (the timed-out code is stuck)
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 Threads = dict[int, tuple[str, float]]  # native thread id → (its name, its CPU seconds so far)
+
+
+def _share() -> float:
+    """The part of a core one busy thread can have now: on a loaded machine a hog gets less of it."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    cores = os.cpu_count() or 1
+    return min(1.0, cores / load) if load > cores else 1.0
 
 
 def compute_thread_name(compute_id: int) -> str:
@@ -68,7 +78,7 @@ def grace_culprit(before: Threads, after: Threads, wall: float, timed_out: str, 
         sense = names.get(name) or owners.get(tid)
         shares[sense] = shares.get(sense, 0.0) + used
     total = sum(shares.values())
-    if wall <= 0 or total < BUSY * wall:
+    if wall <= 0 or total < BUSY * wall * _share():
         return None
     named = [(used, sense) for sense, used in shares.items() if sense is not None]
     if not named:
