@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+from enginekit import wait_for
 from loadclock import IdleClock
 
 from nerve_cli.kernel.control.server import IDLE_TIMEOUT
@@ -139,3 +142,18 @@ def worker_pid(engine, group: str) -> int | None:
         if w["group"] == group and w["state"] == "ready":
             return w["pid"]
     return None
+
+
+def kill_workers(engine, group: str, times: int, rng) -> None:
+    """`kill -9` `group`'s worker `times` times, each at a random moment up to 0.15 s after it is ready, waiting
+    for its respawn after each."""
+    kills = 0
+    while kills < times:
+        pid = wait_for(lambda: worker_pid(engine, group), 10, what=f"{group}'s worker")
+        time.sleep(rng.uniform(0.0, 0.15))
+        try:
+            os.kill(pid, signal.SIGKILL)
+            kills += 1
+        except ProcessLookupError:
+            pass
+        wait_for(lambda: worker_pid(engine, group) not in (None, pid), 10, what="a respawn")

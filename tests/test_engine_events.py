@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import sqlite3
 import threading
 import time
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import cli
 from enginekit import RunningEngine, completes, errors, nerve, read_logs, wait_for, write_instance, write_sense
-from eventkit import STORE_SCHEMA, Emitter, events_db, got, store_sense, worker_pid
+from eventkit import STORE_SCHEMA, Emitter, events_db, got, kill_workers, store_sense
 
 from nerve_cli.schema.migrate import generate_migration
 from nerve_cli.wire.protocol import MAX_PAYLOAD
@@ -83,16 +81,7 @@ def test_listener_worker_killed_20_times_during_the_burst_loses_and_repeats_noth
 
         sender = threading.Thread(target=burst)
         sender.start()
-        kills = 0
-        while kills < 20:
-            pid = wait_for(lambda: worker_pid(engine, "listeners"), 10, what="the listener's worker")
-            time.sleep(rng.uniform(0.0, 0.15))
-            try:
-                os.kill(pid, signal.SIGKILL)
-                kills += 1
-            except ProcessLookupError:
-                pass
-            wait_for(lambda: worker_pid(engine, "listeners") not in (None, pid), 10, what="a respawn")
+        kill_workers(engine, "listeners", 20, rng)
         sender.join(60)
         assert sent.is_set()
         emitter.close()

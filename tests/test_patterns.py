@@ -4,9 +4,7 @@ with its real source, exactly once across a worker's kill -9; and what `config c
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import sqlite3
 import threading
 import time
@@ -15,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import cli
 from enginekit import RunningEngine, read_logs, wait_for, write_instance, write_sense
-from eventkit import STORE_SCHEMA, Emitter, worker_pid
+from eventkit import STORE_SCHEMA, Emitter, kill_workers
 
 from nerve_cli.schema.migrate import generate_migration
 
@@ -139,16 +137,7 @@ def test_a_pattern_listener_killed_10_times_during_a_burst_loses_and_repeats_not
 
         sender = threading.Thread(target=burst)
         sender.start()
-        kills = 0
-        while kills < 10:
-            pid = wait_for(lambda: worker_pid(engine, "listeners"), 10, what="the listener's worker")
-            time.sleep(rng.uniform(0.0, 0.15))
-            try:
-                os.kill(pid, signal.SIGKILL)
-                kills += 1
-            except ProcessLookupError:
-                pass
-            wait_for(lambda: worker_pid(engine, "listeners") not in (None, pid), 10, what="a respawn")
+        kill_workers(engine, "listeners", 10, rng)
         sender.join(60)
         assert sent.is_set()
         emitter.close()

@@ -355,6 +355,20 @@ def _prefixed(conn: sqlite3.Connection, prefix: str) -> list[tuple[str, str]]:
                         (len(prefix) + 1, prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchall()
 
 
+def read_meta_with_prefix(path: Path, prefix: str) -> dict[str, str]:
+    """A reader's `LogStore.meta_with_prefix`: {} before logs.db (or its meta table) exists; a damaged file
+    raises DamagedDatabase naming it."""
+    if not path.exists():
+        return {}
+    conn = open_readonly(path)
+    try:
+        return dict(_prefixed(conn, prefix))
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+
+
 def last_completions(path: Path) -> dict[str, int]:
     """sense → ts (ms) of its last completion, read from meta (the engine's anchors) by a reader."""
     conn = open_readonly(path)

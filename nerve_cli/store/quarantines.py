@@ -7,11 +7,10 @@ The engine's guards write them (and lift them) as they decide; `nerve top`, `ner
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 
-from nerve_cli.store.logs import LogStore, open_readonly
+from nerve_cli.store.logs import LogStore, read_meta_with_prefix
 from nerve_cli.vocab import logrows
 
 QUARANTINE = "quarantine:"
@@ -19,19 +18,9 @@ QUARANTINE = "quarantine:"
 
 def load_quarantines(logs_db: Path, now: float | None = None) -> dict[str, dict]:
     """sense → {"until": epoch s, "why": str} for quarantines not yet expired."""
-    if not logs_db.exists():
-        return {}
     now = time.time() if now is None else now
-    conn = open_readonly(logs_db)  # a damaged logs.db: DamagedDatabase naming it
-    try:
-        rows = conn.execute("SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
-                            (len(QUARANTINE) + 1, QUARANTINE + "%")).fetchall()
-    except sqlite3.OperationalError:
-        return {}
-    finally:
-        conn.close()
     found = {}
-    for sense, value in rows:
+    for sense, value in read_meta_with_prefix(logs_db, QUARANTINE).items():  # damaged: DamagedDatabase naming it
         entry = json.loads(value)
         if entry and entry.get("until", 0) > now:
             found[sense] = entry

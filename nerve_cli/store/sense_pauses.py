@@ -6,7 +6,6 @@ next engine); a paused sense is not computed and its events wait, across restart
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,25 +14,15 @@ import orjson
 
 from nerve_cli.config.model import BUILTIN_SENSES, SenseConfig
 from nerve_cli.errors import SenseError
-from nerve_cli.store.logs import LogStore, open_readonly
+from nerve_cli.store.logs import LogStore, read_meta_with_prefix
 
 PAUSED = "paused:"
 
 
 def load_pauses(logs_db: Path) -> dict[str, dict[str, Any]]:
     """sense → {"by", "via", "since_ms"} for each paused sense."""
-    if not logs_db.exists():
-        return {}
-    conn = open_readonly(logs_db)
-    try:
-        rows = conn.execute("SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
-                            (len(PAUSED) + 1, PAUSED + "%")).fetchall()
-    except sqlite3.OperationalError:
-        return {}
-    finally:
-        conn.close()
     found = {}
-    for sense, value in rows:
+    for sense, value in read_meta_with_prefix(logs_db, PAUSED).items():
         entry = orjson.loads(value)
         if isinstance(entry, dict):
             found[sense] = entry
