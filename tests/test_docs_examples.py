@@ -39,14 +39,15 @@ def test_the_examples_of_a_page_run(page: Path, tmp_path: Path) -> None:
 
 
 def _the_pr_was_opened_and_merged_once(session: Session) -> None:
-    calls = session.gh_calls()
-    assert [c["command"] for c in calls] == ["pr create", "pr merge"], calls
-    assert calls[1]["args"] == ["42"] and calls[1]["flags"] == {"--merge": True}
+    # `thread approve` returns once the answer is stored; the merge runs after it, in the thread's next round
     page = blocks(ROOT / "docs/guides/waiting-for-ci.md")[0]
     deadline = time.monotonic() + scaled(30)
     while (shown := json.loads(session.shell("nerve thread show run-1 --json", page)))["status"] != "completed":
         assert time.monotonic() < deadline, shown
         time.sleep(0.2)
+    calls = session.gh_calls()
+    assert [c["command"] for c in calls] == ["pr create", "pr merge"], calls
+    assert calls[1]["args"] == ["42"] and calls[1]["flags"] == {"--merge": True}
     said = [m for m in shown["messages"] if m["role"] == "reviewer"][-1]
     assert [c["name"] for c in said["meta"]["tool_calls"]] == ["merge_pr"], said
 
