@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -244,3 +245,43 @@ def test_a_channel_a_thread_waits_for_or_the_fleet_publishes_is_listened_to(home
     checked = json.loads(cli("config", "check", "--json").stdout)
     unheard = sorted(p["path"] for p in checked["problems"] if "no reflex listens" in p["message"])
     assert unheard == ["channels.nobody"], checked["problems"]
+
+
+FAKE_PYDANTIC_PLUGIN = """\
+import os
+import pathlib
+
+pathlib.Path(os.environ["PLUGIN_MARK"]).write_text("loaded")
+
+
+class _Plugin:
+    def new_schema_validator(self, *args, **kwargs):
+        return None, None, None
+
+
+plugin = _Plugin()
+"""
+
+
+def test_nerve_yaml_is_validated_without_looking_for_pydantic_plugins_and_others_still_find_them(
+        instance: Path, tmp_path: Path) -> None:
+    """Looking for plugins reads every installed package's metadata (~30 ms of a check); Nerve's own models do
+    not need them, and the switch is pydantic's own variable, set only while those models are built."""
+    site = tmp_path / "site"
+    meta = site / "fakeplugin-0.1.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplugin\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[pydantic]\nfake = fakeplugin:plugin\n")
+    (site / "fakeplugin.py").write_text(FAKE_PYDANTIC_PLUGIN)
+    mark = tmp_path / "mark"
+    env = {**os.environ, "PYTHONPATH": str(site), "PLUGIN_MARK": str(mark), "NERVE_HOME": str(instance)}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    done = subprocess.run([sys.executable, "-m", "nerve_cli", "config", "check", "--fast"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not mark.exists(), "config check looked for pydantic plugins and loaded one"
+    after = ("import os\nimport nerve_cli.config.model\nassert 'PYDANTIC_DISABLE_PLUGINS' not in os.environ\n"
+             "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\n")
+    done = subprocess.run([sys.executable, "-c", after], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert mark.read_text() == "loaded", "a model built after Nerve's finds the installed plugin"

@@ -7,6 +7,7 @@ Names follow `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Callable, Literal
@@ -44,6 +45,14 @@ from nerve_cli.names import (  # re-exported: one naming rule
 )
 from nerve_cli.names import THREADS_SENSE as THREADS_SENSE
 from nerve_cli.vocab.sources import SourceKind
+
+# Nerve's own models are built without looking for third-party pydantic plugins: a plugin (logfire, ...) observes
+# an application's validation, not nerve.yaml's, and looking for one reads the metadata of every installed package,
+# 28-30 ms of a 250 ms `nerve config check`. pydantic's own switch, set only while this module's classes are built
+# (every validator of the config is made here), so user code and child processes are not affected.
+_PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
+_plugins_before = os.environ.get(_PLUGINS_VARIABLE)
+os.environ[_PLUGINS_VARIABLE] = "__all__"
 
 
 def check_name(value: object) -> str:
@@ -844,3 +853,9 @@ class NerveConfig(_Model):
     def webhook_channels(self) -> dict[str, ChannelConfig]:
         """Channels that accept HTTP posts."""
         return {name: c for name, c in self.channels.items() if c.webhook}
+
+
+if _plugins_before is None:
+    del os.environ[_PLUGINS_VARIABLE]
+else:
+    os.environ[_PLUGINS_VARIABLE] = _plugins_before
