@@ -30,34 +30,53 @@ if TYPE_CHECKING:
 def start_tracing(stack: AsyncExitStack, config: NerveConfig, home: Path, report: Report,
                   has_agents: Callable[[], bool] = lambda: False) -> Tracing | None:
     """Spans over OpenTelemetry, when engine.otel or OTEL_* switch them on; closed (what is queued goes,
-    within the exporter's timeout) after the last log row is written. `has_agents`: nerve.yaml has agents now
-    (their deliveries are spans too, `trace.deliveries`)."""
+    within the exporter's timeout) after the last log row is written. The kernel makes them as plain records;
+    the exporter process (`trace.exporter`, started here) imports the SDK and exports them. `has_agents`:
+    nerve.yaml has agents now (their deliveries are spans too, `trace.deliveries`)."""
     settings = trace_settings(config.engine)
     if settings is None:
         return None
-    try:
-        # imported here: OpenTelemetry (the optional `otel` extra) loads only when tracing is switched on
-        from nerve_cli.kernel.trace.spans import Tracing
-    except ImportError as exc:
+    missing = _otel_missing()
+    if missing is not None:
         report("warn", f"traces are switched on (engine.otel or OTEL_EXPORTER_OTLP_ENDPOINT) but "
-                       f"OpenTelemetry is not installed ({exc.name}): pip install 'nerve-cli[otel]'; "
+                       f"OpenTelemetry is not installed ({missing}): pip install 'nerve-cli[otel]'; "
                        "running without traces")
         return None
+    from nerve_cli.kernel.trace.spans import Tracing
+
     fleet = config.live_fleet()
     tracing = Tracing(settings, fleet.host_name if fleet is not None else default_host(), str(home), report)
-    report("info", f"traces to {settings.endpoint or 'the OTEL_EXPORTER_OTLP_* endpoint'}")
+    tracing.start()
+    report("info", f"traces to {settings.endpoint or 'the OTEL_EXPORTER_OTLP_* endpoint'} "
+                   f"(sampler {tracing.sampler.description})")
 
-    from nerve_cli.kernel.trace.deliveries import DeliveryTraces  # with spans: OpenTelemetry only when traces are on
+    from nerve_cli.kernel.trace.deliveries import DeliveryTraces
 
     deliveries = DeliveryTraces(tracing, Layout(home).data, has_agents)
     deliveries.start()
 
     async def close() -> None:
         await deliveries.stop()
-        await asyncio.get_running_loop().run_in_executor(None, tracing.close)
+        await tracing.close()
 
     stack.push_async_callback(close)
     return tracing
+
+
+def _otel_missing() -> str | None:
+    """The module of the `otel` extra that cannot be found (the exporter process imports them), or None. Found,
+    not imported: the kernel never loads OpenTelemetry."""
+    import importlib.util
+
+    for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return module
+        except ImportError as exc:
+            return exc.name or module
+        except ValueError:
+            return module
+    return None
 
 
 class FleetEdge:

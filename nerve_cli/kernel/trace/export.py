@@ -1,16 +1,14 @@
-"""Sending spans and log records without holding up the engine, and saying once when it cannot.
+"""Sending spans and log records, and saying once when it cannot (in the exporter process, `exporter`).
 
-The SDK's batch processors run the OTLP exporter in a thread of their own, behind a bounded queue: with the
-collector down, each export retries until its timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by default) while
-the queue fills and then drops the newest. These wrappers turn the exporter's outcome into one console
-warning per outage (and one line when it is back), instead of the SDK's warning per batch.
+With the collector down, each export retries until its timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by default)
+while the exporter's queue fills and then drops the newest. These wrappers turn the OTLP exporters' outcome
+into one console warning per outage (and one line when it is back), instead of the SDK's warning per batch.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import ReadableLogRecord
@@ -18,7 +16,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from nerve_cli.kernel.core.report import Report
+Say = Callable[[str, str], None]  # (level, line): said on the engine's console
 
 # the exporters log each failed batch (and each retry) themselves; one line per outage is said here instead
 for _name in ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk._shared_internal",
@@ -27,12 +25,12 @@ for _name in ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk._shar
 
 
 class _Outages:
-    def __init__(self, what: str, report: Report, loop: asyncio.AbstractEventLoop) -> None:
-        self.what, self.report, self.loop = what, report, loop
+    def __init__(self, what: str, say: Say) -> None:
+        self.what, self.say = what, say
         self.failing = False
 
     def outcome(self, ok: bool, count: int, endpoint: str) -> None:
-        """In the exporter's thread: say so once when exports start failing, and once when they work again."""
+        """Say so once when exports start failing, and once when they work again."""
         if ok == (not self.failing):
             return
         self.failing = not ok
@@ -41,16 +39,13 @@ class _Outages:
         else:
             line = (f"traces: could not export {count} {self.what} to {endpoint}; the engine runs on, and "
                     f"{self.what} beyond the queue are dropped until the collector answers (said once)")
-        try:
-            self.loop.call_soon_threadsafe(self.report, "warn" if not ok else "info", line)
-        except RuntimeError:  # the loop is closed: the engine has stopped
-            pass
+        self.say("warn" if not ok else "info", line)
 
 
 class Exporting(SpanExporter):
-    def __init__(self, inner: Any, what: str, report: Report, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, inner: Any, what: str, say: Say) -> None:
         self.inner = inner
-        self.outages = _Outages(what, report, loop)
+        self.outages = _Outages(what, say)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -68,9 +63,9 @@ class Exporting(SpanExporter):
 
 
 class LogExporting(LogRecordExporter):
-    def __init__(self, inner: Any, what: str, report: Report, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, inner: Any, what: str, say: Say) -> None:
         self.inner = inner
-        self.outages = _Outages(what, report, loop)
+        self.outages = _Outages(what, say)
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         try:

@@ -12,39 +12,29 @@ calls a person was asked about, rejected or that a cancel stopped are not), thei
 timeouts and lost computes are error spans, and log records with the file:line.
 
 The kernel knows every one of these moments, so every span is made here, with the times the kernel saw;
-workers import nothing of OpenTelemetry. A model call's and a tool call's times are the ones their worker
-recorded (meta `model_calls`, a tool call's `started_ms`); error spans carry `error.type`. Spans leave
-through `export.Exporting`: a bounded queue, a thread of its own,
-one warning per outage.
+workers import nothing of OpenTelemetry, and neither does the kernel: a span here is a plain record (ids,
+name, times, attributes, events), sampled by the standard variables (`sampling`), and an ended one is a
+tuple handed to the `outbox`, which batches them to the exporter process (`exporter`): the SDK's objects, the
+protobuf encoding and the HTTP export all run there, on a core and an interpreter lock of their own. (The
+SDK's span bookkeeping and its export thread in the kernel cost 1.3-1.8x the hop's kernel CPU.) A model
+call's and a tool call's times are the ones their worker recorded (meta `model_calls`, a tool call's
+`started_ms`); error spans carry `error.type`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
+import random
+import re
 import time
 from collections import OrderedDict
 from typing import Any
 
 import orjson
-from opentelemetry import trace
-from opentelemetry._logs import SeverityNumber
-from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-from opentelemetry.semconv.attributes import code_attributes as code
-from opentelemetry.semconv.attributes import exception_attributes as exception
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from nerve_cli.kernel.core.report import Report
-from nerve_cli.kernel.trace.export import Exporting, LogExporting
+from nerve_cli.kernel.trace import semconv
+from nerve_cli.kernel.trace.outbox import Outbox
+from nerve_cli.kernel.trace.sampling import Sampler, sampler_from_env
 from nerve_cli.kernel.trace.settings import TraceSettings
 from nerve_cli.vocab import states
 from nerve_cli.vocab.logrows import LogKind, LogRow
@@ -52,47 +42,96 @@ from nerve_cli.vocab.outcomes import Outcome
 from nerve_cli.vocab.reasons import Reason
 
 MAX_SOURCES = 10_000  # sources whose latest event's context is kept (channels are free text)
-QUEUE = 4096  # spans waiting to be exported; beyond it the newest are dropped
 FAILED = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.LOST)
 ERROR_TYPE = "error.type"  # the conventions' attribute on every error span
-_PROPAGATOR = TraceContextTextMapPropagator()
+
+# OpenTelemetry's span kinds and status codes, as the SDK numbers them (opentelemetry.trace.SpanKind, StatusCode)
+INTERNAL, SERVER, CLIENT, PRODUCER, CONSUMER = 0, 1, 2, 3, 4
+UNSET, OK, ERROR = 0, 1, 2
+SEVERITY_ERROR = 17  # SeverityNumber.ERROR
+SAMPLED, RANDOM_TRACE_ID = 0x01, 0x02  # W3C trace flags (the SDK sets the second on the ids it makes)
+
+# a span's context: (trace id, span id, trace flags, made on another host or process)
+Context = tuple[int, int, int, bool]
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\Z")
 
 
 def context_of(traceparent: str | None) -> Context | None:
-    """A W3C traceparent header's context (None for none or a malformed one: the span starts a new trace)."""
+    """A W3C traceparent header's context (None for none or a malformed one: the span starts a new trace), read
+    as OpenTelemetry's TraceContextTextMapPropagator reads it."""
     if not traceparent:
         return None
-    found = _PROPAGATOR.extract({"traceparent": traceparent})
-    return found if trace.get_current_span(found).get_span_context().is_valid else None
-
-
-def traceparent_of(span_context: Context | None) -> str | None:
-    if span_context is None:
+    match = _TRACEPARENT.match(traceparent.strip())
+    if match is None:
         return None
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, context=span_context)
-    return carrier.get("traceparent")
+    version, trace_id, span_id, flags, extra = match.groups()
+    if version == "ff" or (version == "00" and extra) or int(trace_id, 16) == 0 or int(span_id, 16) == 0:
+        return None
+    return int(trace_id, 16), int(span_id, 16), int(flags, 16), True
+
+
+def traceparent_of(context: Context | None) -> str | None:
+    if context is None:
+        return None
+    return f"00-{context[0]:032x}-{context[1]:016x}-{context[2]:02x}"
+
+
+def _span_id() -> int:
+    while True:
+        found = random.getrandbits(64)
+        if found:
+            return found
+
+
+def _trace_id() -> int:
+    while True:
+        found = random.getrandbits(128)
+        if found:
+            return found
+
+
+class Span:
+    """A span being made: what OpenTelemetry's SDK span records, without its checks and locks. `end` hands it,
+    as one tuple, to the outbox, unless it was not sampled (its context still parents its children)."""
+
+    __slots__ = ("outbox", "name", "context", "parent", "kind", "start", "attributes", "events", "links", "status",
+                 "message", "ended")
+
+    def __init__(self, outbox: Outbox, name: str, context: Context, parent: Context | None, kind: int,
+                 start: int, attributes: dict[str, Any], links: list[Context] | None = None) -> None:
+        self.outbox, self.name, self.context, self.parent, self.kind = outbox, name, context, parent, kind
+        self.start, self.attributes, self.links = start, attributes, links
+        self.events: list[tuple[str, int, dict[str, Any] | None]] | None = None
+        self.status, self.message, self.ended = UNSET, "", False
+
+    def add_event(self, name: str, attributes: dict[str, Any] | None = None, timestamp: int | None = None) -> None:
+        if self.events is None:
+            self.events = []
+        self.events.append((name, timestamp if timestamp is not None else time.time_ns(), attributes))
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def set_status(self, code: int, message: str) -> None:
+        self.status, self.message = code, message
+
+    def end(self, end_time: int | None = None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        context, parent = self.context, self.parent
+        if context[2] & SAMPLED:
+            self.outbox.add(("s", self.name, context[0], context[1], context[2], parent[1] if parent else 0,
+                             parent[2] if parent else 0, parent[3] if parent else False, self.kind, self.start,
+                             end_time if end_time is not None else time.time_ns(), self.attributes,
+                             self.events or (), self.links or (), self.status, self.message))
 
 
 class Tracing:
     def __init__(self, settings: TraceSettings, host: str, home: str, report: Report) -> None:
         self.settings = settings
-        attributes = {"host.name": host, "nerve.home": home}
-        if not os.environ.get("OTEL_SERVICE_NAME"):
-            attributes["service.name"] = "nerve"
-        resource = Resource.create(attributes)
-        base = settings.endpoint
-        self.provider = TracerProvider(resource=resource)  # the sampler follows OTEL_TRACES_SAMPLER
-        spans = OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None)
-        loop = asyncio.get_running_loop()
-        self.provider.add_span_processor(BatchSpanProcessor(Exporting(spans, "spans", report, loop),
-                                                            max_queue_size=QUEUE, schedule_delay_millis=500))
-        self.tracer = self.provider.get_tracer("nerve")
-        self.logger_provider = LoggerProvider(resource=resource)
-        records = OTLPLogExporter(endpoint=f"{base}/v1/logs" if base else None)
-        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
-            LogExporting(records, "log records", report, loop), max_queue_size=QUEUE, schedule_delay_millis=500))
-        self.logger = self.logger_provider.get_logger("nerve")
+        self.sampler: Sampler = sampler_from_env(warn=lambda line: report("warn", line))
+        self.outbox = Outbox(settings.endpoint, host, home, report)
         self.latest: OrderedDict[str, Context] = OrderedDict()  # source → the context its next listeners follow
         self.computes: dict[int, tuple[Span, str]] = {}  # compute id → (its span, its sense)
         self.threads: dict[str, tuple[Span, int]] = {}  # run id → (its span, when its last step ended, ns)
@@ -102,26 +141,40 @@ class Tracing:
         self.events: OrderedDict[tuple[str, int], Context] = OrderedDict()
         self.deliveries: dict[int, tuple[Span, int]] = {}  # delivery id → (its span, times handed), until acked
 
+    def start(self) -> None:
+        self.outbox.start()
+
+    def start_span(self, name: str, parent: Context | None = None, kind: int = INTERNAL,
+                   start_time: int | None = None, attributes: dict[str, Any] | None = None,
+                   links: list[Context] | None = None) -> Span:
+        """A span: the child of `parent` (its trace, and its sampled flag under a parent-based sampler), or the
+        first of a new trace."""
+        if parent is None:
+            trace_id = _trace_id()
+            flags = RANDOM_TRACE_ID | (SAMPLED if self.sampler.sampled(trace_id, None) else 0)
+        else:
+            trace_id = parent[0]
+            flags = (parent[2] & RANDOM_TRACE_ID) | (SAMPLED if self.sampler.sampled(trace_id, bool(parent[2] & SAMPLED)) else 0)
+        return Span(self.outbox, name, (trace_id, _span_id(), flags, False), parent, kind,
+                    start_time if start_time is not None else time.time_ns(), attributes or {}, links)
+
     # -- events and computes (the engine calls these) ------------------------------------------------
     def emitted(self, channel: str, event_id: int, origin: str | None, traceparent: str | None) -> None:
         """An event was stored on `channel`: a span of its own, the parent of the computes it wakes."""
-        kind = SpanKind.CONSUMER if origin is not None else SpanKind.PRODUCER
+        kind = CONSUMER if origin is not None else PRODUCER
         attributes: dict[str, Any] = {"nerve.channel": channel, "nerve.event_id": event_id}
         if origin is not None:
             attributes.update({"nerve.origin": origin, "messaging.system": "nats"})
-        span = self.tracer.start_span(f"emit {channel}", context=context_of(traceparent), kind=kind,
-                                      attributes=attributes)
+        span = self.start_span(f"emit {channel}", context_of(traceparent), kind, attributes=attributes)
         span.end()
-        context = trace.set_span_in_context(span)
-        self._follow(channel, context)
+        self._follow(channel, span.context)
         if self.keep_events:
-            self._keep(channel, event_id, context)
+            self._keep(channel, event_id, span.context)
 
     def compute_started(self, sense: str, compute_id: int, reason: Reason, group: str) -> None:
         parent = self.latest.get(reason.source) if reason.source is not None else None
-        # few attributes: the SDK checks each one, and that is most of a span's cost (the span's own times give
-        # the duration; the reason's text names its kind)
-        span = self.tracer.start_span(f"compute {sense}", context=parent, attributes={
+        # few attributes (the span's own times give the duration; the reason's text names its kind)
+        span = self.start_span(f"compute {sense}", parent, attributes={
             "nerve.sense": sense, "nerve.reason": reason.text, "nerve.group": group, "nerve.compute_id": compute_id})
         self.computes[compute_id] = (span, sense)
 
@@ -132,7 +185,7 @@ class Tracing:
         if compute is None:  # a signal found committed without its answer (the ledger's): no compute to hang it on
             return
         compute[0].add_event("signal", {"nerve.signal_id": signal_id} if signal_id is not None else None)
-        context = trace.set_span_in_context(compute[0])
+        context = compute[0].context
         self._follow(sense, context)
         if self.keep_events and signal_id is not None:
             self._keep(sense, signal_id, context)
@@ -146,12 +199,13 @@ class Tracing:
         if outcome in FAILED:
             message = (error or {}).get("message") or outcome.value
             span.set_attribute(ERROR_TYPE, str((error or {}).get("type") or outcome.value))
-            span.set_status(Status(StatusCode.ERROR, message))
+            span.set_status(ERROR, message)
             attributes = _error_attributes(error, outcome)
             span.add_event("exception", attributes)
-            self.logger.emit(context=trace.set_span_in_context(span), severity_number=SeverityNumber.ERROR,
-                             severity_text="ERROR", body=f"{sense}: {message}",
-                             attributes={"nerve.sense": sense, **attributes})
+            now = time.time_ns()
+            context = span.context
+            self.outbox.add(("l", now, context[0], context[1], context[2], SEVERITY_ERROR, "ERROR",
+                             f"{sense}: {message}", {"nerve.sense": sense, **attributes}))
         span.end()
 
     def traceparent(self, source: str) -> str | None:
@@ -173,11 +227,11 @@ class Tracing:
         if known is None:
             contexts = [self.events.get((source, event_id)) for source, event_id in record.refs]
             parent = next((c for c in contexts if c is not None), None)
-            links = [trace.Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:] if c is not None]
-            span = self.tracer.start_span(f"deliver {record.agent}", context=parent, kind=SpanKind.CONSUMER,
-                                          start_time=record.created_ms * 1_000_000, links=links, attributes={
-                                              "nerve.agent": record.agent, "nerve.delivery_id": record.id,
-                                              "nerve.events": record.events, "nerve.via": record.via or ""})
+            links = [c for c in contexts[1:] if c is not None]
+            span = self.start_span(f"deliver {record.agent}", parent, CONSUMER,
+                                   start_time=record.created_ms * 1_000_000, links=links, attributes={
+                                       "nerve.agent": record.agent, "nerve.delivery_id": record.id,
+                                       "nerve.events": record.events, "nerve.via": record.via or ""})
             known = self.deliveries[record.id] = (span, 1)
         span, handed = known
         if record.handed > handed:
@@ -218,7 +272,7 @@ class Tracing:
                 span.set_attribute("nerve.reason", str(body["reason"]))
             if row.kind in (LogKind.THREAD_FAILED, LogKind.THREAD_CRASHED):
                 span.set_attribute(ERROR_TYPE, str(_mapping(body.get("error")).get("type") or status.value))
-                span.set_status(Status(StatusCode.ERROR, str(body.get("reason") or body.get("error") or status.value)))
+                span.set_status(ERROR, str(body.get("reason") or body.get("error") or status.value))
             span.end(end_time=now)
             del self.threads[row.ref]
         else:
@@ -228,8 +282,8 @@ class Tracing:
         sense = _mapping(body.get("origin")).get("sense")
         sense = sense if isinstance(sense, str) else None
         parent = self.latest.get(sense) if sense is not None else None
-        span = self.tracer.start_span(f"thread {body.get('workflow', '?')}", context=parent, start_time=now,
-                                      attributes={"nerve.run_id": run_id, "nerve.workflow": str(body.get("workflow"))})
+        span = self.start_span(f"thread {body.get('workflow', '?')}", parent, start_time=now,
+                               attributes={"nerve.run_id": run_id, "nerve.workflow": str(body.get("workflow"))})
         if self.settings.capture_content and isinstance(body.get("prompt"), str):
             span.set_attribute("nerve.prompt", body["prompt"])
         self.threads[run_id] = (span, now)
@@ -240,11 +294,9 @@ class Tracing:
         if known is None or body.get("round") is None:
             return  # the start message, or a thread this engine did not see begin
         thread_span, since = known
-        parent = trace.set_span_in_context(thread_span)
         role = str(body.get("role"))
-        span = self.tracer.start_span(f"round {body['round']} {role}", context=parent, start_time=since,
-                                      attributes={"nerve.run_id": run_id, "nerve.round": body["round"],
-                                                  "nerve.role": role})
+        span = self.start_span(f"round {body['round']} {role}", thread_span.context, start_time=since,
+                               attributes={"nerve.run_id": run_id, "nerve.round": body["round"], "nerve.role": role})
         meta = _mapping(body.get("meta"))
         given = meta.get("tool_calls")
         tools: list[Any] = given if isinstance(given, list) else []
@@ -271,17 +323,17 @@ class Tracing:
         started = timing.get("started_ms")
         start = int(started * 1e6) if isinstance(started, (int, float)) else now - duration_ns
         end = start + duration_ns if isinstance(started, (int, float)) else now
-        attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "chat", gen_ai.GEN_AI_REQUEST_MODEL: meta["model"],
-                                      gen_ai.GEN_AI_RESPONSE_MODEL: meta["model"],
-                                      gen_ai.GEN_AI_PROVIDER_NAME: str(meta.get("provider") or "llm"),
-                                      gen_ai.GEN_AI_CONVERSATION_ID: run_id}
+        attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: "chat", semconv.GEN_AI_REQUEST_MODEL: meta["model"],
+                                      semconv.GEN_AI_RESPONSE_MODEL: meta["model"],
+                                      semconv.GEN_AI_PROVIDER_NAME: str(meta.get("provider") or "llm"),
+                                      semconv.GEN_AI_CONVERSATION_ID: run_id}
         if isinstance(usage.get("input"), int):
-            attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] = usage["input"]
+            attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage["input"]
         if isinstance(usage.get("output"), int):
-            attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["output"]
+            attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage["output"]
         finish = call.get("finish_reason") if call is not None else None
         if isinstance(finish, str):
-            attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = [finish]
+            attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [finish]
         if self.settings.capture_content:
             parts: list[dict[str, Any]] = []
             if last is not None and isinstance(last.get("content"), str):
@@ -291,9 +343,9 @@ class Tracing:
                       for c in tools if isinstance(c, dict) and c.get("id") in asked]
             if parts:
                 answer = [{"role": "assistant", "parts": parts, "finish_reason": finish or "stop"}]
-                attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(answer).decode()
-        span = self.tracer.start_span(f"chat {meta['model']}", context=trace.set_span_in_context(round_span),
-                                      kind=SpanKind.CLIENT, start_time=max(start, 0), attributes=attributes)
+                attributes[semconv.GEN_AI_OUTPUT_MESSAGES] = orjson.dumps(answer).decode()
+        span = self.start_span(f"chat {meta['model']}", round_span.context, CLIENT, start_time=max(start, 0),
+                               attributes=attributes)
         span.end(end_time=max(end, start, 0))
 
     def _tool_calls(self, round_span: Span, run_id: str, calls: list[Any], now: int) -> None:
@@ -304,39 +356,42 @@ class Tracing:
         durations = [int(c["duration_ms"] * 1e6) if isinstance(c.get("duration_ms"), (int, float)) else 0
                      for c in records]
         laid = now - sum(d for c, d in zip(records, durations) if not isinstance(c.get("started_ms"), (int, float)))
-        context = trace.set_span_in_context(round_span)
+        context = round_span.context
         for call, duration in zip(records, durations):
             started = call.get("started_ms")
             if isinstance(started, (int, float)):
                 start = int(started * 1e6)
             else:
                 start, laid = laid, laid + duration
-            attributes: dict[str, Any] = {gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
-                                          gen_ai.GEN_AI_TOOL_NAME: call["name"], gen_ai.GEN_AI_TOOL_TYPE: "function",
-                                          gen_ai.GEN_AI_CONVERSATION_ID: run_id}
+            attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: "execute_tool",
+                                          semconv.GEN_AI_TOOL_NAME: call["name"], semconv.GEN_AI_TOOL_TYPE: "function",
+                                          semconv.GEN_AI_CONVERSATION_ID: run_id}
             if isinstance(call.get("id"), str):
-                attributes[gen_ai.GEN_AI_TOOL_CALL_ID] = call["id"]
+                attributes[semconv.GEN_AI_TOOL_CALL_ID] = call["id"]
             if self.settings.capture_content:
-                attributes[gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS] = orjson.dumps(call.get("arguments")).decode()
+                attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = orjson.dumps(call.get("arguments")).decode()
                 if "result" in call:  # as JSON, as the conventions ask (the record keeps it JSON-able)
-                    attributes[gen_ai.GEN_AI_TOOL_CALL_RESULT] = orjson.dumps(call["result"]).decode()
-            span = self.tracer.start_span(f"execute_tool {call['name']}", context=context, kind=SpanKind.INTERNAL,
-                                          start_time=max(start, 0), attributes=attributes)
+                    attributes[semconv.GEN_AI_TOOL_CALL_RESULT] = orjson.dumps(call["result"]).decode()
+            span = self.start_span(f"execute_tool {call['name']}", context, INTERNAL, start_time=max(start, 0),
+                                   attributes=attributes)
             if call.get("error") is not None:
                 error = str(call["error"])
                 span.set_attribute(ERROR_TYPE, error.split(":", 1)[0] if ":" in error else "ToolError")
-                span.set_status(Status(StatusCode.ERROR, error))
+                span.set_status(ERROR, error)
             span.end(end_time=max(start + duration, 0))
 
-    def close(self) -> None:
-        """End what is still open (the engine is stopping) and send what is queued, briefly."""
+    async def close(self) -> None:
+        """End what is still open (the engine is stopping) and send what is queued: the exporter process exports
+        it before it exits (within its export timeout)."""
         for span, _ in self.computes.values():
             span.end()
         for span, _ in [*self.threads.values(), *self.deliveries.values()]:
             span.add_event("engine_stopped")
             span.end()
-        self.provider.shutdown()
-        self.logger_provider.shutdown()
+        self.computes.clear()
+        self.threads.clear()
+        self.deliveries.clear()
+        await self.outbox.close()
 
 
 def _executed(call: dict[str, Any]) -> bool:
@@ -354,14 +409,14 @@ def _executed(call: dict[str, Any]) -> bool:
 
 def _error_attributes(error: dict[str, Any] | None, outcome: Outcome) -> dict[str, Any]:
     error = error or {}
-    attributes: dict[str, Any] = {exception.EXCEPTION_TYPE: error.get("type") or outcome.value,
-                                  exception.EXCEPTION_MESSAGE: error.get("message") or outcome.value}
+    attributes: dict[str, Any] = {semconv.EXCEPTION_TYPE: error.get("type") or outcome.value,
+                                  semconv.EXCEPTION_MESSAGE: error.get("message") or outcome.value}
     if error.get("traceback"):
-        attributes[exception.EXCEPTION_STACKTRACE] = error["traceback"]
+        attributes[semconv.EXCEPTION_STACKTRACE] = error["traceback"]
     if error.get("file"):
-        attributes[code.CODE_FILE_PATH] = error["file"]
+        attributes[semconv.CODE_FILE_PATH] = error["file"]
     if error.get("line") is not None:
-        attributes[code.CODE_LINE_NUMBER] = error["line"]
+        attributes[semconv.CODE_LINE_NUMBER] = error["line"]
     return attributes
 
 
