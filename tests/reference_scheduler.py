@@ -9,6 +9,7 @@ sequences through both and requires identical starts and state.
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass, field
 
 from nerve_cli.config.model import NerveConfig
@@ -29,6 +30,7 @@ class SenseState:
     last_complete: float | None = None
     cron_next: float | None = None
     jitter_offset: float = 0.0
+    first_due: float | None = None  # never completed: its first slot, set when it is first found runnable
     running: bool = False
     pending: bool = False
     pending_reason: Reason | None = None
@@ -53,7 +55,7 @@ class SenseState:
         if self.interval is None:
             return None
         if self.last_complete is None:
-            return NOW  # never ran: due now
+            return NOW if self.first_due is None else self.first_due  # never ran: at its slot
         return max(self.last_complete, self.last_complete + self.interval + self.jitter_offset)
 
     def throttle_free(self) -> float:
@@ -213,6 +215,12 @@ class Scheduler:
                     continue
                 held_until = state.blocked_until
                 self.unblock(state.name)
+            if state.last_complete is None and state.first_due is None and state.interval is not None:
+                # never completed: it first runs at the next instant whose place within min(interval, 1 s)
+                # is the fraction its name's CRC-32 gives
+                spread = min(state.interval, 1.0)
+                phase = zlib.crc32(state.name.encode()) / 2**32 * spread
+                state.first_due = now + (phase - now) % spread if spread > 0 else now
             wanted = state.wants_at()
             if wanted is None or wanted > now:
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.core.scheduler import Scheduler
+from nerve_cli.kernel.core.scheduler import FIRST_SPREAD, Scheduler, first_slot
 from nerve_cli.vocab.reasons import DEMAND, Reason
 
 
@@ -33,9 +33,55 @@ def test_overdue_after_restart_runs_once_without_backfill() -> None:
     assert s.next_wakeup() == 1010.5  # rhythm resumes from the completion
 
 
-def test_never_run_interval_sense_is_due_now() -> None:
+def test_never_run_interval_sense_first_runs_at_its_slot_within_a_second() -> None:
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1m"}]))
+    slot = first_slot("a", 60.0, 5.0)
+    assert 5.0 <= slot < 5.0 + FIRST_SPREAD
+    assert s.take_due(5.0) == [] or slot == 5.0
+    assert s.next_wakeup() == slot
+    starts = s.take_due(slot)
+    assert names(starts) == ["a"] and starts[0].due == slot  # lateness counts from the slot
+
+
+def test_senses_that_never_ran_are_spread_over_their_interval_not_started_in_one_burst() -> None:
+    """1,000 senses found runnable together would all run at once and, since an interval counts from the
+    completion, stay in one burst every period: each first runs at its own place in the second."""
+    n = 1000
+    c = cfg({f"s{i}": {} for i in range(n)}, [{"sense": f"s{i}", "interval": "1s"} for i in range(n)])
+    s = Scheduler(c)
+    s.take_due(100.0)
+    slots = sorted(s.next_due(f"s{i}") or 0.0 for i in range(n))
+    assert 100.0 <= slots[0] and slots[-1] < 101.0
+    per_tenth = [sum(1 for t in slots if 100.0 + k / 10 <= t < 100.0 + (k + 1) / 10) for k in range(10)]
+    assert min(per_tenth) >= 60 and max(per_tenth) <= 140, per_tenth  # about 100 in every tenth of the second
+    again = Scheduler(c)  # no randomness: the same slots in every process, on every start
+    again.take_due(100.0)
+    assert [again.next_due(f"s{i}") for i in range(n)] == [s.next_due(f"s{i}") for i in range(n)]
+
+
+def test_a_short_interval_spreads_first_runs_over_the_interval_itself() -> None:
+    s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "100ms"}]))
+    s.take_due(7.0)
+    assert 7.0 <= (s.next_due("a") or 0.0) < 7.1
+
+
+def test_the_first_slot_counts_from_when_the_sense_is_runnable_not_from_the_engine_start() -> None:
+    """Held while its worker starts: a slot counted from the scheduler's creation would have passed by the time
+    every worker is ready, and every sense would run at once."""
+    s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]), hold_new=True)
+    assert s.take_due(10.0) == [] and s.next_wakeup() is None  # held: no slot yet
+    s.set_runnable(["a"], True)
+    s.take_due(30.0)
+    assert s.next_due("a") == first_slot("a", 1.0, 30.0) and 30.0 <= first_slot("a", 1.0, 30.0) < 31.0
+
+
+def test_a_trigger_does_not_wait_for_the_first_slot_and_a_completion_on_disk_has_none() -> None:
+    c = cfg({"a": {}}, [{"sense": "a", "interval": "1s"}])
+    s = Scheduler(c)
+    s.trigger("a", DEMAND)
     assert names(s.take_due(5.0)) == ["a"]
+    restarted = Scheduler(c, {"a": 4.5})  # completed before a restart: due at completion + interval
+    assert restarted.take_due(5.0) == [] and restarted.next_wakeup() == 5.5
 
 
 def test_signal_triggers_listeners_only() -> None:
@@ -83,10 +129,12 @@ def test_throttle_defers_and_never_drops() -> None:
 
 def test_throttle_applies_to_intervals_too() -> None:
     s = Scheduler(cfg({"a": {"throttle": "10s"}}, [{"sense": "a", "interval": "1s"}]))
-    assert names(s.take_due(0.0)) == ["a"]
-    s.completed("a", 0.1)
-    assert s.take_due(1.1) == []
-    assert s.next_wakeup() == 10.0
+    s.take_due(0.0)
+    started = first_slot("a", 1.0, 0.0)
+    assert names(s.take_due(started)) == ["a"]
+    s.completed("a", started + 0.1)
+    assert s.take_due(started + 1.1) == []
+    assert s.next_wakeup() == started + 10.0
 
 
 def test_disabled_sense_and_reflex_do_nothing() -> None:
@@ -110,7 +158,8 @@ def test_on_demand_any_enabled_sense() -> None:
 def test_runnable_filter_holds_wanted_senses_until_their_worker_is_ready() -> None:
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]))
     assert s.take_due(5.0, runnable=set()) == []
-    assert names(s.take_due(5.0, runnable={"a"})) == ["a"]
+    s.take_due(5.0, runnable={"a"})
+    assert names(s.take_due(first_slot("a", 1.0, 5.0), runnable={"a"})) == ["a"]
 
 
 def test_shortest_interval_wins_when_two_reflexes_name_a_sense() -> None:

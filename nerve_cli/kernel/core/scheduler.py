@@ -6,7 +6,12 @@ anything could become due (`next_wakeup`). The rules:
 
 - interval: due at last *completed* compute + interval (± jitter); the
   completion time comes from disk at start-up, so an overdue sense runs once
-  after a restart and then keeps its rhythm (no back-fill);
+  after a restart and then keeps its rhythm (no back-fill); a sense that never
+  completed runs at its first *slot*: the next instant, from when it is first
+  found runnable, whose place within min(interval, 1 s) its name gives
+  (`first_slot`). Senses that start together are so spread over the second
+  instead of running in one burst and staying in phase (an interval counts from
+  completion, so a burst's queueing would be added to every next due time);
 - cron: due at the first fire time after the last completion (a fire missed
   while the engine was down runs once, like an overdue interval);
 - on signal: a signal from a source marks its listeners wanted; through a
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -50,6 +56,18 @@ from nerve_cli.vocab.sources import SourceKind
 
 NEVER = float("inf")
 NOW = float("-inf")
+FIRST_SPREAD = 1.0  # seconds: the first runs of senses that never completed are spread over at most this
+
+
+def first_slot(name: str, interval: float, now: float) -> float:
+    """When a sense that never completed first runs, found runnable at `now`: the next instant (`now` included)
+    whose place within min(interval, FIRST_SPREAD) is the sense's phase, a fraction given by its name alone
+    (no randomness: the same sense takes the same slot on every start, in every process)."""
+    spread = min(interval, FIRST_SPREAD)
+    if spread <= 0:
+        return now
+    phase = zlib.crc32(name.encode()) / 2**32 * spread
+    return now + (phase - now) % spread
 
 
 @dataclass
@@ -62,6 +80,7 @@ class SenseState:
     last_complete: float | None = None
     cron_next: float | None = None
     jitter_offset: float = 0.0
+    first_due: float | None = None  # never completed: its first slot, once it was found runnable (`first_slot`)
     running: bool = False
     pending: bool = False
     pending_reason: Reason | None = None
@@ -94,7 +113,7 @@ class SenseState:
         if self.interval is None:
             return None
         if self.last_complete is None:
-            return NOW  # never ran: due now
+            return NOW if self.first_due is None else self.first_due  # never ran: at its slot, once it has one
         return max(self.last_complete, self.last_complete + self.interval + self.jitter_offset)
 
     def throttle_free(self) -> float:
@@ -369,6 +388,8 @@ class Scheduler:
                 return
             held_until = state.blocked_until
             state.blocked_until, state.blocked_why, state.quarantined = None, None, False
+        if state.last_complete is None and state.first_due is None and state.intervals:
+            state.first_due = first_slot(state.name, state.interval or 0.0, now)  # found runnable: its slot
         wanted = state.wants_at()
         if wanted is None or wanted > now:
             return
