@@ -173,7 +173,9 @@ def test_socket_input_bounds_channel_names_and_compute_timeouts(home: Path) -> N
         code, output = engine.stop()
     assert code == 0, output
     assert read_logs(home, "signal", "emit") == []
-    assert len(completes(home, "slow")) == 2  # the interval run and the one asked for; no refused one started
+    # the one asked for, and the interval's first run when its slot came before the request; no refused one
+    asked = [r for r in completes(home, "slow") if r["payload"]["reason"] != "interval"]
+    assert len(asked) == 1 and len(completes(home, "slow")) <= 2, completes(home, "slow")
 
 
 def test_socket_input_bounds_config_refuses_the_channel_names_emit_refuses(home: Path) -> None:
