@@ -9,6 +9,7 @@ loses nothing; OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG choose the traces k
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -73,6 +74,12 @@ def test_a_clean_stop_exports_every_span_it_made(tmp_path: Path) -> None:
                 assert cli("emit", "go", "--home", str(home)).exit_code == 0
             wait_for(lambda: len(completes(home, "heard")) >= 1 and len(completes(home, "tick")) >= 20, 30,
                      what="computes")
+            traces = json.loads(cli("status", "--json", "--home", str(home)).output)["traces"]
+            assert traces["endpoint"] == receiver.endpoint and traces["sampler"] == "parentbased_always_on"
+            assert traces["exporter_pid"] == exporters(engine)[0].pid and traces["exporter_restarts"] == 0
+            assert traces["sent"] > 0 and traces["dropped"] == 0
+            shown = cli("status", "--home", str(home)).output
+            assert f"exporter pid {traces['exporter_pid']}" in shown and "dropped" not in shown
             code, out = engine.stop()  # right away: the last computes' spans are still in the kernel's batch
         assert code == 0, out
         ids = {s.attributes.get("nerve.compute_id") for s in receiver.spans if s.name.startswith("compute ")}
@@ -99,6 +106,11 @@ def test_the_exporter_killed_is_said_once_and_started_again_and_the_spans_come_a
                      what="the spans after the restart")
             ticks = len(completes(home, "tick"))
             wait_for(lambda: len(completes(home, "tick")) >= ticks + 5, 30, what="the engine to go on")
+            second = [p for p in exporters(engine) if p.pid != first.pid][0]
+            wait_for(lambda: json.loads(cli("status", "--json", "--home", str(home)).output)["traces"]["exported"], 30,
+                     what="the exports counted")
+            traces = json.loads(cli("status", "--json", "--home", str(home)).output)["traces"]
+            assert traces["exporter_pid"] == second.pid and traces["exporter_restarts"] == 1
             code, out = engine.stop()
         assert code == 0, out
         said = [line for line in out.splitlines() if "exporter process" in line]

@@ -70,6 +70,8 @@ def render_status(doc: dict[str, Any]) -> None:
         output.info(f"webhooks: POST {engine['webhooks_url']}CHANNEL")
     if doc.get("fleet"):
         render_fleet(doc["fleet"], now)
+    if doc.get("traces"):
+        render_traces(doc["traces"])
     causal: dict[str, Any] = doc.get("causal") or {}
     if causal.get("refused"):
         latest: dict[str, Any] = causal.get("last") or {}
@@ -88,6 +90,15 @@ def render_status(doc: dict[str, Any]) -> None:
                          len(w.get("waiting") or []), ", ".join(f"{k} {v}" for k, v in w["threads"].items())))
         output.show(output.table("Workflows", ["workflow", "enabled", "worker", "running", "queued", "waiting",
                                                "threads"], flows))
+
+
+def render_traces(traces: dict[str, Any]) -> None:
+    pid = traces["exporter_pid"]
+    exporter = f"exporter pid {pid}" if pid else "no exporter running"
+    restarts = f" (started again {traces['exporter_restarts']}×)" if traces["exporter_restarts"] else ""
+    dropped = f", {traces['dropped']:,} dropped" if traces["dropped"] else ""
+    output.info(f"traces: to {traces['endpoint'] or '?'}, sampler {traces['sampler']}; {exporter}{restarts}; "
+                f"{traces['exported']:,} exported{dropped}", style="yellow" if traces["dropped"] or not pid else "")
 
 
 def render_fleet(fleet: dict[str, Any], now: int) -> None:

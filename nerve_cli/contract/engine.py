@@ -28,6 +28,7 @@ def status(answer: dict[str, Any]) -> dict[str, Any]:
         "fleet": fleet(answer["fleet"]) if answer.get("fleet") else None,
         **({"notify": answer["notify"]} if answer.get("notify") else {}),
         **({"causal": answer["causal"]} if answer.get("causal") else {}),
+        **({"traces": answer["traces"]} if answer.get("traces") else {}),
     }
 
 

@@ -164,6 +164,7 @@ class Engine:
         self._halts.append(watchdog.stop)
         self.desk = desk = Desk(home, layout, current, self.started_at, scheduler, outcomes, groups, delivery, emits,
                                 stats, logs, log, report, freshness, guards, watchdog, workflows, fleet, files)
+        desk.tracing = tracing
         desk.notifier = make_notifier(stack, home, lambda: current.config, desk.link_base, report)
         router.subscribe(desk.notifier)  # it wakes on nerve-threads' and nerve-health's signals
         metrics_at = self.options.metrics or config.engine.metrics

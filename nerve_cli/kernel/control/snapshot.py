@@ -93,6 +93,7 @@ class Snapshot:
     workflows: dict[str, Any] = field(default_factory=dict)  # WorkflowManager.status()
     oldest_waiting: dict[str, int | None] = field(default_factory=dict)  # workflow → since when one waits (ms)
     fleet: dict[str, Any] | None = None  # this host in its fleet (Fleet.status()), when in one
+    traces: dict[str, Any] | None = None  # the trace export (Tracing.status()), when traces are on
     webhooks_url: str | None = None
     notify: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # notify rule → its figures
     webhook_counts: Mapping[tuple[str, int], int] = field(default_factory=dict)

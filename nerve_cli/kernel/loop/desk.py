@@ -73,6 +73,7 @@ class Desk:
         self.webhooks: Any = None  # kernel.ingress.webhooks.WebhookServer once it listens
         self.notifier: Any = None  # kernel.notify.notifier.Notifier: `notify:` rules through apprise
         self.console: Any = None  # kernel.ingress.console.Console when engine.ui runs the web console
+        self.tracing: Any = None  # kernel.trace.spans.Tracing when traces are on
 
     # what the edges read ---------------------------------------------------------
     @property
@@ -105,6 +106,7 @@ class Desk:
             workflows=self.workflows.status() if self.workflows is not None else {},
             oldest_waiting=self.workflows.oldest_waiting() if self.workflows is not None else {},
             fleet=self.fleet.status() if self.fleet is not None else None,
+            traces=self.tracing.status() if self.tracing is not None else None,
             webhooks_url=self.webhooks.url if self.webhooks is not None else None,
             notify=self.notifier.status() if self.notifier is not None else {},
             webhook_counts=dict(self.webhooks.counts) if self.webhooks is not None else {},

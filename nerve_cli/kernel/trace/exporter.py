@@ -3,11 +3,12 @@
 `python -m nerve_cli.kernel.trace.exporter '{"endpoint": ..., "host": ..., "home": ...}'`, started by the
 kernel's `outbox`. Its stdin carries frames (a 4-byte length, then a `marshal`led list of the tuples `spans`
 makes); its stdout carries JSON lines back: `{"level", "line"}` to say on the engine's console (an outage
-begun or over, once each), `{"dropped": n}` its count of items dropped so far. The main thread reads frames
-into a queue of `QUEUE` items (beyond it, while the collector is down, the newest are dropped); a thread of
-its own exports them in batches of up to `BATCH`, every `DELAY` seconds or as soon as a batch is full. At the
-end of its input (the engine stopping, or gone) it exports everything queued — unless the collector is down,
-then what is left is dropped and counted — and exits.
+begun or over, once each), `{"exported": n, "dropped": n}` its counts of items so far (at most once a
+second). The main thread reads frames into a queue of `QUEUE` items (beyond it, while the collector is down,
+the newest are dropped); a thread of its own exports them in batches of up to `BATCH`, every `DELAY` seconds
+or as soon as a batch is full. At the end of its input (the engine stopping, or gone) it exports everything
+queued — unless the collector is down, then what is left is dropped and counted — and exits. It runs at a
+lower priority (`NICE`): on busy cores the kernel and the workers go first, and exports wait.
 
 This module is the only one of the engine's that imports the SDK and the exporters (the kernel never does).
 """
@@ -29,8 +30,10 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -39,6 +42,7 @@ from nerve_cli.kernel.trace.export import Exporting, LogExporting
 QUEUE = 4096
 BATCH = 512
 DELAY = 0.5  # seconds between exports when no batch is full
+NICE = 10  # added to this process's niceness
 
 
 class Exporter:
@@ -57,7 +61,8 @@ class Exporter:
         self.ready = threading.Condition()
         self.ending = False
         self.dropped = 0
-        self.said_dropped = 0
+        self.exported = 0  # items the collector took
+        self.said = (0, 0)  # (exported, dropped) as last sent
         self.said_at = 0.0
 
     # -- the main thread: frames in ----------------------------------------------------------------
@@ -81,12 +86,13 @@ class Exporter:
             self.queue.extend(items)
             if len(self.queue) >= BATCH:
                 self.ready.notify()
-        self._say_dropped()
+        self._say_counts()
 
-    def _say_dropped(self, now: bool = False) -> None:
-        if self.dropped != self.said_dropped and (now or time.monotonic() - self.said_at >= 1.0):
-            self.said_dropped, self.said_at = self.dropped, time.monotonic()
-            send({"dropped": self.dropped})
+    def _say_counts(self, now: bool = False) -> None:
+        counts = (self.exported, self.dropped)
+        if counts != self.said and (now or time.monotonic() - self.said_at >= 1.0):
+            self.said, self.said_at = counts, time.monotonic()
+            send({"exported": counts[0], "dropped": counts[1]})
 
     # -- the export thread: batches out --------------------------------------------------------------
     def run(self) -> None:
@@ -114,10 +120,11 @@ class Exporter:
     def export(self, batch: list[tuple[Any, ...]]) -> None:
         spans = [self.span(item) for item in batch if item[0] == "s"]
         records = [self.record(item) for item in batch if item[0] == "l"]
-        if spans:
-            self.spans.export(spans)
-        if records:
-            self.records.export(records)
+        if spans and self.spans.export(spans) is SpanExportResult.SUCCESS:
+            self.exported += len(spans)
+        if records and self.records.export(records) is LogRecordExportResult.SUCCESS:
+            self.exported += len(records)
+        self._say_counts()
 
     def span(self, item: tuple[Any, ...]) -> Any:
         (_, name, trace_id, span_id, flags, parent_id, parent_flags, parent_remote, kind, start, end, attributes,
@@ -147,7 +154,7 @@ class Exporter:
     def shutdown(self) -> None:
         self.spans.shutdown()
         self.records.shutdown()
-        self._say_dropped(now=True)
+        self._say_counts(now=True)
 
 
 _out = threading.Lock()
@@ -165,6 +172,7 @@ def say(level: str, line: str) -> None:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the kernel's; the end of stdin is ours
+    os.nice(NICE)  # the hop (the kernel, the workers) goes first when the cores are busy; exports can wait
     given = orjson.loads(argv[1])
     exporter = Exporter(given.get("endpoint"), given["host"], given["home"])
     thread = threading.Thread(target=exporter.run, name="nerve-otlp-export", daemon=True)

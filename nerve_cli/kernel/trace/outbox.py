@@ -62,12 +62,18 @@ class Outbox:
         self.dropped_here = 0
         self.dropped_there = 0  # by exporter processes that ended
         self.dropped_now = 0  # by the running one (it reports its count)
+        self.exported_there = 0  # taken by the collector, through exporter processes that ended
+        self.exported_now = 0
         self.deaths = 0
         self.dropping = False  # said so: until a batch goes through again
 
     @property
     def dropped(self) -> int:
         return self.dropped_here + self.dropped_there + self.dropped_now
+
+    @property
+    def exported(self) -> int:
+        return self.exported_there + self.exported_now
 
     @property
     def pid(self) -> int | None:
@@ -146,7 +152,8 @@ class Outbox:
                 await asyncio.gather(self._read_reports(process.stdout), _read_tail(process.stderr, stderr))
                 code = await process.wait()
                 self.dropped_there += self.dropped_now
-                self.dropped_now = 0
+                self.exported_there += self.exported_now
+                self.dropped_now = self.exported_now = 0
             if self.closing:
                 return
             self.deaths += 1
@@ -166,9 +173,14 @@ class Outbox:
             except orjson.JSONDecodeError:
                 continue
             if "dropped" in said:
-                self.dropped_now = int(said["dropped"])
+                self.dropped_now, self.exported_now = int(said["dropped"]), int(said.get("exported", 0))
             if "line" in said:
                 self.report(str(said.get("level", "info")), str(said["line"]))
+
+    def status(self) -> dict[str, Any]:
+        """For `nerve status`: the exporter process now, and the counts since the engine started."""
+        return {"exporter_pid": self.pid, "exporter_restarts": self.deaths, "sent": self.written,
+                "exported": self.exported, "dropped": self.dropped, "waiting": len(self.items)}
 
     async def close(self) -> None:
         """Send what is buffered and let the exporter export it all and exit: within twice the export timeout

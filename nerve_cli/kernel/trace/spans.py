@@ -23,6 +23,7 @@ call's and a tool call's times are the ones their worker recorded (meta `model_c
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -74,6 +75,10 @@ def traceparent_of(context: Context | None) -> str | None:
     if context is None:
         return None
     return f"00-{context[0]:032x}-{context[1]:016x}-{context[2]:02x}"
+
+
+def _env_endpoint() -> str | None:
+    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
 def _span_id() -> int:
@@ -143,6 +148,11 @@ class Tracing:
 
     def start(self) -> None:
         self.outbox.start()
+
+    def status(self) -> dict[str, Any]:
+        """`status`'s `traces`: where to, the sampler, the exporter process and what went (outbox.status)."""
+        return {"endpoint": self.settings.endpoint or _env_endpoint(), "sampler": self.sampler.description,
+                **self.outbox.status()}
 
     def start_span(self, name: str, parent: Context | None = None, kind: int = INTERNAL,
                    start_time: int | None = None, attributes: dict[str, Any] | None = None,
