@@ -246,3 +246,27 @@ def test_the_router_logs_an_event_once_wakes_its_listeners_and_tells_each_subscr
         assert kit.kinds("deploys") == [LogKind.EMIT, LogKind.EMIT]  # an event is logged once
         assert [s for _, s in kit.supervisor.handed] == ["b"]
     run(main())
+
+
+def test_an_interval_counts_from_the_compute_s_end_in_its_worker_not_from_when_the_loop_read_it(tmp_path: Path) -> None:
+    async def main() -> None:
+        kit = Kit(tmp_path, {"senses": {"a": {}}, "reflexes": [{"sense": "a", "interval": "10s"}]})
+
+        def answer(ended: float) -> None:
+            kit.outcomes.demand("a")
+            compute_id, _ = kit.supervisor.handed[-1]
+            inflight = kit.supervisor.inflight.pop(compute_id)
+            inflight.started -= 2.0  # sent two seconds ago
+            kit.outcomes.compute_answered("default", inflight, protocol.Signal(
+                id=compute_id, sense="a", payload=1, ts=int(ended * 1000), duration_ms=1.0, ended=ended))
+
+        ended = time.time() - 0.5  # committed half a second before this loop got to its answer
+        answer(ended)
+        assert kit.scheduler.next_due("a") == ended + 10.0
+        before = time.time()
+        answer(0.0)  # a worker that does not say: counted from when its answer was read
+        assert before + 10.0 <= (kit.scheduler.next_due("a") or 0.0) <= time.time() + 10.0
+        before = time.time()
+        answer(before + 60.0)  # never later than now (nor before it was sent)
+        assert before + 10.0 <= (kit.scheduler.next_due("a") or 0.0) <= time.time() + 10.0
+    run(main())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sensekit import db_rows, worker, write_instance
 
@@ -142,3 +144,18 @@ def test_blobs_reachable_from_sense_code(home) -> None:
 def test_archive_map_written_from_time_markers(home) -> None:
     _one(home, "return 1")
     assert db_rows(home, "s", "select table_name, time_column from _nerve_archive") == [("sample", "ts")]
+
+
+@pytest.mark.parametrize("tail, kind", [("return 1", Signal), ("return None", Silent),
+                                        ("raise RuntimeError('x')", Error)])
+def test_an_answer_says_when_its_transaction_ended(home, tail: str, kind: type) -> None:
+    """The kernel counts the sense's interval from there, not from when it read the answer."""
+    write_instance(home, {"s": {"code": INSERT_THEN.format(tail=tail)}})
+    with worker(home) as w:
+        before = time.time()
+        answer = w.compute("s")
+        after = time.time()
+    assert isinstance(answer, kind), answer
+    assert before <= answer.ended <= after
+    if isinstance(answer, Signal):
+        assert answer.ts <= answer.ended * 1000 + 1  # its signal row was written before it committed

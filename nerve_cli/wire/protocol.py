@@ -175,6 +175,8 @@ class Signal(Message):
     restarted: list[dict[str, Any]] = field(default_factory=list)
     consumed: list[dict[str, Any]] = field(default_factory=list)  # per source: {source, count, first, last}
     emits: list[dict[str, Any]] = field(default_factory=list)  # committed with it: {id, channel, payload, key}
+    # epoch seconds its transaction ended in the worker (0: not said): an interval counts from there
+    ended: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,7 @@ class Silent(Message):
     restarted: list[dict[str, Any]] = field(default_factory=list)  # as Signal.restarted
     consumed: list[dict[str, Any]] = field(default_factory=list)  # as Signal.consumed
     emits: list[dict[str, Any]] = field(default_factory=list)  # as Signal.emits
+    ended: float = 0.0  # as Signal.ended
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,7 @@ class Error(Message):
     sense: str
     error: ErrorInfo
     duration_ms: float
+    ended: float = 0.0  # as Signal.ended
 
 
 @dataclass(frozen=True)

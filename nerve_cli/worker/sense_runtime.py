@@ -45,6 +45,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -340,7 +341,8 @@ class SenseRuntime:
 
     def _answer_cancelled(self, job: Job, what: str) -> None:
         self._send(job, Error(job.id, job.sense, ErrorInfo(
-            "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms()))
+            "TimeoutError", f"sense `{job.sense}` {what}; everything it wrote was rolled back"), job.elapsed_ms(),
+            time.time()))
 
     def _send(self, job: Job, message: Signal | Silent | Error | DryRun) -> None:
         with self._send_lock:  # a compute thread and the loop (a cancel) may both try: one answer only
@@ -350,7 +352,7 @@ class SenseRuntime:
         self.out.send(message)
 
     def _answer(self, job: Job, outcome: Answer) -> None:
-        ms = job.elapsed_ms()
+        ms, ended = job.elapsed_ms(), time.time()  # its transaction has just ended: the kernel counts from here
         if job.dry_run and outcome.kind is not None:
             self._send(job, self._rehearsed(job, outcome, ms))
         elif outcome.kind is None:
@@ -359,13 +361,13 @@ class SenseRuntime:
         elif outcome.kind is Outcome.SIGNAL:
             self._send(job, Signal(job.id, job.sense, outcome.payload, outcome.ts, ms, outcome.workflow,
                                    outcome.signal_id, len(job.batch.events), job.batch.more, job.batch.restarted,
-                                   job.batch.consumed(), list(outcome.emits)))
+                                   job.batch.consumed(), list(outcome.emits), ended))
         elif outcome.kind is Outcome.SILENT:
             self._send(job, Silent(job.id, job.sense, ms, outcome.kept, len(job.batch.events), job.batch.more,
-                                   job.batch.restarted, job.batch.consumed(), list(outcome.emits)))
+                                   job.batch.restarted, job.batch.consumed(), list(outcome.emits), ended))
         elif outcome.kind is Outcome.ERROR:
             assert outcome.error is not None
-            self._send(job, Error(job.id, job.sense, outcome.error, ms))
+            self._send(job, Error(job.id, job.sense, outcome.error, ms, ended))
 
     def _rehearsed(self, job: Job, outcome: Answer, ms: float) -> DryRun:
         sense = self.senses.get(job.sense)

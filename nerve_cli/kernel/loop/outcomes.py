@@ -170,8 +170,12 @@ class Outcomes:
     def compute_answered(self, group: str, inflight: Inflight, message: protocol.Message) -> None:
         sense, compute_id = inflight.sense, inflight.id
         duration = getattr(message, "duration_ms", 0.0)
+        # the compute ended when its transaction did, in its worker: not when this loop got to the answer (a
+        # busy loop's delay would be added to every next due time); never before it was sent, nor after now
+        ended = getattr(message, "ended", 0.0)
+        at = min(time.time(), max(ended, inflight.started)) if ended else None
         if inflight.cancelled:
-            self._finish(sense, compute_id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True)
+            self._finish(sense, compute_id, inflight.reason, Outcome.TIMEOUT, duration, discarded=True, ended=at)
             self.delivery.failed(sense)
             return
         record = self.computes.get(compute_id)
@@ -204,7 +208,7 @@ class Outcomes:
             self._routed(sense, compute_id, [(message.signal_id, message.payload, message.ts)], message.workflow)
             self.delivery.answered(sense, message.more)
             self._finish(sense, compute_id, inflight.reason, Outcome.SIGNAL, duration,
-                         signal_id=message.signal_id, events=message.events)
+                         signal_id=message.signal_id, events=message.events, ended=at)
         elif isinstance(message, Signalled):  # a built-in sense's
             self._routed(sense, compute_id, message.signals, None, message.causes)
             if message.more:
@@ -213,11 +217,11 @@ class Outcomes:
         elif isinstance(message, protocol.Silent):
             self.delivery.answered(sense, message.more)
             self._finish(sense, compute_id, inflight.reason, Outcome.SILENT, duration, kept=message.kept,
-                         events=message.events)
+                         events=message.events, ended=at)
         elif isinstance(message, protocol.Error):
             self.record_error(sense, message.error, compute_id, located=group != KERNEL)
             self.delivery.failed(sense)
-            self._finish(sense, compute_id, inflight.reason, Outcome.ERROR, duration)
+            self._finish(sense, compute_id, inflight.reason, Outcome.ERROR, duration, ended=at)
 
     def compute_output(self, group: str, message: protocol.Output) -> None:
         record = self.computes.get(message.id)
@@ -342,7 +346,9 @@ class Outcomes:
 
     def _finish(self, sense: str, compute_id: int, reason: Reason, outcome: Outcome, duration_ms: float,
                 discarded: bool = False, group: str | None = None, blame: Blame | None = None,
-                signal_id: int | None = None, kept: bool = False, events: int = 0, pump: bool = True) -> None:
+                signal_id: int | None = None, kept: bool = False, events: int = 0, pump: bool = True,
+                ended: float | None = None) -> None:
+        """`ended`: when the compute's transaction ended in its worker, if it said (else: now)."""
         now = time.time()
         record = self.computes.close(compute_id, sense)
         self.router.causes.ended(compute_id)
@@ -365,7 +371,7 @@ class Outcomes:
             self.errors.recovered(sense)
         if self.report_computes:
             self.report("debug", f"{sense} #{compute_id} {outcome} in {duration_ms:.1f}ms")
-        self.scheduler.completed(sense, now)
+        self.scheduler.completed(sense, now if ended is None else ended)  # its interval counts from there
         if sense not in BUILTIN_SENSES:
             self.guards.after_compute(sense, outcome, now, group=group, blame=blame)
         if self.reads.ended(sense, compute_id, record.binding, record.answer(row.payload)):
