@@ -87,6 +87,8 @@ class LoadedSense:
     rehearsal_blobs: dict[str, int] | None = None  # a dry-run worker: sha256 → bytes its computes put
     signal_version: str | None = None  # what its signals carry as events: their schema version,
     signal_hash: bool = False  # and their payload's content hash (senses.NAME.signal_version / signal_hash)
+    _paths_of: Path | None = dataclasses.field(default=None, repr=False)  # (see _paths)
+    _path_strs: tuple[str, str] = ("", "")
 
     @property
     def takes_trigger(self) -> bool:
@@ -96,19 +98,28 @@ class LoadedSense:
         """Whether the file at the database's path is no longer the one this worker writes (deleted, replaced)."""
         if self.db_file is None or self.db.path is None:
             return False
+        db_path, wal_path = self._paths()
         try:
-            found = os.stat(self.db.path)
+            found = os.stat(db_path)
         except FileNotFoundError:
             return True
         if (found.st_dev, found.st_ino) != self.db_file:
             return True
-        return self.wal_file is not None and file_id(_wal(self.db.path)) != self.wal_file
+        return self.wal_file is not None and file_id(wal_path) != self.wal_file
+
+    def _paths(self) -> tuple[str, str]:
+        """The database's and its -wal's paths as strings, made once per database opened: asked twice per
+        compute, a pathlib join cost more than the stat itself (on the hop: tests of bench/engine_hop.py)."""
+        path = self.db.path
+        if self._paths_of is not path:
+            self._paths_of, self._path_strs = path, (str(path), str(path) + "-wal")
+        return self._path_strs
 
     def committed(self) -> None:
         """After a COMMIT: the -wal it went to is now this database's (noted once: it lives as long as the
         worker's connection, which keeps it)."""
         if self.wal_file is None and self.db_file is not None and self.db.path is not None:
-            self.wal_file = file_id(_wal(self.db.path))
+            self.wal_file = file_id(self._paths()[1])
 
     def rebuild_db(self) -> None:
         """Open the database afresh (built from the migrations when missing) in place of a deleted one."""
@@ -290,11 +301,7 @@ async def run_async(sense: LoadedSense, job: Job) -> Answer:
     return _finish(sense, job, result)
 
 
-def _wal(path: Path) -> Path:
-    return path.with_name(path.name + "-wal")
-
-
-def file_id(path: Path | None) -> tuple[int, int] | None:
+def file_id(path: Path | str | None) -> tuple[int, int] | None:
     if path is None:
         return None
     try:

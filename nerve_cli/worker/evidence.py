@@ -222,7 +222,9 @@ def name_compute_thread(compute_id: int) -> None:
         import ctypes  # once, at the first sync compute
 
         try:
-            _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else False
+            # PyDLL: called holding the GIL (PR_SET_NAME neither blocks nor fails): a CDLL call lets go of it,
+            # and on the hop another thread waiting for it then takes it before this compute has begun
+            _prctl = ctypes.PyDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else False
         except (OSError, AttributeError):
             _prctl = False
     if _prctl:
