@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from nerve_cli.store.logs import LogStore, query_logs, workflow_runs
+from nerve_cli.vocab import logrows
+from nerve_cli.vocab.outcomes import Outcome
+from nerve_cli.vocab.reasons import Reason
 
 
 @pytest.fixture
@@ -43,6 +47,26 @@ def test_order_preserved_across_batches(db: Path) -> None:
     assert [r["payload"]["n"] for r in rows] == expected
     assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
     assert rows[0]["time"].endswith("Z") and rows[0]["ts"] == 10_000
+
+
+def test_held_rows_are_written_after_the_rows_written_in_between_and_other_threads_are_not_held(db: Path) -> None:
+    """The loop hands a listener its start before it logs the finished compute: the start's rows are held and
+    replayed after, so the log reads run_complete before run_start (and ts follows id)."""
+    store = LogStore(db)
+    held = store.hold()
+    assert held is not None and store.hold() is None  # one hold at a time; a nested one adds to it
+    store.write(logrows.run_start("b", 2, Reason.signal("a")), ts=None)
+    other = threading.Thread(target=lambda: store.write(logrows.warning("x", "from another thread")))
+    other.start()
+    other.join()
+    store.unhold(held)
+    store.write(logrows.run_complete("a", 1, Outcome.SIGNAL, Reason.signal("go")))
+    store.replay(held)
+    store.flush()
+    store.close()
+    rows = query_logs(db)
+    assert [(r["type"], r["ref_id"]) for r in rows] == [("warning", "x"), ("run_complete", "a"), ("run_start", "b")]
+    assert [r["ts"] for r in rows] == sorted(r["ts"] for r in rows)
 
 
 def test_buffered_until_flush_and_pending(db: Path) -> None:

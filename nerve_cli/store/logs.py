@@ -164,6 +164,8 @@ class LogStore:
         self._completions: dict[str, int] = {
             sense: int(value) for sense, value in _prefixed(self._conn, LAST_COMPLETE)}
         self._dirty: set[str] = set()  # senses whose last completion is not in meta yet
+        self._held: list[tuple] | None = None  # rows set aside by `hold`, written by `replay`
+        self._held_by = 0  # the thread whose rows are held
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'run_counter'").fetchone()
         self._run_counter = int(row[0]) if row else 0
         self.anchored = self._conn.execute("SELECT 1 FROM meta WHERE key = ?", (ANCHORED,)).fetchone() is not None
@@ -180,6 +182,10 @@ class LogStore:
         transition nerve-threads signals (with `cause`, its causal depth and path), in the same transaction;
         `mark=(key, id)` raises that watermark with the row (see `mark`).
         """
+        held = self._held
+        if held is not None and self._held_by == threading.get_ident():
+            held.append((row, ts, mark, cause))
+            return
         if self.tap is not None:
             self.tap(row)
         kind = row.kind
@@ -194,6 +200,28 @@ class LogStore:
             self.append(kind.source_text, kind.type, row.ref, row.payload, ts, mark)
             self._ops.append((_INSERT_TRANSITION, (depth, None if path is None else orjson.dumps(path).decode())))
             self._ops.append((_UPSERT_RUN, (row.ref, workflow, status.value, ts)))
+
+    def hold(self) -> list[tuple] | None:
+        """Set aside the rows this thread writes from now until `unhold`, for `replay` to write after rows
+        written in between: the loop hands a listener its start before it writes the finished compute's
+        rows, and the log still reads run_complete before run_start. None when a hold is already on (its
+        rows stay in that one)."""
+        if self._held is not None:
+            return None
+        self._held, self._held_by = [], threading.get_ident()
+        return self._held
+
+    def unhold(self, held: list[tuple] | None) -> None:
+        if held is not None and self._held is held:
+            self._held = None
+
+    def replay(self, held: list[tuple] | None) -> None:
+        """Write the rows `hold` set aside, in the order they came, each stamped now (so ts follows id)."""
+        self.unhold(held)
+        for row, ts, mark, cause in held or ():
+            self.write(row, ts, mark, cause)
+        if held:
+            held.clear()
 
     def append(
         self,
