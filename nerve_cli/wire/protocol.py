@@ -13,7 +13,7 @@ workflow worker → kernel: ready, thread_message, role_failed, thread_end, thre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 import orjson
@@ -354,6 +354,38 @@ _TYPES: dict[str, type[Message]] = {
 
 
 _STATUSES = frozenset(ThreadStatus)
+
+_FACTORY = object()  # a default made per message (a list): `_quick_init`
+
+
+def _quick_init(cls: type) -> None:
+    """Give `cls` the __init__ its dataclass made, but setting the fields in one `__dict__.update`: a frozen
+    dataclass's own sets each through object.__setattr__, and a worker makes a Signal and the kernel a Compute
+    on every hop. Same parameters, defaults and factories; the instance stays frozen (assignment still raises)."""
+    params: list[str] = []
+    body: list[str] = []
+    scope: dict[str, Any] = {"_FACTORY": _FACTORY}
+    for f in fields(cls):
+        if f.default is not MISSING:
+            scope[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+        elif f.default_factory is not MISSING:
+            scope[f"_f_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FACTORY")
+            body.append(f"    if {f.name} is _FACTORY: {f.name} = _f_{f.name}()")
+        else:
+            params.append(f.name)
+    names = [f.name for f in fields(cls)]
+    body.append("    self.__dict__.update({" + ", ".join(f"{n!r}: {n}" for n in names) + "})")
+    source = f"def __init__(self, {', '.join(params)}) -> None:\n" + "\n".join(body) + "\n"
+    exec(source, scope)  # (how dataclasses makes its own)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+
+
+for _cls in _TYPES.values():
+    _quick_init(_cls)
 
 
 def decode(line: bytes) -> Message | Malformed:
