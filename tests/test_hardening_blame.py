@@ -135,7 +135,9 @@ def test_deaths_no_sense_can_be_named_quarantine_the_group_instead_of_a_crash_lo
         engine.wait_ready()
         quarantined = wait_for(lambda: len(read_logs(home, "system", "quarantined")) >= 2 and
                                read_logs(home, "system", "quarantined"), 40, what="the group's quarantine")
-        exits = read_logs(home, "system", "worker_exited", "shared")
+        # the second death's worker_exited row may be in a later log flush than the quarantine it caused
+        exits = wait_for(lambda: len(found := read_logs(home, "system", "worker_exited", "shared")) >= 2 and found,
+                         10, what="both deaths' worker_exited rows")
         status = engine.status()["senses"]
         engine.stop()
     assert sorted(q["ref"] for q in quarantined) == ["mate", "rogue"], quarantined
