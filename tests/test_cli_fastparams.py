@@ -40,7 +40,7 @@ def test_plain_options_of_the_common_commands_build_no_adapter(home: Path, built
                    {"s": "def compute(db, peers):\n    return 1\n"})
     assert fastparams.INSTALLED
     for args in (("status", "--home", str(home), "--json"), ("status", "--home", str(home), "--format", "table"),
-                 ("config", "check", "--home", str(home)), ("sense", "list", "--home", str(home), "--json"),
+                 ("config", "check", "--home", str(home), "--fast"), ("sense", "list", "--home", str(home), "--json"),
                  ("logs", "--home", str(home), "--json", "--limit", "5")):
         result = run(*args)
         assert result.exit_code in (0, 3), (args, result.output)  # status: 3, the engine is not running
