@@ -119,6 +119,28 @@ def test_the_exporter_killed_is_said_once_and_started_again_and_the_spans_come_a
 
 
 @pytest.mark.timeout(120)
+def test_an_exporter_that_cannot_start_is_said_once_with_its_error_and_the_engine_runs_on(tmp_path: Path) -> None:
+    broken = tmp_path / "broken" / "opentelemetry" / "exporter" / "otlp" / "proto" / "http"
+    broken.mkdir(parents=True)  # found by the kernel's check, broken where the exporter imports it
+    (broken / "__init__.py").write_text("raise RuntimeError('this exporter is broken')\n")
+    home = write_instance(tmp_path / "home", CONFIG, SENSES)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "PYTHONPATH": str(tmp_path / "broken")}
+    with RunningEngine(home, env=env) as engine:
+        engine.wait_ready()
+
+        def restarts() -> int:
+            return json.loads(cli("status", "--json", "--home", str(home)).output)["traces"]["exporter_restarts"]
+
+        wait_for(lambda: restarts() >= 2, 60, what="the exporter started again and ending again")
+        ticks = len(completes(home, "tick"))
+        wait_for(lambda: len(completes(home, "tick")) >= ticks + 5, 30, what="the engine to go on")
+        code, out = engine.stop()
+    assert code == 0, out
+    said = [line for line in out.splitlines() if "exporter process" in line]
+    assert len(said) == 1 and "RuntimeError: this exporter is broken" in said[0] and "(1)" in said[0], said
+
+
+@pytest.mark.timeout(120)
 def test_the_exporter_ends_when_the_engine_is_killed(tmp_path: Path) -> None:
     with Receiver() as receiver:
         home = write_instance(tmp_path / "home", CONFIG, SENSES)

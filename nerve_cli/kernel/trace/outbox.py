@@ -9,8 +9,8 @@ exports them. It is supervised here:
 - at stop, what is buffered is written and the pipe closed: the exporter exports all it has, then exits
   (`close`; waited for up to twice the export timeout, then killed);
 - when it dies, the console says so once, with its exit code and last line of stderr, and it is started again
-  after a back-off (1 s, doubling to 60 s); the engine runs on. Meanwhile up to `QUEUE` items wait here, and
-  those beyond are dropped;
+  after a back-off (1 s, doubling to 60 s; a crash loop is said once, until one runs `STEADY` seconds); the
+  engine runs on. Meanwhile up to `QUEUE` items wait here, and those beyond are dropped;
 - what is dropped (here: no exporter, or its pipe full; there: its queue full while the collector is down) is
   counted, said once when it starts, and in all at stop;
 - when the engine dies (even SIGKILL), the pipe's write end closes with it: the exporter reads the end of its
@@ -65,6 +65,7 @@ class Outbox:
         self.exported_there = 0  # taken by the collector, through exporter processes that ended
         self.exported_now = 0
         self.deaths = 0
+        self.crashing = False  # an exporter ended and none has run STEADY seconds since
         self.dropping = False  # said so: until a batch goes through again
 
     @property
@@ -157,13 +158,17 @@ class Outbox:
             if self.closing:
                 return
             self.deaths += 1
-            said = f": {stderr[-1]}" if stderr else ""
-            self.report("warn", f"traces: the exporter process{f' (pid {pid})' if pid else ''} ended ({code}){said}; "
-                                f"the engine runs on; starting it again in {delay:g}s (spans meanwhile wait, up to "
-                                f"{QUEUE:,}, and beyond are dropped)")
-            await asyncio.sleep(delay)
             ran = self.loop.time() - started
-            delay = RESTART_BACKOFF[0] if ran > STEADY else min(delay * 2, RESTART_BACKOFF[1])
+            steady = ran > STEADY
+            if steady or not self.crashing:  # a crash loop is said once: its count is in status' traces
+                said = f": {stderr[-1]}" if stderr else ""
+                self.report("warn", f"traces: the exporter process{f' (pid {pid})' if pid else ''} ended ({code})"
+                                    f"{said}; the engine runs on; starting it again in {delay:g}s, doubling while it "
+                                    f"keeps ending (said once; spans meanwhile wait, up to {QUEUE:,}, and beyond are "
+                                    "dropped)")
+            self.crashing = True
+            await asyncio.sleep(delay)
+            delay = RESTART_BACKOFF[0] if steady else min(delay * 2, RESTART_BACKOFF[1])
 
     async def _read_reports(self, stdout: asyncio.StreamReader) -> None:
         """The exporter's lines: what to say on the console (an outage, its end), and its count of drops."""
