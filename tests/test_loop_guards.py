@@ -207,13 +207,14 @@ ECHO = textwrap.dedent('''
 ''')
 
 
-def _echo_host(root: Path, name: str, other: str, url: str) -> Path:
+def _echo_host(root: Path, name: str, other: str, url: str, max_depth: int | None = None) -> Path:
     sources = "[go, " + f"{other}/echo]" if name == "a" else f"[{other}/echo]"
+    bound = f", max_depth: {max_depth}" if max_depth else ""
     return write_instance(root / name, f"""
         senses:
           echo: {{}}
         reflexes:
-          - {{sense: echo, on: {sources}}}
+          - {{sense: echo, on: {sources}{bound}}}
         fleet:
           servers: [{url}]
           host: {name}
@@ -267,4 +268,38 @@ def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
     assert (refused["payload"]["what"], refused["payload"]["target"], refused["payload"]["depth"]) == \
         ("emit", "a/echo", 9)
     assert refused["payload"]["path"][-1] == "fleet from a" and "echo" in refused["payload"]["path"]
+    assert not _refusals(a)
+
+
+def test_a_fleet_loop_declared_with_max_depth_runs_to_that_depth(tmp_path: Path) -> None:
+    """`max_depth:` on the reflex that hears the other host (what config check's warning advises) bounds what
+    comes in from that host too: the echo runs to 12, not to engine.max_causal_depth's 8."""
+    from fleetkit import NatsServer
+
+    with NatsServer(tmp_path / "nats") as server:
+        a = _echo_host(tmp_path, "a", "b", server.url, max_depth=12)
+        b = _echo_host(tmp_path, "b", "a", server.url, max_depth=12)
+        checked = json.loads(cli("config", "check", "--json", "--home", str(b)).output)
+        assert not [p for p in checked["problems"] if "loop through what computes cause" in p["message"]]
+        with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
+            engine_a.wait_ready()
+            engine_b.wait_ready()
+            wait_for(lambda: engine_a.status()["fleet"]["connected"] and engine_b.status()["fleet"]["connected"],
+                     30, what="both hosts in the fleet")
+            request(a, "emit", channel="go", payload={"n": 1})
+            wait_for(lambda: _refusals(a) or _refusals(b), 60, what="the echo to be refused at its bound")
+            counts: list[tuple[int, int]] = []
+
+            def quiet() -> bool:
+                counts.append((len(_signals(a, "echo")), len(_signals(b, "echo"))))
+                return len(counts) > int(scaled(2) / 0.1) and len(set(counts[-int(scaled(2) / 0.1):])) == 1
+
+            wait_for(quiet, 60, interval=0.1, what="the echo to stop")
+            engine_a.stop()
+            engine_b.stop()
+
+    # a's echo signals at 1, 3, ..., 13 and b's at 2, 4, ..., 12; b refuses what comes at 13
+    assert (len(_signals(a, "echo")), len(_signals(b, "echo"))) == (7, 6)
+    (refused,) = _refusals(b)
+    assert (refused["payload"]["target"], refused["payload"]["depth"], refused["payload"]["bound"]) == ("a/echo", 13, 12)
     assert not _refusals(a)

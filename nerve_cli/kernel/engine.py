@@ -142,7 +142,7 @@ class Engine:
         delivery = Delivery(layout.data, config, trigger, scheduler.starts)
         files = edges.FileEdge(home, trigger, log, report)
         stack.push_async_callback(files.close)
-        causes = Causes(current.causal_bound, log, report)
+        causes = Causes(current.causal_bound, log, report, current.bound_into)
         router = Router(scheduler, ledger, delivery, freshness, stats, log, report, workflows=workflows,
                         tracing=tracing, report_signals=self._verbosity() >= 1, causes=causes)
         emits = EmitDesk(layout.events_db, lambda stored: outcomes.emitted(stored))

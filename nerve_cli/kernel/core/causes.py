@@ -115,8 +115,9 @@ class Causes:
     """Each listener's pending cause, each running compute's, each source's latest; the refusals."""
 
     def __init__(self, bound: Callable[[str | None], int], log: Callable[[LogRow], Any],
-                 report: Callable[[str, str], None]) -> None:
+                 report: Callable[[str, str], None], bound_into: Callable[[str], int] | None = None) -> None:
         self.bound = bound  # sense (None: no sense's) → the deepest it may cause
+        self.bound_into = bound_into or (lambda _source: bound(None))  # source → the deepest that may come in on it
         self.log = log
         self.report = report
         self.pending: dict[str, Cause] = {}  # listener → the deepest item that woke it since its last start
@@ -194,8 +195,16 @@ class Causes:
         (the sense whose compute asks; None: the engine's bound) it is refused: counted, and logged the first
         time its chain is refused."""
         bound = self.bound(sense)
-        if cause.depth <= bound:
-            return True
+        return cause.depth <= bound or self._refuse(what, target, cause, sense, bound)
+
+    def admit_into(self, what: str, source: str, cause: Cause) -> bool:
+        """May `cause`, arriving from outside this engine (another host) on `source`, come in? Past the bound of
+        what hears `source` (the largest `max_depth` of its listeners' reflexes) it is refused, as in `admit`."""
+        bound = self.bound_into(source)
+        return cause.depth <= bound or self._refuse(what, source, cause, None, bound)
+
+    def _refuse(self, what: str, target: str, cause: Cause, sense: str | None, bound: int) -> bool:
+        """Count the refusal, log it the first time its chain is refused; False (refused)."""
         self.refused[what] += 1
         chain = cause.chain
         seen = self._chains.get(chain)

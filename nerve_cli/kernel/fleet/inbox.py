@@ -227,7 +227,7 @@ class Inbox:
             if sub.kind == SourceKind.CHANNEL and origin == self.host:
                 continue  # this host's own emit: it is already here
             cause = _cause(headers, origin)
-            if cause is not None and self.causes is not None and not self.causes.admit("emit", sub.source, cause):
+            if cause is not None and self.causes is not None and not self.causes.admit_into("emit", sub.source, cause):
                 sub.refused += 1  # a chain of echoes between hosts: stopped here (acknowledged, not stored)
                 continue
             msg_id = headers.get("Nats-Msg-Id") or f"{self.fleet.stream}.{msg.metadata.sequence.stream}"
