@@ -135,6 +135,7 @@ class Scheduler:
             if state.crons != previous_crons.get(state.name) or (state.crons and state.cron_next is None):
                 base = state.last_complete if state.last_complete is not None else now
                 state.cron_next = self._next_cron(state, base)
+        self.timed = sum(1 for state in self.states.values() if state.intervals)
 
     @staticmethod
     def _next_cron(state: SenseState, after: float) -> float | None:
@@ -216,10 +217,12 @@ class Scheduler:
                 held_until = state.blocked_until
                 self.unblock(state.name)
             if state.last_complete is None and state.first_due is None and state.interval is not None:
-                # never completed: it first runs at the next instant whose place within min(interval, 1 s)
-                # is the fraction its name's CRC-32 gives
-                spread = min(state.interval, 1.0)
-                phase = zlib.crc32(state.name.encode()) / 2**32 * spread
+                # never completed: it first runs at the next instant whose place within a millisecond per
+                # interval sense (at least 10 ms, at most min(interval, 1 s)) is the 10 ms slot its name's CRC-32
+                # gives
+                spread = min(state.interval, 1.0, max(0.01, self.timed * 0.001))
+                slots = max(1, int(spread / 0.01 + 1e-9))
+                phase = zlib.crc32(state.name.encode()) % slots / slots * spread
                 state.first_due = now + (phase - now) % spread if spread > 0 else now
             wanted = state.wants_at()
             if wanted is None or wanted > now:

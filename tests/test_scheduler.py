@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nerve_cli.config.model import NerveConfig
-from nerve_cli.kernel.core.scheduler import FIRST_SPREAD, Scheduler, first_slot
+from nerve_cli.kernel.core.scheduler import FIRST_SLOT, Scheduler, first_slot
 from nerve_cli.vocab.reasons import DEMAND, Reason
 
 
@@ -33,11 +33,12 @@ def test_overdue_after_restart_runs_once_without_backfill() -> None:
     assert s.next_wakeup() == 1010.5  # rhythm resumes from the completion
 
 
-def test_never_run_interval_sense_first_runs_at_its_slot_within_a_second() -> None:
+def test_never_run_interval_sense_first_runs_at_its_slot() -> None:
+    """A lone interval sense spreads over one 10 ms slot: it first runs at the next slot's start, at once."""
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1m"}]))
-    slot = first_slot("a", 60.0, 5.0)
-    assert 5.0 <= slot < 5.0 + FIRST_SPREAD
-    assert s.take_due(5.0) == [] or slot == 5.0
+    slot = first_slot("a", 60.0, 5.003)
+    assert 5.003 < slot < 5.003 + FIRST_SLOT and first_slot("a", 60.0, 5.0) == 5.0
+    assert s.take_due(5.003) == []
     assert s.next_wakeup() == slot
     starts = s.take_due(slot)
     assert names(starts) == ["a"] and starts[0].due == slot  # lateness counts from the slot
@@ -48,21 +49,34 @@ def test_senses_that_never_ran_are_spread_over_their_interval_not_started_in_one
     completion, stay in one burst every period: each first runs at its own place in the second."""
     n = 1000
     c = cfg({f"s{i}": {} for i in range(n)}, [{"sense": f"s{i}", "interval": "1s"} for i in range(n)])
-    s = Scheduler(c)
-    s.take_due(100.0)
-    slots = sorted(s.next_due(f"s{i}") or 0.0 for i in range(n))
-    assert 100.0 <= slots[0] and slots[-1] < 101.0
+
+    def first_runs(s: Scheduler) -> list[float]:
+        now = {start.sense: 100.0 for start in s.take_due(100.0)}  # the first slot's: at once
+        return [now.get(f"s{i}") or s.next_due(f"s{i}") or -1.0 for i in range(n)]
+
+    slots = first_runs(Scheduler(c))
+    assert 100.0 <= min(slots) and max(slots) < 101.0  # a millisecond each: the whole second
+    assert len({round(t, 6) for t in slots}) == 100  # in 10 ms slots, about 10 senses each
     per_tenth = [sum(1 for t in slots if 100.0 + k / 10 <= t < 100.0 + (k + 1) / 10) for k in range(10)]
     assert min(per_tenth) >= 60 and max(per_tenth) <= 140, per_tenth  # about 100 in every tenth of the second
-    again = Scheduler(c)  # no randomness: the same slots in every process, on every start
-    again.take_due(100.0)
-    assert [again.next_due(f"s{i}") for i in range(n)] == [s.next_due(f"s{i}") for i in range(n)]
+    assert first_runs(Scheduler(c)) == slots  # no randomness: the same slots in every process, on every start
+
+
+def test_a_few_senses_that_never_ran_share_a_slot_and_its_wake_up() -> None:
+    """20 senses spread over 20 ms (a millisecond each), in two 10 ms slots: not 20 wake-ups of the engine."""
+    n = 20
+    s = Scheduler(cfg({f"s{i}": {} for i in range(n)}, [{"sense": f"s{i}", "interval": "10s"} for i in range(n)]))
+    at_once = {start.sense for start in s.take_due(50.0)}
+    later = {s.next_due(f"s{i}") for i in range(n) if f"s{i}" not in at_once}
+    assert at_once and len(later) <= 1 and all(50.0 < t < 50.02 for t in later), (at_once, later)
 
 
 def test_a_short_interval_spreads_first_runs_over_the_interval_itself() -> None:
-    s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "100ms"}]))
-    s.take_due(7.0)
-    assert 7.0 <= (s.next_due("a") or 0.0) < 7.1
+    n = 300  # 300 ms of spread asked for, 100 ms given: the interval
+    s = Scheduler(cfg({f"s{i}": {} for i in range(n)}, [{"sense": f"s{i}", "interval": "100ms"} for i in range(n)]))
+    at_once = {start.sense for start in s.take_due(7.0)}
+    later = {s.next_due(f"s{i}") or 0.0 for i in range(n) if f"s{i}" not in at_once}
+    assert at_once and all(7.0 < t < 7.1 for t in later) and len(later) == 9
 
 
 def test_the_first_slot_counts_from_when_the_sense_is_runnable_not_from_the_engine_start() -> None:
@@ -71,8 +85,8 @@ def test_the_first_slot_counts_from_when_the_sense_is_runnable_not_from_the_engi
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]), hold_new=True)
     assert s.take_due(10.0) == [] and s.next_wakeup() is None  # held: no slot yet
     s.set_runnable(["a"], True)
-    s.take_due(30.0)
-    assert s.next_due("a") == first_slot("a", 1.0, 30.0) and 30.0 <= first_slot("a", 1.0, 30.0) < 31.0
+    assert s.take_due(30.004) == []
+    assert s.next_due("a") == first_slot("a", 1.0, 30.004) and 30.004 < first_slot("a", 1.0, 30.004) < 30.02
 
 
 def test_a_trigger_does_not_wait_for_the_first_slot_and_a_completion_on_disk_has_none() -> None:
@@ -129,7 +143,6 @@ def test_throttle_defers_and_never_drops() -> None:
 
 def test_throttle_applies_to_intervals_too() -> None:
     s = Scheduler(cfg({"a": {"throttle": "10s"}}, [{"sense": "a", "interval": "1s"}]))
-    s.take_due(0.0)
     started = first_slot("a", 1.0, 0.0)
     assert names(s.take_due(started)) == ["a"]
     s.completed("a", started + 0.1)
@@ -158,8 +171,7 @@ def test_on_demand_any_enabled_sense() -> None:
 def test_runnable_filter_holds_wanted_senses_until_their_worker_is_ready() -> None:
     s = Scheduler(cfg({"a": {}}, [{"sense": "a", "interval": "1s"}]))
     assert s.take_due(5.0, runnable=set()) == []
-    s.take_due(5.0, runnable={"a"})
-    assert names(s.take_due(first_slot("a", 1.0, 5.0), runnable={"a"})) == ["a"]
+    assert names(s.take_due(5.0, runnable={"a"})) == ["a"]  # a lone sense's first slot is now
 
 
 def test_shortest_interval_wins_when_two_reflexes_name_a_sense() -> None:

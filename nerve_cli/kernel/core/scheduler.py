@@ -8,10 +8,11 @@ anything could become due (`next_wakeup`). The rules:
   completion time comes from disk at start-up, so an overdue sense runs once
   after a restart and then keeps its rhythm (no back-fill); a sense that never
   completed runs at its first *slot*: the next instant, from when it is first
-  found runnable, whose place within min(interval, 1 s) its name gives
-  (`first_slot`). Senses that start together are so spread over the second
-  instead of running in one burst and staying in phase (an interval counts from
-  completion, so a burst's queueing would be added to every next due time);
+  found runnable, whose 10 ms slot within a millisecond per interval sense (at
+  most min(interval, 1 s)) its name gives (`first_slot`). Senses that start
+  together are so spread instead of running in one burst and staying in phase
+  (an interval counts from completion, so a burst's queueing would be added to
+  every next due time), while a few senses still share a slot and its wake-up;
 - cron: due at the first fire time after the last completion (a fire missed
   while the engine was down runs once, like an overdue interval);
 - on signal: a signal from a source marks its listeners wanted; through a
@@ -57,16 +58,26 @@ from nerve_cli.vocab.sources import SourceKind
 NEVER = float("inf")
 NOW = float("-inf")
 FIRST_SPREAD = 1.0  # seconds: the first runs of senses that never completed are spread over at most this
+FIRST_PER_SENSE = 0.001  # seconds of spread per interval sense: about what a worker takes for a small compute
+FIRST_SLOT = 0.01  # seconds: first runs fall on slots this far apart, so senses in one slot share a wake-up
 
 
-def first_slot(name: str, interval: float, now: float) -> float:
+def first_spread(interval: float, senses: int) -> float:
+    """Over how long the first runs of `senses` interval senses (this one among them) are spread: a millisecond
+    each, at least one slot, at most FIRST_SPREAD or the interval. Enough that no worker is handed a burst to
+    queue, and no more, so a few senses still share the engine's wake-ups."""
+    return min(interval, FIRST_SPREAD, max(FIRST_SLOT, senses * FIRST_PER_SENSE))
+
+
+def first_slot(name: str, interval: float, now: float, senses: int = 1) -> float:
     """When a sense that never completed first runs, found runnable at `now`: the next instant (`now` included)
-    whose place within min(interval, FIRST_SPREAD) is the sense's phase, a fraction given by its name alone
-    (no randomness: the same sense takes the same slot on every start, in every process)."""
-    spread = min(interval, FIRST_SPREAD)
+    whose place within `first_spread` is the sense's slot, given by its name alone (no randomness: the same
+    sense takes the same slot on every start, in every process, for the same number of interval senses)."""
+    spread = first_spread(interval, senses)
     if spread <= 0:
         return now
-    phase = zlib.crc32(name.encode()) / 2**32 * spread
+    slots = max(1, int(spread / FIRST_SLOT + 1e-9))
+    phase = zlib.crc32(name.encode()) % slots / slots * spread
     return now + (phase - now) % spread
 
 
@@ -241,6 +252,7 @@ class Scheduler:
             if state.crons != previous_crons.get(state.name) or (state.crons and state.cron_next is None):
                 base = state.last_complete if state.last_complete is not None else now
                 state.cron_next = self._next_cron(state, base)
+        self._timed = sum(1 for state in self.states.values() if state.intervals)  # interval senses (first_spread)
         self._visits, self._wakes = [], []
         for order, state in enumerate(self.states.values()):
             state.order, state.visit_at, state.wake_at = order, None, None
@@ -389,7 +401,7 @@ class Scheduler:
             held_until = state.blocked_until
             state.blocked_until, state.blocked_why, state.quarantined = None, None, False
         if state.last_complete is None and state.first_due is None and state.intervals:
-            state.first_due = first_slot(state.name, state.interval or 0.0, now)  # found runnable: its slot
+            state.first_due = first_slot(state.name, state.interval or 0.0, now, self._timed)  # runnable: its slot
         wanted = state.wants_at()
         if wanted is None or wanted > now:
             return
