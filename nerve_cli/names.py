@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from typing import Any, Mapping
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
@@ -123,6 +122,8 @@ def subject_name_problem(value: object, what: str) -> str | None:
 
 def default_host() -> str:
     """This machine's hostname as a fleet host name: its first label, lowercased, other characters as '-'."""
+    import socket  # 2.3 ms: only a fleet with no `host:` asks
+
     label = socket.gethostname().split(".")[0].lower()
     name = re.sub(r"[^a-z0-9_-]", "-", label).strip("-_")[:HOST_MAX] or "localhost"
     return name if HOST_RE.match(name) else "h" + name

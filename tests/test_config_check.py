@@ -280,7 +280,9 @@ def test_nerve_yaml_is_validated_without_looking_for_pydantic_plugins_and_others
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not mark.exists(), "config check looked for pydantic plugins and loaded one"
-    after = ("import os\nimport nerve_cli.config.model\nassert 'PYDANTIC_DISABLE_PLUGINS' not in os.environ\n"
+    after = ("import os, sys\nimport nerve_cli.config.model\nassert 'PYDANTIC_DISABLE_PLUGINS' not in os.environ\n"
+             # pydantic's loader imports importlib.metadata (13 ms) even with plugins off: it stood aside
+             "assert 'importlib.metadata' not in sys.modules, 'the plugin loader was imported'\n"
              "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\n")
     done = subprocess.run([sys.executable, "-c", after], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from datetime import datetime, timezone
+from types import ModuleType
 from typing import Annotated, Callable, Literal
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
@@ -50,9 +51,17 @@ from nerve_cli.vocab.sources import SourceKind
 # an application's validation, not nerve.yaml's, and looking for one reads the metadata of every installed package,
 # 28-30 ms of a 250 ms `nerve config check`. pydantic's own switch, set only while this module's classes are built
 # (every validator of the config is made here), so user code and child processes are not affected.
+# pydantic's plugin loader also imports importlib.metadata when it is first imported, off or not (13 ms: email,
+# zipfile, csv): while these classes are built, a loader that finds no plugin stands in for it (unless the real
+# one is loaded already), and it is taken away after, so a later model's validators import the real one.
 _PLUGINS_VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 _plugins_before = os.environ.get(_PLUGINS_VARIABLE)
 os.environ[_PLUGINS_VARIABLE] = "__all__"
+_LOADER = "pydantic.plugin._loader"
+_no_plugins = None
+if _LOADER not in sys.modules:
+    _no_plugins = sys.modules[_LOADER] = ModuleType(_LOADER, "no plugins while Nerve's config models are built")
+    _no_plugins.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> ()
 
 
 def check_name(value: object) -> str:
@@ -419,6 +428,8 @@ class ReflexConfig(_Model):
     @classmethod
     def _timezone(cls, value: str | None) -> str | None:
         if value is not None:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # 2.6 ms, only for a cron with a timezone
+
             try:
                 ZoneInfo(value)
             except (ZoneInfoNotFoundError, ValueError):
@@ -859,3 +870,5 @@ if _plugins_before is None:
     del os.environ[_PLUGINS_VARIABLE]
 else:
     os.environ[_PLUGINS_VARIABLE] = _plugins_before
+if _no_plugins is not None and sys.modules.get(_LOADER) is _no_plugins:
+    del sys.modules[_LOADER]

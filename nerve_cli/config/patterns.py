@@ -11,7 +11,6 @@ channel, at most SEEN_MAX of them.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
@@ -46,6 +45,8 @@ def seen_channels(home: Path | None, limit: int = SEEN_MAX) -> list[str]:
     path = Layout(Path(home)).events_db
     if not path.is_file():
         return []
+    import sqlite3  # only where data/events.db exists
+
     try:
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=1.0)
     except sqlite3.Error:
