@@ -10,7 +10,7 @@ handler's to judge. Answers the kernel builds are values too, encoded by
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from nerve_cli.automaton.model import NO_ANSWER
@@ -238,7 +238,9 @@ REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
 @dataclass(frozen=True)
 class Answer:
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # the fields as they are (an answer holds names, numbers and lists of names): dataclasses.asdict copies
+        # every value deeply, 3% of the engine's time under a stream of emits
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
