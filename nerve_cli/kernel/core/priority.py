@@ -54,12 +54,20 @@ class PriorityQueue(Generic[T]):
         return item
 
     def take_first(self, may: Callable[[T], bool]) -> T | None:
-        """The first item in order that `may` start (taken out), else None."""
-        for item in self:
-            if may(item):
-                self.remove(item)
-                return item
-        return None
+        """The first item in order that `may` start (taken out), else None. Items are taken off the heap in
+        order until one may start, and those passed over are put back: no sort of the whole queue per start."""
+        heap, passed = self._heap, []
+        try:
+            while heap:
+                entry = heapq.heappop(heap)
+                if may(entry[2]):
+                    self.joined.pop(id(entry[2]), None)
+                    return entry[2]
+                passed.append(entry)
+            return None
+        finally:
+            for entry in passed:
+                heapq.heappush(heap, entry)
 
     def peek(self) -> T:
         return self._heap[0][2]
