@@ -82,6 +82,12 @@ async def _start_thread(socket: Path, cwd: Path) -> str:
         return (await call(1, "thread/start", {"cwd": str(cwd)}))["thread"]["id"]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    # a process started with SIGINT ignored (a test runner's worker may ignore it) keeps it ignored across exec,
+    # and Python then installs no KeyboardInterrupt: the SIGINT below would be lost. A terminal's default
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _acked(home: Path) -> int:
     listed = json.loads(nerve("agent", "list", "--json", home=home).stdout)["agents"]
     return listed[0]["deliveries_acked"]
@@ -104,7 +110,8 @@ agents:
 """, {})
         nerve("agent", "next", "coder", home=home)  # its first look (then ack nothing: no events yet)
         deliverer = subprocess.Popen([sys.executable, "-m", "nerve_cli", "agent", "deliver", "coder", "--home",
-                                      str(home)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                      str(home)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=_ctrl_c_as_in_a_terminal)
         emit_event(home, "ci.done", {"job": 1, "conclusion": "failure"})
         wait_for(lambda: _acked(home) == 1, 60, what="the first turn to complete and be acknowledged")
         _kill(server)  # the app-server restarts between turns
