@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +55,17 @@ class Watch:
     paths: list[Path]
     _conns: dict[Path, sqlite3.Connection] = field(default_factory=dict)
     _versions: dict[Path, int] = field(default_factory=dict)
+    # a shared poller looks in a thread while its waiter may close the watch on the loop: one at a time, and a
+    # closed watch opens nothing again
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: bool = False
 
     def changed(self) -> bool:
-        """True when a database committed (or appeared) since the last call (the first call: False)."""
+        """True when a database committed (or appeared) since the last call (the first call: False; closed: False)."""
+        with self._lock:
+            return False if self._closed else self._changed()
+
+    def _changed(self) -> bool:
         moved = False
         for path in self.paths:
             conn = self._conns.get(path)
@@ -82,9 +91,11 @@ class Watch:
         return moved
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        with self._lock:
+            self._closed = True
+            for conn in self._conns.values():
+                conn.close()
+            self._conns.clear()
 
 
 @dataclass
