@@ -236,15 +236,15 @@ def _signals(home: Path, sense: str) -> list[dict]:
         conn.close()
 
 
-def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
+def _echo_between_hosts(tmp_path: Path, max_depth: int | None = None) -> tuple[Path, Path, list[dict]]:
+    """Two hosts whose echo senses hear each other through a real nats-server, started by one `go` on a and run
+    until the echo is refused and stops: (a, b, `config check --json`'s problems for a)."""
     from fleetkit import NatsServer
 
     with NatsServer(tmp_path / "nats") as server:
-        a = _echo_host(tmp_path, "a", "b", server.url)
-        b = _echo_host(tmp_path, "b", "a", server.url)
-        checked = json.loads(cli("config", "check", "--json", "--home", str(a)).output)
-        warned = [p["message"] for p in checked["problems"] if "loop through what computes cause" in p["message"]]
-        assert len(warned) == 1 and "(fleet)" in warned[0] and "another host" in warned[0], checked["problems"]
+        a = _echo_host(tmp_path, "a", "b", server.url, max_depth)
+        b = _echo_host(tmp_path, "b", "a", server.url, max_depth)
+        problems = json.loads(cli("config", "check", "--json", "--home", str(a)).output)["problems"]
         with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
             engine_a.wait_ready()
             engine_b.wait_ready()
@@ -261,7 +261,13 @@ def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
             wait_for(quiet, 60, interval=0.1, what="the echo to stop")
             engine_a.stop()
             engine_b.stop()
+    return a, b, problems
 
+
+def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
+    a, b, problems = _echo_between_hosts(tmp_path)
+    warned = [p["message"] for p in problems if "loop through what computes cause" in p["message"]]
+    assert len(warned) == 1 and "(fleet)" in warned[0] and "another host" in warned[0], problems
     # go is depth 0; a's echo signals at 1, 3, 5, 7, 9 and b's at 2, 4, 6, 8; b refuses what comes at 9
     assert (len(_signals(a, "echo")), len(_signals(b, "echo"))) == (5, 4)
     (refused,) = _refusals(b)
@@ -274,30 +280,8 @@ def test_a_fleet_echo_between_two_hosts_stops(tmp_path: Path) -> None:
 def test_a_fleet_loop_declared_with_max_depth_runs_to_that_depth(tmp_path: Path) -> None:
     """`max_depth:` on the reflex that hears the other host (what config check's warning advises) bounds what
     comes in from that host too: the echo runs to 12, not to engine.max_causal_depth's 8."""
-    from fleetkit import NatsServer
-
-    with NatsServer(tmp_path / "nats") as server:
-        a = _echo_host(tmp_path, "a", "b", server.url, max_depth=12)
-        b = _echo_host(tmp_path, "b", "a", server.url, max_depth=12)
-        checked = json.loads(cli("config", "check", "--json", "--home", str(b)).output)
-        assert not [p for p in checked["problems"] if "loop through what computes cause" in p["message"]]
-        with RunningEngine(a) as engine_a, RunningEngine(b) as engine_b:
-            engine_a.wait_ready()
-            engine_b.wait_ready()
-            wait_for(lambda: engine_a.status()["fleet"]["connected"] and engine_b.status()["fleet"]["connected"],
-                     30, what="both hosts in the fleet")
-            request(a, "emit", channel="go", payload={"n": 1})
-            wait_for(lambda: _refusals(a) or _refusals(b), 60, what="the echo to be refused at its bound")
-            counts: list[tuple[int, int]] = []
-
-            def quiet() -> bool:
-                counts.append((len(_signals(a, "echo")), len(_signals(b, "echo"))))
-                return len(counts) > int(scaled(2) / 0.1) and len(set(counts[-int(scaled(2) / 0.1):])) == 1
-
-            wait_for(quiet, 60, interval=0.1, what="the echo to stop")
-            engine_a.stop()
-            engine_b.stop()
-
+    a, b, problems = _echo_between_hosts(tmp_path, max_depth=12)
+    assert not [p for p in problems if "loop through what computes cause" in p["message"]]
     # a's echo signals at 1, 3, ..., 13 and b's at 2, 4, ..., 12; b refuses what comes at 13
     assert (len(_signals(a, "echo")), len(_signals(b, "echo"))) == (7, 6)
     (refused,) = _refusals(b)
