@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import nerve
@@ -163,3 +164,103 @@ agents:
         socket.unlink(missing_ok=True)
         socket.parent.rmdir()
     assert len(model.user_texts()) == 1 and "ci.done #1" in model.user_texts()[0]
+
+
+async def _user_turn(socket: Path, cwd: Path) -> str:
+    """The user's own client: a thread with one turn done (on disk, so a second client can resume it)."""
+    from nerve_cli.agents.codex import Connection
+
+    conn = await Connection.open(f"unix://{socket}")
+    try:
+        await conn.request("initialize", {"clientInfo": {"name": "test-user", "version": "1"}})
+        await conn.notify("initialized")
+        thread = (await conn.request("thread/start", {"cwd": str(cwd)}))["thread"]["id"]
+        started = await conn.request("turn/start", {"threadId": thread, "input": [
+            {"type": "text", "text": "the user's own turn", "text_elements": []}]})
+        assert (await asyncio.wait_for(conn.turn(started["turn"]["id"]), 60)).status == "completed"
+        return thread
+    finally:
+        await conn.close()
+
+
+class _DroppingProxy:
+    """A unix-socket WebSocket proxy in front of the app-server that loses every turn/completed it carries."""
+
+    def __init__(self, upstream: Path, listen: Path) -> None:
+        import threading
+
+        self.upstream, self.listen, self.dropped = upstream, listen, 0
+        self._ready, self._loop = threading.Event(), asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(30)
+
+    async def _serve(self) -> None:
+        from websockets.asyncio.client import unix_connect
+        from websockets.asyncio.server import unix_serve
+
+        async def relay(client: Any) -> None:
+            async with unix_connect(str(self.upstream), uri="ws://localhost/", max_size=None) as server:
+                async def up() -> None:
+                    async for frame in client:
+                        await server.send(frame)
+
+                async def down() -> None:
+                    async for frame in server:
+                        if json.loads(frame).get("method") == "turn/completed":
+                            self.dropped += 1
+                            continue
+                        await client.send(frame)
+
+                await asyncio.wait({asyncio.ensure_future(up()), asyncio.ensure_future(down())},
+                                   return_when=asyncio.FIRST_COMPLETED)
+
+        self._stop = asyncio.Event()
+        async with unix_serve(relay, str(self.listen), max_size=None):
+            self._ready.set()
+            await self._stop.wait()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+@pytest.mark.timeout(180)
+def test_a_turn_whose_completion_is_never_heard_is_read_from_its_thread(home, tmp_path):
+    """The app-server's turn/completed lost on the way (a proxy drops it): the deliverer reads the thread's turns
+    (`thread/read`) and acknowledges the delivery, instead of waiting for ever."""
+    model, codex_home = FakeModel(), tmp_path / "codex"
+    sockets = Path(tempfile.mkdtemp(prefix="cx"))
+    codex_home.mkdir()
+    (tmp_path / "project").mkdir()
+    server = _app_server(codex_home, sockets / "app.sock", model)
+    proxy = deliverer = None
+    try:
+        thread = asyncio.run(_user_turn(sockets / "app.sock", tmp_path / "project"))
+        proxy = _DroppingProxy(sockets / "app.sock", sockets / "proxy.sock")
+        write_instance(home, f"""
+agents:
+  coder: {{on: [ci.done], deliver: {{codex: {{endpoint: "unix://{sockets / 'proxy.sock'}", thread: "{thread}"}}}}}}
+""", {})
+        nerve("agent", "next", "coder", home=home)
+        deliverer = subprocess.Popen([sys.executable, "-m", "nerve_cli", "agent", "deliver", "coder", "--home",
+                                      str(home)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=_ctrl_c_as_in_a_terminal)
+        emit_event(home, "ci.done", {"job": 1})
+        wait_for(lambda: _acked(home) == 1, 60, what="the turn to be read from its thread and acknowledged")
+        assert proxy.dropped >= 1
+    finally:
+        if deliverer is not None:
+            deliverer.send_signal(signal.SIGINT)
+            out, _ = deliverer.communicate(timeout=30)
+            print(out)  # shown when the test fails
+        if proxy is not None:
+            proxy.close()
+        _kill(server)
+        model.close()
+        for name in ("app.sock", "proxy.sock"):
+            (sockets / name).unlink(missing_ok=True)
+        sockets.rmdir()
+    texts = model.user_texts()
+    assert len(texts) == 2 and "ci.done #1" in texts[1], texts  # the user's turn, then the delivery's, once
+    assert "its turn/completed was not heard" in out and "1 turn completed" in out

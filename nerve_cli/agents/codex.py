@@ -14,10 +14,13 @@ socket). For each delivery:
    app-server has not loaded the thread since it started) → `thread/resume
    {threadId}`, then `turn/start` once more;
 3. the delivery is acknowledged when `turn/completed` arrives for that turn
-   with status `completed` (a thread that never had a turn cannot be resumed,
-   so no turn notification reaches a second client: its first turn counts as
-   done when the thread goes idle, and the thread is resumed after it). A turn that ends `failed` or `interrupted` leaves it
-   pending: it is handed again (same id) after a pause that doubles up to
+   with status `completed`, or when the thread's turns (`thread/read`, looked
+   at while it has not come: after 5 s, then doubling to a minute) say so (a
+   thread that never had a turn cannot be resumed, so no turn notification
+   reaches a second client: its first turn counts as done when the thread goes
+   idle, and the thread is resumed after it). A turn that ends `failed` or
+   `interrupted` leaves it pending: it is handed again (same id) after a pause
+   that doubles up to
    `RETRY_MAX`.
 
 A connection that breaks (an app-server restart) is opened again with a
@@ -50,6 +53,8 @@ RETRY_FIRST, RETRY_MAX = 5.0, 300.0  # after a turn that did not complete
 REQUEST_TIMEOUT = 30.0
 IDLE_LOOK = 1.0  # seconds between looks at the inbox while nothing changes (a change wakes it at once)
 NOT_HANDLED = -32601
+TURN_LOOK = (5.0, 60.0)  # seconds without a turn's turn/completed before its thread is read, doubling to the most
+TURN_ENDED = ("completed", "failed", "interrupted")
 
 
 class RpcError(Exception):
@@ -268,7 +273,7 @@ class CodexDeliverer:
             raise RpcError(0, f"turn/start answered no turn id: {str(started)[:200]}")
         completed = asyncio.ensure_future(conn.turn(turn_id))
         if self.subscribed:
-            return await completed
+            return await self._completion(conn, turn_id, completed)
         idle = asyncio.ensure_future(conn.idle.setdefault(self.thread, asyncio.Event()).wait())
         await asyncio.wait({completed, idle}, return_when=asyncio.FIRST_COMPLETED)
         idle.cancel()
@@ -278,6 +283,32 @@ class CodexDeliverer:
         conn.idle[self.thread].clear()
         self.subscribed = await self._resume(conn)  # it has a turn on disk now: hear the next ones whole
         return TurnOutcome(turn_id, "completed")
+
+    async def _completion(self, conn: Connection, turn_id: str, completed: asyncio.Future) -> TurnOutcome:
+        """The turn's outcome from its turn/completed, or from the thread's turns (`thread/read`) when a look
+        passes without it (TURN_LOOK, doubling): a notification lost on the way must not hold the deliveries
+        for ever."""
+        look, said = TURN_LOOK[0], False
+        while True:
+            done, _ = await asyncio.wait({completed}, timeout=look)
+            if done:
+                return completed.result()
+            look = min(look * 2, TURN_LOOK[1])
+            try:
+                read = await conn.request("thread/read", {"threadId": self.thread, "includeTurns": True})
+            except RpcError as exc:  # looked at again later; its notification may still come
+                if not said:
+                    self.report("info", f"codex thread {self.thread}: cannot read its turns ({exc.message}); "
+                                        f"waiting for turn {turn_id}'s end")
+                said = True
+                continue
+            turns = read.get("thread", {}).get("turns") if isinstance(read, dict) else None
+            for turn in turns if isinstance(turns, list) else []:
+                if isinstance(turn, dict) and turn.get("id") == turn_id and turn.get("status") in TURN_ENDED:
+                    self.report("info", f"codex turn {turn_id} ended {turn['status']}, read from its thread: "
+                                        "its turn/completed was not heard")
+                    completed.cancel()
+                    return TurnOutcome(turn_id, str(turn["status"]), turn.get("error"))
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
