@@ -240,3 +240,23 @@ def test_status_and_top_show_each_agents_backlog_running_and_stopped(home):
 
         asyncio.run(top())
         engine.stop()
+
+
+def test_an_agent_a_reload_adds_has_its_first_look_taken_by_the_engine(home):
+    """The engine looks at its agents when a reload changes the config (no timer): the added agent's first look
+    is taken then, so an event after the reload is the agent's."""
+    from conftest import nerve
+    from enginekit import read_logs
+
+    write_instance(home, "senses: {}\n", {})
+    with RunningEngine(home) as engine:
+        engine.wait_ready(groups=0)
+        (home / "nerve.yaml").write_text("agents:\n  coder: {on: [ci.done]}\n")
+        wait_for(lambda: read_logs(home, "system", "config_reloaded"), 30, what="the reload")
+        wait_for(lambda: (home / "data" / "agents.db").exists()
+                 and json.loads(nerve("agent", "list", "--json", home=home).stdout)["agents"][0]["unheard"] == 0,
+                 30, what="the engine's first look for the added agent")
+        emit_event(home, "ci.done", {"n": 1})
+        engine.stop()
+    taken = json.loads(nerve("agent", "next", "coder", "--json", home=home).stdout)
+    assert [e["payload"]["n"] for e in taken["events"]] == [1]

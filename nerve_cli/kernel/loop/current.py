@@ -1,12 +1,14 @@
 """The configuration the engine runs now: nerve.yaml as last loaded, and what is derived from it.
 
 One holder, handed to every part that reads the config: a hot reload swaps it
-here (`use`) and each part reads the new one on its next look.
+here (`use`) and each part reads the new one on its next look; a part that
+acts on a change itself (rather than at its next look) is told (`when_changed`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from nerve_cli.address import ListenAddress
 from nerve_cli.config.model import NerveConfig
@@ -21,12 +23,19 @@ class Current:
         self.readings: dict[str, Reading] = readings(config)  # how each sense with `on:` sources reads them
         self._bounds: dict[str | None, int] = {}  # sense → its causal depth bound, as asked
         self._into: dict[str, int] = {}  # source → the bound of what comes in on it, as asked
+        self._told: list[Callable[[], None]] = []
 
     def use(self, config: NerveConfig) -> None:
         self.config = config
         self.readings = readings(config)
         self._bounds = {}
         self._into = {}
+        for tell in self._told:
+            tell()
+
+    def when_changed(self, tell: Callable[[], None]) -> None:
+        """Call `tell` after each `use` (on the engine's loop)."""
+        self._told.append(tell)
 
     def causal_bound(self, sense: str | None) -> int:
         """The deepest a directive or an emit of `sense`'s computes may go (nerve.yaml's, asked once per config)."""

@@ -7,10 +7,12 @@ reach the engine before any harness asked are the agent's.
 
 `nerve agent deliver NAME` runs one in the foreground; a running engine runs
 every configured one itself (and `nerve agent deliver` then refuses, so one
-delivery never becomes two turns). The config in force is looked at every
-`LOOK_S` seconds: an agent added, removed, disabled or pointed elsewhere by a
-hot reload has its deliverer started, stopped or started again. websockets is
-imported only once one is configured.
+delivery never becomes two turns). The config in force is looked at when a hot
+reload changes it (`Current.when_changed`), not on a timer (an engine with no
+agents would wake for nothing every second): an agent added, removed, disabled
+or pointed elsewhere has its deliverer started, stopped or started again. A
+deliverer that stopped on an error is started again `RESTART_S` seconds later.
+websockets is imported only once one is configured.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from nerve_cli.kernel.loop.current import Current
 
 log = logging.getLogger(__name__)
 
-LOOK_S = 1.0
+RESTART_S = 1.0  # seconds before a deliverer that stopped on an error is started again
 
 
 class CodexDeliveries:
@@ -36,6 +38,8 @@ class CodexDeliveries:
         self.running: dict[str, tuple[tuple[str, str], asyncio.Event, asyncio.Task]] = {}
         self.looked: set[str] = set()  # agents whose first look this engine took
         self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()  # set by a reload, or a deliverer's end: look again
+        current.when_changed(self._wake.set)
 
     def wanted(self) -> dict[str, tuple[str, str]]:
         """agent → (endpoint, thread) of the enabled agents delivered to Codex."""
@@ -56,8 +60,9 @@ class CodexDeliveries:
 
     async def _keep(self) -> None:
         while True:
+            self._wake.clear()
             await self.reconcile()
-            await asyncio.sleep(LOOK_S)
+            await self._wake.wait()
 
     async def reconcile(self) -> None:
         new = [n for n, a in self.current.config.agents.items() if a.enabled and n not in self.looked]
@@ -106,6 +111,7 @@ class CodexDeliveries:
         self.report("error", f"agent {name}: codex delivery stopped: {task.exception()}; started again")
         if self.running.get(name, (None, None, None))[2] is task:
             del self.running[name]  # the next look starts it again
+            asyncio.get_running_loop().call_later(RESTART_S, self._wake.set)
 
     async def _stop(self, name: str) -> None:
         _, stop, task = self.running.pop(name)
