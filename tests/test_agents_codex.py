@@ -183,46 +183,57 @@ async def _user_turn(socket: Path, cwd: Path) -> str:
         await conn.close()
 
 
-class _DroppingProxy:
-    """A unix-socket WebSocket proxy in front of the app-server that loses every turn/completed it carries."""
+class _SocketServer:
+    """A WebSocket server on a unix socket, run by a thread of the test: `handle` serves each connection."""
 
-    def __init__(self, upstream: Path, listen: Path) -> None:
+    def __init__(self, listen: Path) -> None:
         import threading
 
-        self.upstream, self.listen, self.dropped = upstream, listen, 0
-        self._ready, self._loop = threading.Event(), asyncio.new_event_loop()
+        self.listen, self._ready, self._loop = listen, threading.Event(), asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._serve(),), daemon=True)
         self._thread.start()
         assert self._ready.wait(30)
 
+    async def handle(self, client: Any) -> None:
+        raise NotImplementedError
+
     async def _serve(self) -> None:
-        from websockets.asyncio.client import unix_connect
         from websockets.asyncio.server import unix_serve
 
-        async def relay(client: Any) -> None:
-            async with unix_connect(str(self.upstream), uri="ws://localhost/", max_size=None) as server:
-                async def up() -> None:
-                    async for frame in client:
-                        await server.send(frame)
-
-                async def down() -> None:
-                    async for frame in server:
-                        if json.loads(frame).get("method") == "turn/completed":
-                            self.dropped += 1
-                            continue
-                        await client.send(frame)
-
-                await asyncio.wait({asyncio.ensure_future(up()), asyncio.ensure_future(down())},
-                                   return_when=asyncio.FIRST_COMPLETED)
-
         self._stop = asyncio.Event()
-        async with unix_serve(relay, str(self.listen), max_size=None):
+        async with unix_serve(self.handle, str(self.listen), max_size=None):
             self._ready.set()
             await self._stop.wait()
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+class _DroppingProxy(_SocketServer):
+    """A proxy in front of the app-server that loses every turn/completed it carries."""
+
+    def __init__(self, upstream: Path, listen: Path) -> None:
+        self.upstream, self.dropped = upstream, 0
+        super().__init__(listen)
+
+    async def handle(self, client: Any) -> None:
+        from websockets.asyncio.client import unix_connect
+
+        async with unix_connect(str(self.upstream), uri="ws://localhost/", max_size=None) as server:
+            async def up() -> None:
+                async for frame in client:
+                    await server.send(frame)
+
+            async def down() -> None:
+                async for frame in server:
+                    if json.loads(frame).get("method") == "turn/completed":
+                        self.dropped += 1
+                        continue
+                    await client.send(frame)
+
+            await asyncio.wait({asyncio.ensure_future(up()), asyncio.ensure_future(down())},
+                               return_when=asyncio.FIRST_COMPLETED)
 
 
 @pytest.mark.timeout(180)
@@ -264,3 +275,39 @@ agents:
     texts = model.user_texts()
     assert len(texts) == 2 and "ci.done #1" in texts[1], texts  # the user's turn, then the delivery's, once
     assert "its turn/completed was not heard" in out and "1 turn completed" in out
+
+
+class _AnsweringServer(_SocketServer):
+    """A stand-in app-server that answers every request with an empty result."""
+
+    async def handle(self, client: Any) -> None:
+        async for frame in client:
+            message = json.loads(frame)
+            if "id" in message and "method" in message:
+                await client.send(json.dumps({"id": message["id"], "result": {}}))
+
+
+@pytest.mark.timeout(120)
+def test_a_deliverer_that_stops_on_an_error_is_started_again_by_the_engine(home, tmp_path):
+    """Its agents.db unreadable, the engine's Codex deliverer ends on the error: the engine says so and starts
+    it again a second later (and again), rather than leaving the agent undelivered until the next reload."""
+    from enginekit import RunningEngine
+
+    sockets = Path(tempfile.mkdtemp(prefix="cx"))
+    server = _AnsweringServer(sockets / "app.sock")
+    try:
+        write_instance(home, f"""
+agents:
+  coder: {{on: [ci.done], deliver: {{codex: {{endpoint: "unix://{sockets / 'app.sock'}", thread: "t-1"}}}}}}
+""", {})
+        (home / "data").mkdir(exist_ok=True)
+        (home / "data" / "agents.db").write_bytes(b"not a database, " * 64)
+        with RunningEngine(home) as engine:
+            engine.wait_ready(groups=0)
+            wait_for(lambda: engine.output().count("codex delivery stopped") >= 2, 30,
+                     what="the deliverer ended on its error twice: started again after the first")
+            engine.stop()
+    finally:
+        server.close()
+        (sockets / "app.sock").unlink(missing_ok=True)
+        sockets.rmdir()
