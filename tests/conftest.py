@@ -32,7 +32,7 @@ from loadclock import IdleClock, scaled
 # the in-process tier (`make test-fast`)
 FAST = {
     "test_archive_events", "test_archive_history", "test_archive_lines", "test_archive_problems", "test_blobs",
-    "test_config_edit", "test_config_validate", "test_fleet_config", "test_import_graph", "test_irreversible_commands", "test_lifecycle_marks",
+    "test_config_edit", "test_config_validate", "test_engine_idle", "test_fleet_config", "test_import_graph", "test_irreversible_commands", "test_lifecycle_marks",
     "test_llm_role", "test_logs_store", "test_loop_parts", "test_migrate_apply", "test_migrate_generate", "test_migrate_templates", "test_output_plain",
     "test_readme", "test_scheduler", "test_scheduler_equivalence", "test_scheduler_guards", "test_schema_declare",
     "test_sense_chart", "test_sensedb", "test_supervision_policy", "test_thread_archived",

@@ -1,31 +1,41 @@
-"""An engine with nothing to do sleeps: no part of it looks at anything on a timer of its own."""
+"""An engine with nothing to do sleeps: its Codex deliveries look at the config when a reload changes it, not on
+a timer of their own (they looked every second, with no agent configured: a wake-up a second of every engine)."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 from pathlib import Path
 
-from enginekit import RunningEngine, write_instance
+from nerve_cli.config.model import NerveConfig
+from nerve_cli.kernel.loop.current import Current
+from nerve_cli.kernel.loop.deliveries import CodexDeliveries
 
 
-def _sleeps(pid: int) -> int:
-    """How often the engine's main thread (its event loop) has blocked: each wake-up follows one."""
-    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            return int(line.split()[1])
-    raise AssertionError(f"/proc/{pid}/task/{pid}/status has no voluntary_ctxt_switches")
+def test_the_codex_deliveries_look_at_the_config_when_a_reload_changes_it_and_not_on_a_timer(tmp_path: Path) -> None:
+    async def run() -> tuple[int, int]:
+        current = Current(NerveConfig.model_validate({}), [])
+        deliveries = CodexDeliveries(tmp_path, current, lambda level, text: None)
+        looks = 0
+        reconcile = deliveries.reconcile
 
+        async def counted() -> None:
+            nonlocal looks
+            looks += 1
+            await reconcile()
 
-def test_an_engine_with_no_senses_and_no_agents_does_not_wake_every_second(home: Path) -> None:
-    """The Codex deliveries looked at the config every second, with no agent configured: a wake-up a second of
-    every engine. They now look when a reload changes the config (tests/test_agents_harness.py: a reload's
-    agent is delivered to)."""
-    write_instance(home, "senses: {}\n", {})
-    with RunningEngine(home) as engine:
-        engine.wait_ready(groups=0)
-        time.sleep(1.0)  # the start's own work done
-        before, started = _sleeps(engine.proc.pid), time.monotonic()
-        time.sleep(5.0)
-        woke, seconds = _sleeps(engine.proc.pid) - before, time.monotonic() - started
-        engine.stop()
-    assert woke < 0.8 * seconds, f"the idle engine's loop woke {woke} times in {seconds:.1f} s"
+        deliveries.reconcile = counted  # type: ignore[method-assign]
+        deliveries.start()
+        await asyncio.sleep(2.5)  # the old look every second: 3 looks by now
+        idle = looks
+        current.use(NerveConfig.model_validate({}))  # what a hot reload does
+        for _ in range(1000):  # at most 10 s of a loaded machine
+            await asyncio.sleep(0.01)
+            if looks > idle:
+                break
+        after = looks
+        await deliveries.close()
+        return idle, after
+
+    idle, after = asyncio.run(run())
+    assert idle == 1, f"{idle} looks in 2.5 s with nothing changed"  # the one at start
+    assert after == 2  # the reload's
