@@ -20,8 +20,7 @@ socket). For each delivery:
    reaches a second client: its first turn counts as done when the thread goes
    idle, and the thread is resumed after it). A turn that ends `failed` or
    `interrupted` leaves it pending: it is handed again (same id) after a pause
-   that doubles up to
-   `RETRY_MAX`.
+   that doubles up to `RETRY_MAX`.
 
 A connection that breaks (an app-server restart) is opened again with a
 back-off; a delivery whose turn had not completed is still pending and is

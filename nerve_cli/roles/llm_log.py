@@ -9,9 +9,8 @@ when it was written before the round's answer, with a connection opened and
 migrated each time. So one writer thread per process keeps one connection per
 file (migrated once) and writes the calls in the order they were made; a round
 hands its response over and goes on. The writer gathers what is handed over
-for up to GATHER seconds before it writes: its own CPU (llm's log_to_db builds
-each row in Python, on this process's GIL) then falls on one round in many
-instead of on every round that follows a call.
+for up to GATHER seconds before it writes, so a round's hand-over wakes no
+thread (one wake-up a batch, not one a call) and the batch is one commit.
 
 llm stores a call's whole input chain, message by message, each hashed from
 its parent and looked up: logging the k-th call of a conversation costs O(k)
