@@ -290,3 +290,54 @@ def test_a_thread_counts_its_rounds_once_per_message_and_again_for_a_new_chain()
     assert thread.rounds == 3
     thread.messages = [{"role": "__start__"}, {"role": "ping"}]  # a resume replaces the chain whole
     assert thread.rounds == 1
+
+
+def test_the_emits_of_one_loop_pass_are_one_commit_in_order_and_a_later_pass_is_the_next(tmp_path: Path) -> None:
+    from nerve_cli.kernel.core.emits import EmitDesk
+    from nerve_cli.store.events import events_after
+
+    routed: list[list[str]] = []
+
+    def on_stored(stored: list) -> list[list[str]]:
+        routed.append([event.channel for event, _ in stored])
+        return [[] for _ in stored]
+
+    async def run() -> tuple[list, int, int]:
+        desk = EmitDesk(tmp_path / "events.db", on_stored)
+        await desk.emit("warm.up", {})  # the first emit opens the database in the writer thread
+        before = desk.commits
+        # three callers in one loop pass: a socket batch, then two single emits
+        futures = [*desk.emit_many([("a.one", {"n": 1}, None, None), ("a.two", {"n": 2}, None, None)]),
+                   desk.emit("a.three", {"n": 3}), desk.emit("a.four", {"n": 4})]
+        assert not any(f.done() for f in futures)  # nothing is acknowledged before its commit
+        answers = await asyncio.gather(*futures)
+        one_pass = desk.commits - before
+        await desk.emit("b.later", {})
+        later = desk.commits - before - one_pass
+        await desk.close()
+        return answers, one_pass, later
+
+    answers, one_pass, later = asyncio.run(run())
+    assert one_pass == 1 and later == 1
+    assert [event.channel for event, _ in answers] == ["a.one", "a.two", "a.three", "a.four"]
+    assert routed[1:] == [["a.one", "a.two", "a.three", "a.four"], ["b.later"]]
+    ids = [event.id for event, _ in answers]
+    assert ids == sorted(ids)
+    assert [row["channel"] for row in events_after(tmp_path / "events.db", 0)] == [
+        "warm.up", "a.one", "a.two", "a.three", "a.four", "b.later"]
+
+
+def test_an_emit_queued_for_the_end_of_the_pass_is_committed_by_close(tmp_path: Path) -> None:
+    from nerve_cli.kernel.core.emits import EmitDesk
+    from nerve_cli.store.events import events_after
+
+    async def run() -> asyncio.Future:
+        desk = EmitDesk(tmp_path / "events.db", lambda stored: [[] for _ in stored])
+        await desk.emit("warm.up", {})
+        future = desk.emit("last.one", {"n": 1})
+        await desk.close()  # before the loop pass that would have committed it
+        return future
+
+    future = asyncio.run(run())
+    assert future.done() and future.result()[0].channel == "last.one"
+    assert [row["channel"] for row in events_after(tmp_path / "events.db", 0)] == ["warm.up", "last.one"]

@@ -18,6 +18,13 @@ fsyncs); the writer thread checkpoints, on its own connection, every
 `CHECKPOINT_EVERY` commits. A write that fails (disk full, the lock held past
 its timeout) refuses every emit of its batch with the reason: nothing
 half-stored, nothing acknowledged that is not on disk.
+
+When the commit runs: at the end of the loop pass the first emit arrived in
+(`call_soon`), so that the emits of one pass — a socket batch, the requests of
+several clients read in the same pass, the emits several finished computes
+handed over — are one commit and one routing, not one each. The cost is one
+loop turn before the commit; under a steady stream it is what keeps a commit per
+event from being the ceiling.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ class EmitDesk:
         self._queue: list[Item] = []
         self._writing: asyncio.Future | None = None  # a batch in the writer thread
         self._checkpointing: asyncio.Future | None = None
-        self._commits = 0
+        self._flushing = False  # a commit of the queue is scheduled for the end of this loop pass
+        self.commits = 0  # batches committed
 
     def emit(self, channel: Any, payload: Any, key: Any = None, origin: str | None = None, *,
              via: str | None = None, schema_version: Any = None, hashed: bool = False,
@@ -88,9 +96,15 @@ class EmitDesk:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in checked]
         self._queue.extend((*item, future) for item, future in zip(checked, futures))
-        if self._writing is None and futures:
-            self._write()
+        if self._writing is None and futures and not self._flushing:
+            self._flushing = True
+            loop.call_soon(self._flush)
         return futures
+
+    def _flush(self) -> None:
+        self._flushing = False
+        if self._writing is None and self._queue:
+            self._write()
 
     def _write(self) -> None:
         batch, self._queue = self._queue, []
@@ -139,8 +153,8 @@ class EmitDesk:
             targets = [] if event.duplicate else next(woken)
             if not future.done():
                 future.set_result((event, targets))
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
+        self.commits += 1
+        if self.commits % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
             self._checkpointing = asyncio.get_running_loop().run_in_executor(self._executor, checkpoint, self.path)
             self._checkpointing.add_done_callback(lambda _: setattr(self, "_checkpointing", None))
 
@@ -152,8 +166,10 @@ class EmitDesk:
 
     async def close(self) -> None:
         """Let the commit in progress (and what queued behind it) finish, then close the database."""
-        while self._writing is not None or self._checkpointing is not None:
-            await asyncio.wait([f for f in (self._writing, self._checkpointing) if f is not None])
+        while self._flushing or self._writing is not None or self._checkpointing is not None:
+            pending = [f for f in (self._writing, self._checkpointing) if f is not None]
+            if pending:
+                await asyncio.wait(pending)
             await asyncio.sleep(0)  # let the done callbacks run (and start the next batch, if any)
         self._executor.shutdown(wait=True)
         for store in (self.store, self._waiting_store):
