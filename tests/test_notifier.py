@@ -98,3 +98,33 @@ def test_a_thread_asking_several_questions_is_sent_a_link_for_each(tmp_path: Pat
     assert [q for q, _ in urls] == ["q1", "q2"]
     claims = [links.verify(tmp_path, url.rsplit("/", 1)[1]) for _, url in urls]
     assert [(c.run_id, c.question, c.by) for c in claims] == [("run-9", "q1", "oncall"), ("run-9", "q2", "oncall")]
+
+
+def test_a_notifier_with_nothing_to_send_looks_only_when_woken(tmp_path: Path) -> None:
+    """No timer: with no rules (no notify.db), or rules and nothing due, the thread looks at its start and at each
+    wake (a signal of its sources, a reload), never on its own."""
+    port = free_port()
+    rules: dict = {}
+    notifier = Notifier(tmp_path, lambda: NerveConfig.model_validate(rules), lambda: None, lambda level, line: None)
+    notifier.start()
+    try:
+        wait_for(lambda: notifier.looks >= 1, 10, what="the first look")
+        time.sleep(2.5)
+        assert (notifier.looks, notifier.passes) == (1, 0)  # nothing to look at: not even notify.db is made
+        assert not (tmp_path / "data" / "notify.db").exists()
+        rules = {"notify": [{"name": "ops", "to": [f"json://127.0.0.1:{port}/a"], "on": ["waiting"]}]}
+        notifier.wake()  # a reload that added a rule
+        wait_for(lambda: notifier.passes == 1, 10, what="the pass the reload asked for")
+        time.sleep(2.5)
+        assert (notifier.looks, notifier.passes) == (2, 1)  # a rule, nothing due: still only woken
+        threads = _sense_db(tmp_path, "nerve-threads")
+        _signal(threads, {"run_id": "run-1", "workflow": "ship", "transition": "waiting", "question": "Ship it?",
+                          "waiting_for": {"kind": "person"}})
+        receiver = Receiver(port)
+        try:
+            notifier.wake()  # what the router does when nerve-threads signals
+            wait_for(lambda: len(receiver.bodies) == 1, 10, what="the notification")
+        finally:
+            receiver.close()
+    finally:
+        notifier.close()

@@ -2,7 +2,9 @@
 
 It works in a thread of its own, never on the kernel's loop: the loop only
 wakes it (`committed`, a `Router` subscriber, or `wake`) when one of its two
-sources signalled; it also looks once a second. Each pass takes the signals
+sources signalled or a reload applied (the rules may have changed); it also
+looks when a failed notification is due again. Nothing else wakes it: an
+engine with nothing to send never looks. Each pass takes the signals
 after its cursors into the outbox (`outbox.Outbox.take`: once per signal,
 durable), then sends what is due: one notification per notice and target, a
 failed one tried again after 1 s, 2 s, 4 s ... up to the rule's `retry_max`,
@@ -35,7 +37,6 @@ from nerve_cli.store import links
 log = logging.getLogger(__name__)
 
 DB = "notify.db"
-LOOK_EVERY = 1.0  # seconds between two looks when nothing woke it
 FIRST_RETRY = 1.0
 LINK_LIFE = 86400.0  # an answer link in a notification answers for a day (or the workflow's approval_timeout)
 QUARANTINED = "quarantined"  # state key: the senses quarantined at the last health signal read
@@ -58,7 +59,8 @@ class Notifier:
         self._failed: dict[str, int] = {}  # rule → tries that failed since the engine started
         self._errors: dict[str, str] = {}  # rule → the last failure's text
         self._snapshot: dict[str, dict[str, Any]] = {}  # rule → counts from the file, at the last pass
-        self.passes = 0
+        self.passes = 0  # passes over the outbox
+        self.looks = 0  # times the thread woke to look (a pass, or nothing to pass over)
 
     # -- the loop's side -------------------------------------------------------------------------
     def start(self) -> None:
@@ -97,10 +99,11 @@ class Notifier:
         outbox: Outbox | None = None
         try:
             while not self._stop.is_set():
+                self.looks += 1
                 rules = self.config().notify_rules()
                 if outbox is None and (rules or (self.layout.data / DB).exists()):
                     outbox = self._open()
-                wait = LOOK_EVERY
+                wait: float | None = None  # until woken: a signal of either source, a reload, the stop
                 if outbox is not None:
                     try:
                         wait = self._pass(outbox, rules)
@@ -108,7 +111,7 @@ class Notifier:
                         log.exception("notify pass failed")
                         self._tell("error", f"notify: {type(exc).__name__}: {exc}")
                 self._wake.wait(wait)
-                self._wake.clear()
+                self._wake.clear()  # before the next pass, which sees whatever a wake was for
         finally:
             if outbox is not None:
                 outbox.close()
@@ -120,7 +123,9 @@ class Notifier:
                 outbox.take(source, last_signal_id(self.layout.sense_db(source)), [], now_ms())
         return outbox
 
-    def _pass(self, outbox: Outbox, rules: dict[str, NotifyRule]) -> float:
+    def _pass(self, outbox: Outbox, rules: dict[str, NotifyRule]) -> float | None:
+        """One look at the sources and the outbox; the seconds until a failed notification is due again (None:
+        none is)."""
         self.passes += 1
         held = [name for name in self.config().notify_rules(enabled=False) if name not in rules]  # disabled ones
         self._collect(outbox, rules)
@@ -128,7 +133,7 @@ class Notifier:
         with self._lock:
             self._snapshot = outbox.counts()
         due = outbox.next_due(held)
-        return LOOK_EVERY if due is None else max(0.01, min(LOOK_EVERY, (due - now_ms()) / 1000))
+        return None if due is None else max(0.01, (due - now_ms()) / 1000)
 
     def _collect(self, outbox: Outbox, rules: dict[str, NotifyRule]) -> None:
         for source in (THREADS_SENSE, HEALTH_SENSE):
