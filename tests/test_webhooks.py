@@ -317,3 +317,46 @@ def test_a_signed_channel_whose_secret_is_unset_is_reported_at_start_not_at_the_
         assert "gh.push" in rows[0]["payload"]["message"]
         code, out = engine.stop()
     assert code == 0 and "NERVE_TEST_HOOK_SECRET is not set" in out, out
+
+
+def test_a_request_head_past_its_bound_is_refused_and_a_slow_one_on_a_kept_alive_connection_times_out(
+        home: Path) -> None:
+    """The HTTP parser (httptools) bounds no request head itself: a head past MAX_HEAD, in one write or in many, is
+    answered 431 and the connection closed, nothing stored; posts that fit, kept alive or pipelined, are stored;
+    the next request's head that never ends on a kept-alive connection is cut off at webhook_timeout (408)."""
+    from nerve_cli.kernel.ingress.webhooks import MAX_HEAD
+
+    hooked_instance(home, "webhook_timeout: 400ms")
+    engine, url = start(home)
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    big = b"X-Filler: " + b"a" * (4 * MAX_HEAD) + b"\r\n"
+    with engine:
+        whole = _post_raw(host, int(port), b"POST /emit/open HTTP/1.1\r\nHost: x\r\n" + big
+                          + b"Content-Length: 2\r\n\r\n{}", 0, b"")
+        assert whole.startswith(b"HTTP/1.1 431"), whole[:200]
+        assert b"nothing was stored" in whole
+        dribbled = _post_raw(host, int(port), b"POST /emit/open HTTP/1.1\r\nHost: x\r\n",
+                             4 * MAX_HEAD // 1024, b"X-Filler-Part: " + b"b" * 1000 + b"\r\n")
+        assert dribbled.startswith(b"HTTP/1.1 431"), dribbled[:200]
+        fits = b"X-Filler: " + b"c" * (MAX_HEAD // 2) + b"\r\n"
+        with socket.create_connection((host, int(port))) as sock:  # two pipelined posts, then a third kept alive
+            sock.settimeout(10)
+            post = b"POST /emit/open HTTP/1.1\r\nHost: x\r\n" + fits + b"Content-Length: %d\r\n\r\n%s"
+            sock.sendall(post % (7, b'{"n":1}') + post % (7, b'{"n":2}'))
+            answers = b""
+            while answers.count(b"HTTP/1.1 202") < 2:
+                answers += sock.recv(65536)
+            sock.sendall(post % (7, b'{"n":3}'))
+            while answers.count(b"HTTP/1.1 202") < 3:
+                answers += sock.recv(65536)
+            sock.sendall(b"POST /emit/open HTTP/1.1\r\nHost: x\r\n")  # a head that never ends
+            late = b""
+            while b"HTTP/1.1 408" not in late:
+                got = sock.recv(65536)
+                assert got, f"closed without a 408: {late[:200]!r}"
+                late += got
+        wait_for(lambda: len(events_db(home, "SELECT id FROM events")) == 3, 10, what="the three posts that fit")
+        code, out = engine.stop()
+    assert code == 0, out
+    assert "Traceback" not in out
+    assert sorted(json.loads(p)["n"] for (p,) in events_db(home, "SELECT payload FROM events")) == [1, 2, 3]
