@@ -426,12 +426,12 @@ class BoundedHTTP(HttpToolsProtocol):
     siege: Siege | None = None  # told when the cap is reached, and as connections close
     _deadline: asyncio.TimerHandle | None = None
     # bytes of the request line and headers being read (None: none is), counted twice over: as they arrive, for
-    # a head that never ends (a read that ends one pipelined request and begins the next is not counted: the
-    # parser does not say where the next began), and from the parser's own pieces, for a head read at once
+    # a head that never ends (a read in which one request ended and the next began is not counted: the parser
+    # does not say where the next began), and from the parser's own pieces, for a head read at once
     _head: int | None = None
     _parsed = 0  # the line's and headers' bytes the parser has handed over
     _began = False  # a request began in the read being handled
-    _in_message = False  # between a request's first byte and its last
+    _ended = False  # a request ended in it
     _refused = False  # answered 431: the parser's error that follows is not answered again
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -449,15 +449,15 @@ class BoundedHTTP(HttpToolsProtocol):
             return
         if self._deadline is None:  # the first bytes of the next request on a keep-alive connection
             self._arm()
-        self._began, pipelined = False, self._in_message
+        self._began = self._ended = False
         super().data_received(data)
-        if self._head is not None and not (self._began and pipelined):
+        if self._head is not None and not (self._began and self._ended):
             self._head += len(data)
             if self._head > MAX_HEAD:
                 self._refuse_head()
 
     def on_message_begin(self) -> None:
-        self._head, self._parsed, self._began, self._in_message = 0, 0, True, True
+        self._head, self._parsed, self._began = 0, 0, True
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
@@ -476,7 +476,7 @@ class BoundedHTTP(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
-        self._in_message = False
+        self._ended = True
         super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
