@@ -147,12 +147,18 @@ def test_a_template_that_dies_is_survived_and_started_again(home: Path) -> None:
         first = template_of(engine)
         first.kill()
 
+        seen: set[int] = set()  # g's workers so far
+
         def respawn() -> dict:
+            # the start after this kill: a row of a pid not seen before (counting rows raced the log's flush: the
+            # first start's row, written after the test looked, was taken for the respawn)
             pid = next(w["pid"] for w in engine.status()["workers"] if w["group"] == "g")
-            count = len(started(home, "g"))
+            seen.add(pid)
             os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: len(started(home, "g")) > count, 20, what="g's respawn")
-            return started(home, "g")[-1]
+            row = wait_for(lambda: next((r for r in started(home, "g") if r["pid"] not in seen), None), 20,
+                           what="g's respawn")
+            seen.add(row["pid"])
+            return row
 
         assert respawn()["start"] == "plain"  # the template is gone: a plain start, not a failure
         before = len(completes(home, "steady"))
