@@ -128,3 +128,32 @@ def test_a_notifier_with_nothing_to_send_looks_only_when_woken(tmp_path: Path) -
             receiver.close()
     finally:
         notifier.close()
+
+
+def test_a_pass_that_fails_is_tried_again_without_a_wake(tmp_path: Path) -> None:
+    """A damaged source file fails the look (told at each try; it ended the notifier's thread when it failed the
+    outbox's opening); the notifier looks again a second later on its own, so once the file is whole again its
+    pass runs with nothing waking it, and what is signalled after is sent."""
+    port = free_port()
+    config = NerveConfig.model_validate({"notify": [{"name": "ops", "to": [f"json://127.0.0.1:{port}/a"],
+                                                     "on": ["waiting"]}]})
+    threads_db = tmp_path / "data" / "senses" / "nerve-threads.db"
+    threads_db.parent.mkdir(parents=True)
+    threads_db.write_bytes(b"this is not a database" * 100)
+    lines: list[tuple[str, str]] = []
+    receiver = Receiver(port)
+    notifier = Notifier(tmp_path, lambda: config, lambda: None, lambda level, line: lines.append((level, line)))
+    try:
+        notifier.start()
+        wait_for(lambda: sum(level == "error" for level, _ in lines) >= 2, 10, what="a failed pass tried again")
+        threads_db.unlink()
+        threads = _sense_db(tmp_path, "nerve-threads")
+        wait_for(lambda: notifier.passes == 1, 10, what="the pass once the file is whole, with no wake")
+        assert notifier._thread is not None and notifier._thread.is_alive()
+        _signal(threads, {"run_id": "run-1", "workflow": "ship", "transition": "waiting", "question": "Ship it?",
+                          "waiting_for": {"kind": "person"}})
+        notifier.wake()
+        wait_for(lambda: len(receiver.bodies) == 1, 10, what="the notice signalled after")
+    finally:
+        notifier.close()
+        receiver.close()

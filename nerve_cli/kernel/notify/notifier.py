@@ -3,7 +3,8 @@
 It works in a thread of its own, never on the kernel's loop: the loop only
 wakes it (`committed`, a `Router` subscriber, or `wake`) when one of its two
 sources signalled or a reload applied (the rules may have changed); it also
-looks when a failed notification is due again. Nothing else wakes it: an
+looks when a failed notification is due again, and a second after a pass that
+failed (a damaged file). Nothing else wakes it: an
 engine with nothing to send never looks. Each pass takes the signals
 after its cursors into the outbox (`outbox.Outbox.take`: once per signal,
 durable), then sends what is due: one notification per notice and target, a
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 DB = "notify.db"
 FIRST_RETRY = 1.0
+PASS_RETRY = 1.0  # seconds before a pass that failed (a damaged file, a disk full) is tried again
 LINK_LIFE = 86400.0  # an answer link in a notification answers for a day (or the workflow's approval_timeout)
 QUARANTINED = "quarantined"  # state key: the senses quarantined at the last health signal read
 
@@ -100,16 +102,17 @@ class Notifier:
         try:
             while not self._stop.is_set():
                 self.looks += 1
-                rules = self.config().notify_rules()
-                if outbox is None and (rules or (self.layout.data / DB).exists()):
-                    outbox = self._open()
                 wait: float | None = None  # until woken: a signal of either source, a reload, the stop
-                if outbox is not None:
-                    try:
+                try:
+                    rules = self.config().notify_rules()
+                    if outbox is None and (rules or (self.layout.data / DB).exists()):
+                        outbox = self._open()
+                    if outbox is not None:
                         wait = self._pass(outbox, rules)
-                    except Exception as exc:  # a damaged file, a disk full: told, tried again next look
-                        log.exception("notify pass failed")
-                        self._tell("error", f"notify: {type(exc).__name__}: {exc}")
+                except Exception as exc:  # a damaged file, a disk full (opening it too): told, tried again shortly
+                    log.exception("notify pass failed")
+                    self._tell("error", f"notify: {type(exc).__name__}: {exc}")
+                    wait = PASS_RETRY
                 self._wake.wait(wait)
                 self._wake.clear()  # before the next pass, which sees whatever a wake was for
         finally:
@@ -118,9 +121,13 @@ class Notifier:
 
     def _open(self) -> Outbox:
         outbox = Outbox(self.layout.data / DB)
-        for source in (THREADS_SENSE, HEALTH_SENSE):
-            if outbox.cursor(source) is None:  # a new file starts at the sources' ends
-                outbox.take(source, last_signal_id(self.layout.sense_db(source)), [], now_ms())
+        try:
+            for source in (THREADS_SENSE, HEALTH_SENSE):
+                if outbox.cursor(source) is None:  # a new file starts at the sources' ends
+                    outbox.take(source, last_signal_id(self.layout.sense_db(source)), [], now_ms())
+        except BaseException:
+            outbox.close()
+            raise
         return outbox
 
     def _pass(self, outbox: Outbox, rules: dict[str, NotifyRule]) -> float | None:
