@@ -114,6 +114,29 @@ def test_config_tracebacks_non_utf8_bytes_name_the_line(instance: Path) -> None:
     assert f"nerve.yaml:{line}:" in result.stdout and "not UTF-8" in result.stdout and "0xff" in result.stdout
 
 
+def test_config_tracebacks_a_control_character_in_a_file_that_is_not_ascii_is_one_problem(instance: Path) -> None:
+    """ruamel looks for characters YAML forbids with a pattern of ours (config.source.printable_reader, quicker
+    to compile than its own): the same answer for each of the 1,114,112 code points, and a bell in a file
+    with non-ASCII text is refused as before while the scaffold's own non-ASCII text is fine."""
+    import re
+
+    from ruamel.yaml.reader import Reader
+
+    from nerve_cli.config.source import printable_reader
+
+    every = "".join(map(chr, range(0x110000)))
+    ours = [m.start() for m in printable_reader().NON_PRINTABLE.finditer(every)]
+    assert ours == [m.start() for m in re.compile(Reader.NON_PRINTABLE.pattern).finditer(every)]
+    path = instance / "nerve.yaml"
+    assert any(ord(c) > 127 for c in path.read_text())  # the scaffold's comments: the pattern's path is taken
+    assert check_process(instance).returncode == 0
+    path.write_text(path.read_text().replace("group: system", "group: sys\x07tem", 1))
+    result = check_process(instance)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = path.read_text().splitlines().index("    group: sys\x07tem") + 1
+    assert f"nerve.yaml:{line}:" in result.stdout and "U+0007 is not allowed" in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize("nested", ["[" * 3000 + "]" * 3000, "{a: " * 3000 + "1" + "}" * 3000,
                                     "\n" + "".join(" " * (i + 2) + "k:\n" for i in range(300))])
 def test_config_tracebacks_deep_nesting_is_one_problem(instance: Path, nested: str) -> None:

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 
 def main() -> None:
+    try:
+        _command()
+    finally:
+        # What a command built lives until the process ends, and the interpreter's teardown would first run
+        # cyclic collections over all of it (every imported module's objects: pydantic's, rich's), 15-20 ms of
+        # a 130 ms `nerve config check`. Frozen, it is still deallocated as the modules are cleared; only what
+        # sits in a reference cycle is left to the OS (Python never promised those finalizers at exit), and
+        # nothing a command leaves needs one: its files are closed by `with` or written atomically.
+        gc.freeze()
+
+
+def _command() -> None:
     if sys.argv[1:3] == ["agent", "wait"]:  # the hook command, run after every turn of a coding agent
         from nerve_cli.cli.agent_wait import fast
 
