@@ -90,7 +90,7 @@ def printable_reader() -> type:
     into a map of every code point: 3 ms, paid on the first read of any file that is not pure ASCII (the
     scaffold's comments are not). The complement, a few short ranges, matches the same characters.
     """
-    from ruamel.yaml.reader import Reader
+    from ruamel.yaml.reader import Reader  # (ruamel: see make_yaml)
 
     return type("PrintableReader", (Reader,), {"NON_PRINTABLE": re.compile(NON_PRINTABLE)})
 
