@@ -134,6 +134,11 @@ def signals(home: Path, sense: str) -> list[dict]:
 
 # -- the engine ------------------------------------------------------------------
 
+# where a bench runs `python -m nerve_cli ...`: `-m` puts the cwd first on sys.path, so from the checkout the
+# checkout's nerve_cli would run whatever NERVE_BENCH_SRC says
+CLI_CWD = tempfile.gettempdir()
+
+
 def engine_env() -> dict[str, str]:
     """The engine's environment. NERVE_BENCH_SRC=/path/to/a/copy runs a scratch copy of nerve_cli
     (kernel and workers alike), to measure a proposed kernel change against the checkout's."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, goal, instance, machine, median, pct, signals, wait_until
+from _kit import CLI_CWD, Engine, Report, engine_env, goal, instance, machine, median, pct, signals, wait_until
 
 SAMPLES = 20
 SETTLE = 3.0  # seconds a fresh `nerve agent wait` is given to start (at load 8 it needs more than 1)
@@ -74,12 +73,11 @@ def ms(value: float) -> str:
 def hook_waits(home: Path, engine: Engine) -> list[float]:
     """emit → `nerve agent wait` exits, in ms."""
     out = []
-    env = dict(os.environ, NO_COLOR="1")
-    env.pop("NERVE_HOME", None)
+    env = engine_env()
     for _ in range(SAMPLES):
         proc = subprocess.Popen([sys.executable, "-m", "nerve_cli", "agent", "wait", "coder", "--home", str(home),
                                  "--timeout", "60s"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env)
+                                stderr=subprocess.DEVNULL, env=env, cwd=CLI_CWD)
         time.sleep(SETTLE)  # started, acknowledged the previous delivery, polling
         t = time.monotonic_ns()
         engine.request("emit", channel="go", payload={"t": t})
@@ -93,7 +91,8 @@ async def mcp_waits(home: Path, engine: Engine) -> tuple[list[float], list[float
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "nerve_cli", "mcp", "--home", str(home)],
+                                    env=engine_env(), cwd=CLI_CWD)
     woke, floor = [], []
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -137,7 +136,7 @@ def main() -> None:
         with Engine(home) as engine:
             engine.wait_ready(groups=1)
             subprocess.run([sys.executable, "-m", "nerve_cli", "agent", "next", "poller", "--home", str(home)],
-                           capture_output=True)  # its first look
+                           capture_output=True, env=engine_env(), cwd=CLI_CWD)  # its first look
             waited = hook_waits(home, engine)
             wait_until(lambda: len(signals(home, "l")) >= SAMPLES, 60)
             heard = [s["payload"]["lat"] / 1e6 for s in signals(home, "l") if s["payload"]["lat"] is not None]

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Client, Engine, Report, count_logs, engine_env, instance, machine, median, pct, wait_until
+from _kit import CLI_CWD, Client, Engine, Report, count_logs, engine_env, instance, machine, median, pct, wait_until
 
 SENSES = 1000
 GROUPS = 10
@@ -137,7 +137,7 @@ def main() -> None:
             port = free_port()
             ui = subprocess.Popen([sys.executable, "-m", "nerve_cli", "ui", "--home", str(home), "--listen",
                                    f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, env={**engine_env(), "NO_COLOR": "1"})
+                                  text=True, env={**engine_env(), "NO_COLOR": "1"}, cwd=CLI_CWD)
             try:
                 found = re.search(r"token=(\S+)", ui.stdout.readline())  # type: ignore[union-attr]
                 if not found:
@@ -155,7 +155,7 @@ def main() -> None:
                         times[name].append(ttfb(conn, path, cookie))
                     started = time.perf_counter()
                     subprocess.run([sys.executable, "-m", "nerve_cli", "status", "--json", "--home", str(home)],
-                                   capture_output=True, env=engine_env(), check=True)
+                                   capture_output=True, env=engine_env(), check=True, cwd=CLI_CWD)
                     status.append((time.perf_counter() - started) * 1000)
                 conn.close()
                 sse = sse_latency(home, port, cookie, runs)

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, count_logs, cpu_ns, engine_env, instance, logs, machine, median, pct, query, wait_until
+from _kit import CLI_CWD, Engine, Report, count_logs, cpu_ns, engine_env, instance, logs, machine, median, pct, query, wait_until
 
 SENSES = 1000
 GROUPS = 10
@@ -111,7 +111,8 @@ def cli_ms(home: Path | None, *args: str) -> float:
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "nerve_cli", *args, *where], capture_output=True, env=env)
+        done = subprocess.run([sys.executable, "-m", "nerve_cli", *args, *where], capture_output=True, env=env,
+                              cwd=CLI_CWD)
         best = min(best, (time.perf_counter() - t) * 1000)
         if done.returncode != 0:
             raise SystemExit(f"bench: nerve {' '.join(args)} failed: {done.stderr.decode()[-500:]}")

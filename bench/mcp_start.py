@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Report, bare_python_ms, engine_env, goal, machine
+from _kit import CLI_CWD, Report, bare_python_ms, engine_env, goal, machine
 
 RUNS = 12
 NERVE = [sys.executable, "-m", "nerve_cli"]
@@ -35,7 +35,7 @@ def session(home: Path, cache: Path, env: dict[str, str]) -> dict[str, float]:
     """One client session: ms from spawn to each answer."""
     started = time.perf_counter()
     proc = subprocess.Popen([*NERVE, "mcp", "--home", str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env={**env, "XDG_CACHE_HOME": str(cache)})
+                            stderr=subprocess.DEVNULL, env={**env, "XDG_CACHE_HOME": str(cache)}, cwd=CLI_CWD)
     assert proc.stdin is not None and proc.stdout is not None
     out: dict[str, float] = {}
 
@@ -71,7 +71,7 @@ def main() -> None:
     try:
         home = root / "home"
         env = engine_env()
-        subprocess.run([*NERVE, "init", "--home", str(home)], check=True, capture_output=True, env=env)
+        subprocess.run([*NERVE, "init", "--home", str(home)], check=True, capture_output=True, env=env, cwd=CLI_CWD)
         kept, cold = root / "kept", root / "cold"
         session(home, kept, env)  # the first start of this version keeps the SDK's answers
         fast, slow = [], []

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kit import Engine, Report, count_logs, engine_env, goal, instance, machine, median, wait_until
+from _kit import CLI_CWD, Engine, Report, count_logs, engine_env, goal, instance, machine, median, wait_until
 
 SENSES = 1000
 GROUPS = 10
@@ -37,7 +37,7 @@ def config() -> str:
 def wall_ms(args: list[str]) -> float:
     env = {**engine_env(), "COLUMNS": "160"}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "nerve_cli", *args], capture_output=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "nerve_cli", *args], capture_output=True, env=env, cwd=CLI_CWD)
     elapsed = (time.perf_counter() - started) * 1000
     if done.returncode != 0:
         raise SystemExit(f"bench: nerve {' '.join(args)} failed: {done.stderr.decode()[-500:]}")

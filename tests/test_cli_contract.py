@@ -63,7 +63,7 @@ class Checked(contract.Checked):
         assert result.exit_code == code, (args, result.exit_code, result.output)
         if kind in ("log", "workflow-run"):
             return [self.doc(kind, json.loads(line), " ".join(args)) for line in result.stdout.splitlines()]
-        return self.doc(kind, json.loads(result.stdout), " ".join(args))
+        return self.doc(kind, _as_json_wrote_it(result.stdout), " ".join(args))
 
     def proc(self, kind: str, home: Path, *args: str, code: int = 0) -> Any:
         env = {**os.environ, "NERVE_HOME": str(home), "NO_COLOR": "1"}
@@ -72,7 +72,14 @@ class Checked(contract.Checked):
         assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
         if kind in ("log", "workflow-run"):
             return [self.doc(kind, json.loads(line), " ".join(args)) for line in done.stdout.splitlines()]
-        return self.doc(kind, json.loads(done.stdout), " ".join(args))
+        return self.doc(kind, _as_json_wrote_it(done.stdout), " ".join(args))
+
+
+def _as_json_wrote_it(text: str) -> Any:
+    """The document, after checking its text is byte for byte what stdlib json wrote before orjson did."""
+    doc = json.loads(text)
+    assert text == json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return doc
 
 
 @pytest.fixture
@@ -198,6 +205,23 @@ def test_every_document_matches_its_schema_engine_stopped_and_running(populated:
     skipped = {"sense-compute", "workflow-run", "fleet", "thread-link", "agent-ack", "agent-delivery", "agent-install",
                "agent-list"}
     assert check.kinds >= set(CLI_KINDS) - skipped, set(CLI_KINDS) - check.kinds
+
+
+def test_a_document_is_valid_json_whatever_it_holds() -> None:
+    """orjson writes the documents (cli/output.json_document): NaN and infinity are null, where json wrote the
+    invalid `NaN`; what orjson refuses (an integer past 64 bits, a lone surrogate, deep nesting) is written by
+    json as before; other values are written as json did, non-ASCII text unescaped."""
+    def strict(text: str) -> Any:
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+
+    assert strict(output.json_document({"lag": float("nan"), "max": float("inf")})) == {"lag": None, "max": None}
+    deep: list = []
+    inner = deep
+    for _ in range(300):
+        inner.append([])
+        inner = inner[0]
+    for value in ({"id": 2**70}, {"text": "a\ud800b"}, {"deep": deep}, {"path": Path("/x"), 1: "é—→", "e": []}):
+        assert output.json_document(value) == json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n"
 
 
 def test_naming_rule_check_catches_the_old_shapes() -> None:

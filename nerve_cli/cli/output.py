@@ -124,8 +124,23 @@ def _line(text: str) -> None:
 
 def print_json(data: Any) -> None:
     """One document (nerve_cli.contract) as indented JSON on stdout, never colourised, for scripts."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_document(data))
     sys.stdout.flush()
+
+
+def json_document(data: Any) -> str:
+    """`data` as JSON indented by two spaces, ending in a newline: what `json.dumps(data, indent=2,
+    default=str, ensure_ascii=False)` writes, but by orjson (C): stdlib json encodes in Python once it indents,
+    16 ms of `nerve status --json` at 1,000 senses. Two differences, both still the same values: a float under
+    1e-4 is written out (0.00001, not 1e-05), and NaN or infinity is null (json wrote `NaN`, which is not JSON).
+    What orjson refuses (an integer past 64 bits, a lone surrogate, nesting past 254 levels) goes through json."""
+    import orjson  # (~0.3 ms: only the commands that print a document)
+
+    try:
+        return orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+                            | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n"
 
 
 def print_json_line(data: Any) -> None:
