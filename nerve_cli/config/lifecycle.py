@@ -266,7 +266,7 @@ def set_workflow(home: Path, name: str, enabled: bool) -> Outcome:
 def load_for_edit(home: Path) -> tuple[str, NerveConfig, dict[Ref, str]]:
     path = config_path(home)
     text = read_config(path)
-    result = validate(text, path)
+    result = validate(text, path, for_edit=True)  # its doc's comments hold the cascade's marks
     if result.config is None:
         errors = errors_of(result.problems)
         raise ConfigError(f"{path} is invalid ({count_words(errors)}); fix it first (`nerve config check`)", errors)

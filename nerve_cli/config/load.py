@@ -19,7 +19,7 @@ from nerve_cli.config.model import NerveConfig
 from nerve_cli.config.patterns import Pattern, check_patterns
 from nerve_cli.config.problems import Problem, count_words, errors_of, key_path
 from nerve_cli.config.rules import Channel
-from nerve_cli.config.source import TooLarge, line_of, parse, read_text, to_plain
+from nerve_cli.config.source import TooLarge, line_of, parse, parse_for_reading, read_text, to_plain
 from nerve_cli.errors import ConfigError, InstanceNotFound
 from nerve_cli.home import Layout
 
@@ -34,7 +34,7 @@ class Validation:
     problems: list[Problem] = field(default_factory=list)
     channels: list[Channel] = field(default_factory=list)
     data: Any = None  # the plain parsed data (for cross-checks against the folder)
-    doc: Any = None  # the ruamel document (for line numbers)
+    doc: Any = None  # the parsed document, for line numbers (ruamel's, with comments, when validated for an edit)
     patterns: list[Pattern] = field(default_factory=list)  # `on:` patterns and what each matches today
 
     @property
@@ -48,12 +48,14 @@ def validate_text(text: str, path: str | Path = "nerve.yaml") -> tuple[NerveConf
     return result.config, result.problems
 
 
-def validate(text: str, path: str | Path = "nerve.yaml", home: Path | None = None) -> Validation:
+def validate(text: str, path: str | Path = "nerve.yaml", home: Path | None = None, *,
+             for_edit: bool = False) -> Validation:
     """Full validation: syntax, shape (pydantic), references between sections, channels.
 
-    `home` (the instance folder, when known) lets path patterns be checked against its data/ folder."""
+    `home` (the instance folder, when known) lets path patterns be checked against its data/ folder. `for_edit`:
+    `doc` is ruamel's round-trip document, with its comments (an edit's); else it has only values and lines."""
     file = Path(path).name
-    doc, problems = parse(text, file)
+    doc, problems = parse(text, file) if for_edit else parse_for_reading(text, file)
     if problems:
         return Validation(None, problems)
     try:
