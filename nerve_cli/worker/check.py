@@ -48,7 +48,7 @@ def check(home: Path, senses: list[str], workflows: list[str],
 
 def enabled_in_config(home: Path) -> tuple[list[str], list[str]] | None:
     """The enabled senses and workflows nerve.yaml names whose files exist, from a quick read; None if it fails."""
-    import yaml  # only this child reads nerve.yaml with it (the CLI's start-up never imports PyYAML)
+    import yaml  # a quick read by PyYAML's own rules (YAML 1.1): enough to name what to import; validating is the parent's
 
     layout = Layout(home)
     try:
