@@ -24,15 +24,14 @@ never imported): its main thread waits for the stop, and cancels, shutdown and
 the end of the drain are handled in the thread that hears of them. With one,
 the loop runs the async computes, cancels and shutdown.
 
-Threads, leader/follower: the compute threads themselves read the kernel's
-messages (the protocol input fd; see `worker.stdio`). One of
-them (the leader) blocks in `read`; when a line arrives it hands the lead to
-the next idle thread and, for a sync compute, runs it at once in the thread
-that read it — no hop through the event loop and no executor queue between
-the kernel's line and `BEGIN`. There is one thread per sync sense plus one,
-started as needed, so someone is always reading (a `Cancel` is never stuck
-behind a compute). Async computes, cancels and shutdown go to the event loop
-when there is one.
+Threads: the compute threads themselves read the kernel's messages (the
+protocol input fd; see `worker.stdio.Inbox`). Every idle thread waits for the
+next line, a line wakes one of them, and for a sync compute that thread runs it
+at once — no hop through the event loop, no executor queue and no hand-off to
+another thread between the kernel's line and `BEGIN`. There is one thread per
+sync sense plus one, started as needed, so someone is always waiting (a
+`Cancel` is never stuck behind a compute). Async computes, cancels and
+shutdown go to the event loop when there is one.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ from nerve_cli.worker.capture import Capture, ComputeAwareFormatter, capturing, 
 from nerve_cli.worker.compute import Answer, Job, LoadedSense, async_lock, run_async, run_sync
 from nerve_cli.worker.evidence import Evidence
 from nerve_cli.worker.load import load_senses
-from nerve_cli.worker.stdio import LineReader, ProtocolWriter, take_protocol_fds
+from nerve_cli.worker.stdio import Inbox, ProtocolWriter, take_protocol_fds
 
 if TYPE_CHECKING:
     import asyncio
@@ -113,12 +112,11 @@ class SenseRuntime:
         self._set_idle: Callable[[], None] = _nothing
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # jobs, busy senses, thread counts, closed
-        self._lead = threading.Lock()  # held by the one thread reading the kernel's messages
-        self._reader: LineReader | None = None
+        self._inbox: Inbox | None = None  # the kernel's messages, taken by whichever compute thread is idle
         self._busy: dict[str, collections.deque[Job]] = {}  # sync sense computing → its waiting jobs
         self._max_threads = max(2, sum(1 for s in senses.values() if not s.is_async) + 1)
         self._threads = 0
-        self._followers = 0  # threads waiting for (or holding) the lead
+        self._followers = 0  # threads waiting for the kernel's next message
         self._closed = False
         self._peer_reads: dict[int, _PeerWait] = {}  # ReadPeer request number → the compute waiting for it
         self._next_read = 0
@@ -158,7 +156,7 @@ class SenseRuntime:
         return self._abandon_stuck()
 
     def _start_reading(self) -> None:
-        self._reader = LineReader(self.input_fd, MAX_LINE)
+        self._inbox = Inbox(self.input_fd, MAX_LINE)
         with self._lock:
             self._threads += 1
         self._start_thread()
@@ -168,32 +166,33 @@ class SenseRuntime:
         threading.Thread(target=self._follow, name="compute", daemon=True).start()
 
     def _follow(self) -> None:
-        """Wait for the lead, read one message, pass the lead on, handle the message; repeat."""
+        """Wait for the kernel's next message, handle it (a sync compute runs here); repeat."""
+        assert self._inbox is not None
         while True:
             with self._lock:
                 self._followers += 1
-            with self._lead:
-                with self._lock:
-                    self._followers -= 1
-                    if self._closed:
-                        self._threads -= 1
-                        return
-                try:
-                    assert self._reader is not None
-                    line = self._reader.readline()
-                except ValueError as exc:  # a line over the protocol limit
-                    log.error("dropped an oversized line from the kernel: %s", exc)
-                    continue
-                if line is None:  # EOF with no Shutdown read first: the kernel is gone
-                    containment.kernel_gone()
-                    self._close()
-                    continue
+            try:
+                line = self._inbox.take()
+            except ValueError as exc:  # a line over the protocol limit
+                log.error("dropped an oversized line from the kernel: %s", exc)
+                line = b""
+            with self._lock:
+                self._followers -= 1
+                if self._closed:
+                    self._threads -= 1
+                    return
+            if line is None:  # EOF with no Shutdown read first: the kernel is gone
+                containment.kernel_gone()
+                self._close()
+                continue
             if line.strip():
                 self._dispatch(decode(line))
 
     def _close(self) -> None:
         with self._lock:
             self._closed = True
+        if self._inbox is not None:
+            self._inbox.close()  # the threads waiting for a message end
         self._call(self._stop)
 
     def _on_loop(self, fn: Any, *args: Any) -> None:
