@@ -375,3 +375,43 @@ def test_a_message_wakes_one_idle_thread_and_the_others_sleep_on(home) -> None:
             assert w.compute("quick").payload == "quick"
         per_compute = (_switches(w.proc.pid) - before) / runs
     assert per_compute < 2.0, f"{per_compute:.2f} threads went to sleep per compute"
+
+
+def test_with_no_fd_left_for_an_epoll_a_thread_still_takes_its_lines(monkeypatch) -> None:
+    """worker.stdio.Inbox: a thread that cannot make its epoll (EMFILE in a group of many senses under a low limit)
+    waits with a poll object instead; every line still reaches exactly one taker."""
+    import select
+    import threading
+
+    from nerve_cli.worker.stdio import Inbox
+
+    read, write = os.pipe()
+    inbox = Inbox(read, 1 << 20)
+    assert inbox.polled
+
+    def no_fds() -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(select, "epoll", no_fds)
+    taken: list[bytes] = []
+
+    def taker() -> None:
+        while (line := inbox.take()) is not None:
+            taken.append(line)
+
+    threads = [threading.Thread(target=taker, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    os.write(write, b"".join(b"line %d\n" % n for n in range(50)))
+    for n in range(50, 60):
+        os.write(write, b"line %d\n" % n)
+    deadline = time.monotonic() + 10
+    while len(taken) < 60 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inbox.close()
+    for thread in threads:
+        thread.join(5)
+    os.close(write)
+    os.close(read)
+    assert sorted(taken, key=lambda line: int(line.split()[1])) == [b"line %d\n" % n for n in range(60)]
+    assert not any(thread.is_alive() for thread in threads)  # close() ended every waiting thread

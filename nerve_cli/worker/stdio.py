@@ -257,10 +257,19 @@ class Inbox:
         if self._wake >= 0:
             os.eventfd_write(self._wake, 1)
 
-    def _poll(self) -> select.epoll:
+    def _poll(self) -> select.epoll | select.poll:
+        """This thread's epoll; where no fd is left for one (a group of many senses under a low limit), a poll
+        object, which needs none and wakes every waiting thread (each then finds the line taken: correct, slower)."""
         poll = getattr(self._local, "poll", None)
         if poll is None:
-            poll = self._local.poll = select.epoll()
-            poll.register(self.reader.fd, select.EPOLLIN | select.EPOLLEXCLUSIVE)
-            poll.register(self._wake, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+            try:
+                poll = select.epoll()
+            except OSError:
+                poll = select.poll()
+                poll.register(self.reader.fd, select.POLLIN)
+                poll.register(self._wake, select.POLLIN)
+            else:
+                poll.register(self.reader.fd, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+                poll.register(self._wake, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+            self._local.poll = poll
         return poll
