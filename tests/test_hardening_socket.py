@@ -187,3 +187,32 @@ def test_socket_input_bounds_config_refuses_the_channel_names_emit_refuses(home:
                    {"a": RETURNS_1})
     result = CliRunner().invoke(app, ["config", "check"])
     assert result.exit_code == 1 and "reflexes[0].on[1]: a channel name is at most 200 characters" in result.output
+
+
+def _soft_open_files(pid: int) -> int:
+    with open(f"/proc/{pid}/limits") as limits:
+        row = next(line for line in limits if line.startswith("Max open files"))
+    return int(row.split()[3])
+
+
+def test_an_engine_started_under_a_low_open_file_limit_raises_it_for_itself_and_its_workers(home: Path) -> None:
+    """A group keeps every sense's database open, and each compute thread an epoll: 1,024 files (many shells'
+    default) are too few for a group of a few hundred senses. The engine raises its soft limit to the hard one
+    (kernel.supervision.fds) before any worker starts, and the workers inherit it."""
+    import resource
+
+    from nerve_cli.kernel.supervision.fds import CEILING
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    wanted = CEILING if hard == resource.RLIM_INFINITY else min(hard, CEILING)
+    if wanted <= 256:
+        pytest.fail(f"this machine's hard open-file limit ({hard}) leaves nothing to raise: the test cannot run")
+    write_instance(home, TICK, {"tick": RETURNS_1})
+    with RunningEngine(home, nofile=256) as engine:
+        engine.wait_ready()
+        children = open(f"/proc/{engine.proc.pid}/task/{engine.proc.pid}/children").read().split()
+        assert children, "the engine has no worker process"
+        assert _soft_open_files(engine.proc.pid) == wanted
+        assert all(_soft_open_files(int(pid)) == wanted for pid in children)
+        code, output = engine.stop()
+    assert code == 0, output[-2000:]

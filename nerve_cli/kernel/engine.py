@@ -57,6 +57,7 @@ from nerve_cli.kernel.loop.router import Router
 from nerve_cli.kernel.loop.stores import announce, log_stopped, open_stores
 from nerve_cli.kernel.notify.edge import make_notifier
 from nerve_cli.kernel.reload import apply as reload
+from nerve_cli.kernel.supervision.fds import raise_open_file_limit
 from nerve_cli.kernel.supervision.groups import Groups
 from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.launch import WarmLaunch, open_launch
@@ -95,6 +96,9 @@ class Engine:
             lock.release()
 
     async def _run_locked(self) -> int:
+        raised = raise_open_file_limit()  # before any worker starts: they inherit it
+        if raised is not None:
+            self.report("debug", f"open-file limit raised from {raised[0]} to {raised[1]}: each sense keeps files open")
         # from the first part on, whatever goes wrong, what started is unwound: never a hung engine
         async with AsyncExitStack() as stack:
             desk = await self._open(stack)
