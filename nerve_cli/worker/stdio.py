@@ -233,14 +233,15 @@ class Inbox:
             if self.closed:
                 self._pass_on()
                 return None
-            poll.poll()
+            woken = poll.poll()
             with self._turn:
                 if self.closed:
                     continue
-                try:
-                    os.eventfd_read(self._wake)
-                except BlockingIOError:
-                    pass
+                if any(fd == self._wake for fd, _ in woken):  # (only then: a read of it costs a syscall)
+                    try:
+                        os.eventfd_read(self._wake)
+                    except BlockingIOError:  # another thread read it first
+                        pass
                 line = self.reader.readline()
                 if line is WAIT:  # another thread took it, or only part of a long line is there
                     continue
