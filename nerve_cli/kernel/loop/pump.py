@@ -41,7 +41,9 @@ from nerve_cli.vocab.reasons import OVERDUE, Reason, TriggerKind
 from nerve_cli.wire.protocol import ErrorInfo
 
 if TYPE_CHECKING:
+    from nerve_cli.config.model import SenseConfig
     from nerve_cli.kernel.loop.current import Current
+    from nerve_cli.kernel.loop.records import Compute
     from nerve_cli.kernel.trace.spans import Tracing
 
 KERNEL = "kernel"  # the group the built-in senses compute in
@@ -222,22 +224,22 @@ class Pump:
         sense, reason = start.sense, start.reason
         if reason.kind in (TriggerKind.INTERVAL, TriggerKind.CRON) and start.due < self.started_at:
             reason = OVERDUE  # missed while no engine ran: once now, not a late tick, no back-fill
-        interval = reason.kind is TriggerKind.INTERVAL
-        lateness = max(0.0, (now - start.due) * 1000) if interval else 0.0
-        if interval:
-            self.stats.late(lateness)
-        else:
-            self.stats.dispatched(sense)
-        self.log(logrows.run_start(sense, compute_id, reason, lateness_ms=round(lateness, 3)))
         settings = self.current.config.senses.get(sense)
-        if self.tracing is not None:
-            self.tracing.compute_started(sense, compute_id, reason, settings.group if settings else KERNEL)
-        if self.report_computes:
-            self.report("debug", f"compute {sense} #{compute_id} ({reason})")
         group = settings.group if settings is not None else "?"
-        record = self.computes.start(compute_id, sense, None if sense in self.builtin.senses else group)
-        if self.causes is not None:
-            self.causes.started(compute_id, sense, reason.text)
+        reading = self.current.readings.get(sense)
+        if self.tracing is None and sense not in self.builtin.senses and (reading is None or not reading.bindings):
+            # the common start (a worker's sense reading without bindings, no span to open first): its Compute
+            # line goes before its bookkeeping, which the answer, read in a later pass of the loop, finds done
+            supervisor = self.groups.get(group)
+            sent = supervisor is not None and supervisor.compute(compute_id, sense, reason,
+                                                                 self.delivery.sources_for(sense), None, None)
+            self._started(compute_id, sense, reason, now, start, settings, group)
+            if not sent:
+                return Miss(sense, compute_id, reason,
+                            ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"),
+                            unavailable=True)
+            return None
+        record = self._started(compute_id, sense, reason, now, start, settings, group)
         if sense in self.builtin.senses:
             self.builtin.compute(compute_id, sense, reason)
             return None
@@ -254,6 +256,26 @@ class Pump:
                         ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"),
                         unavailable=True)
         return None
+
+    def _started(self, compute_id: int, sense: str, reason: Reason, now: float, start: Start,
+                 settings: SenseConfig | None, group: str) -> Compute:
+        """A start's bookkeeping: its counters, its `run_start` row, its span, its compute record and its causal
+        depth; the record."""
+        interval = reason.kind is TriggerKind.INTERVAL
+        lateness = max(0.0, (now - start.due) * 1000) if interval else 0.0
+        if interval:
+            self.stats.late(lateness)
+        else:
+            self.stats.dispatched(sense)
+        self.log(logrows.run_start(sense, compute_id, reason, lateness_ms=round(lateness, 3)))
+        if self.tracing is not None:
+            self.tracing.compute_started(sense, compute_id, reason, settings.group if settings else KERNEL)
+        if self.report_computes:
+            self.report("debug", f"compute {sense} #{compute_id} ({reason})")
+        record = self.computes.start(compute_id, sense, None if sense in self.builtin.senses else group)
+        if self.causes is not None:
+            self.causes.started(compute_id, sense, reason.text)
+        return record
 
     def _reads_with(self, sense: str) -> tuple[dict | None, dict | None]:
         """The bindings (values in place) and parameter values a compute of `sense` reads with."""
