@@ -21,6 +21,7 @@ them equal to ruamel's, value by value), not by PyYAML's YAML 1.1 rules, so
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -69,6 +70,18 @@ def compose(text: str) -> Any:
         raise Unsure("a %YAML directive")
     if _BREAKS_OF_1_1.search(text):  # line breaks to libyaml (YAML 1.1), not to YAML 1.2 (nor quite to ruamel)
         raise Unsure("NEL, LS or PS")
+    composer = _composer()(text)
+    try:
+        return composer.get_single_node()
+    except Exception as exc:  # a syntax error, or anything libyaml would not take: ruamel says what it is
+        raise Unsure(str(exc)) from exc
+    finally:
+        composer.dispose()
+
+
+@functools.cache
+def _composer() -> type:
+    """libyaml's parser and composer, with no resolution of its own (plain scalars are tagged `_PLAIN`)."""
     try:
         from yaml.cyaml import CParser  # PyYAML's libyaml binding (~5 ms: only where nerve.yaml is validated)
         from yaml.nodes import ScalarNode
@@ -76,19 +89,13 @@ def compose(text: str) -> Any:
     except ImportError as exc:  # PyYAML without libyaml
         raise Unsure("no libyaml") from exc
 
-    class Composer(CParser, BaseResolver):  # libyaml's parser and composer, with no resolution of its own
+    class Composer(CParser, BaseResolver):
         def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
             if kind is ScalarNode:
                 return _PLAIN if implicit[0] else _STR
             return BaseResolver.resolve(self, kind, value, implicit)
 
-    composer = Composer(text)
-    try:
-        return composer.get_single_node()
-    except Exception as exc:  # a syntax error, or anything libyaml would not take: ruamel says what it is
-        raise Unsure(str(exc)) from exc
-    finally:
-        composer.dispose()
+    return Composer
 
 
 def build(node: Any) -> Any:
@@ -98,6 +105,15 @@ def build(node: Any) -> Any:
 
     built: dict[int, Any] = {}  # an anchor's node is built once, and each alias of it is that same object
     open_: set[int] = set()  # collections being built: an alias to one of them is a cycle, which ruamel refuses
+
+    def opened(node: Any, tag: str, container: Any) -> tuple[Any, Lines]:
+        """A collection's empty container, known (for its aliases) before its items are built."""
+        if node.tag != tag:
+            raise Unsure(f"tag {node.tag}")
+        built[id(node)] = container
+        container.lc = lines = Lines(node.start_mark.line)
+        open_.add(id(node))
+        return container, lines
 
     def value_of(node: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
@@ -114,22 +130,14 @@ def build(node: Any) -> Any:
                 return node.value
             raise Unsure(f"tag {node.tag}")
         if isinstance(node, SequenceNode):
-            if node.tag != _SEQ:
-                raise Unsure(f"tag {node.tag}")
-            items = built[id(node)] = PosList()
-            items.lc = lines = Lines(node.start_mark.line)
-            open_.add(id(node))
+            items, lines = opened(node, _SEQ, PosList())
             for index, item in enumerate(node.value):
                 lines._at[index] = item.start_mark.line
                 items.append(value_of(item, depth + 1))
             open_.discard(id(node))
             return items
         if isinstance(node, MappingNode):
-            if node.tag != _MAP:
-                raise Unsure(f"tag {node.tag}")
-            mapping = built[id(node)] = PosMap()
-            mapping.lc = lines = Lines(node.start_mark.line)
-            open_.add(id(node))
+            mapping, lines = opened(node, _MAP, PosMap())
             for key_node, value_node in node.value:
                 if not isinstance(key_node, ScalarNode):
                     raise Unsure("a key that is a list or mapping")

@@ -127,15 +127,23 @@ def guess_indent(text: str) -> tuple[int, int, int]:
 
 def parse(text: str, file: str = "nerve.yaml") -> tuple[Any, list[Problem]]:
     """The round-trip document, or None and one problem: a syntax error with line and column, or a bound passed."""
+    refused = _refused(text, file)
+    return (None, [refused]) if refused is not None else _parse_checked(text, file)
+
+
+def _refused(text: str, file: str) -> Problem | None:
+    """The bound a text passes before any parser reads it (its size, its flow brackets' depth), or None."""
+    if len(text) > MAX_BYTES:
+        return _too_large(file)
+    return _flow_too_deep(text, file)
+
+
+def _parse_checked(text: str, file: str) -> tuple[Any, list[Problem]]:
+    """ruamel's reading of a text `_refused` let through."""
     from ruamel.yaml.composer import MaxDepthExceededError  # (ruamel: see make_yaml)
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
     from ruamel.yaml.reader import ReaderError
 
-    if len(text) > MAX_BYTES:
-        return None, [_too_large(file)]
-    deep = _flow_too_deep(text, file)
-    if deep is not None:
-        return None, [deep]
     try:
         return _load_bounded(make_yaml(text), text, file)
     except MarkedYAMLError as exc:
@@ -165,21 +173,17 @@ def parse_for_reading(text: str, file: str = "nerve.yaml") -> tuple[Any, list[Pr
     1,000 senses), else by ruamel. Not for an edit: the document has no comments to keep."""
     from nerve_cli.config import fastread  # (it imports PyYAML: only a validation pays for it)
 
-    if len(text) > MAX_BYTES:
-        return None, [_too_large(file)]
-    deep = _flow_too_deep(text, file)
-    if deep is not None:
-        return None, [deep]
+    refused = _refused(text, file)
+    if refused is not None:
+        return None, [refused]
     try:
         node = fastread.compose(text)
         if node is None:
             return None, []
-        passed = _past_the_bound(node)
-        if passed is not None:
-            return None, [Problem("", _too_many_values(), line=passed.start_mark.line + 1, file=file)]
-        return fastread.build(node), []
+        passed = _bound_passed(node, file)
+        return (None, [passed]) if passed is not None else (fastread.build(node), [])
     except fastread.Unsure:
-        return parse(text, file)
+        return _parse_checked(text, file)
 
 
 def _load_bounded(yaml: Any, text: str, file: str) -> tuple[Any, list[Problem]]:
@@ -194,14 +198,18 @@ def _load_bounded(yaml: Any, text: str, file: str) -> tuple[Any, list[Problem]]:
         node = constructor.composer.get_single_node()
         if node is None:
             return None, []
-        passed = _past_the_bound(node)
-        if passed is not None:
-            return None, [Problem("", _too_many_values(), line=passed.start_mark.line + 1, file=file)]
-        return constructor.construct_document(node), []
+        passed = _bound_passed(node, file)
+        return (None, [passed]) if passed is not None else (constructor.construct_document(node), [])
     finally:
         parser.dispose()
         for part in ("reader", "scanner"):
             getattr(getattr(yaml, f"_{part}", None), f"reset_{part}", lambda: None)()
+
+
+def _bound_passed(root: Any, file: str) -> Problem | None:
+    """The problem of a composed document whose aliases expand past the bounds (ruamel's nodes or libyaml's)."""
+    passed = _past_the_bound(root)
+    return None if passed is None else Problem("", _too_many_values(), line=passed.start_mark.line + 1, file=file)
 
 
 def _past_the_bound(root: Any) -> Any:

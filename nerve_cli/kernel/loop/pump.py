@@ -234,17 +234,13 @@ class Pump:
             sent = supervisor is not None and supervisor.compute(compute_id, sense, reason,
                                                                  self.delivery.sources_for(sense), None, None)
             self._started(compute_id, sense, reason, now, start, settings, group)
-            if not sent:
-                return Miss(sense, compute_id, reason,
-                            ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"),
-                            unavailable=True)
-            return None
+            return None if sent else _unavailable(sense, compute_id, reason, group)
         record = self._started(compute_id, sense, reason, now, start, settings, group)
         if sense in self.builtin.senses:
             self.builtin.compute(compute_id, sense, reason)
             return None
         try:
-            filters, bind = self._reads_with(sense)
+            filters, bind = self._reads_with(sense, reading)
         except BindError as exc:  # a sense with parameters, started without values (nobody read it with them)
             return Miss(sense, compute_id, reason, ErrorInfo("BindError", str(exc)), unavailable=False)
         if filters is not None:
@@ -252,9 +248,7 @@ class Pump:
         supervisor = self.groups.get(group)
         if supervisor is None or not supervisor.compute(compute_id, sense, reason, self.delivery.sources_for(sense),
                                                         filters, bind):
-            return Miss(sense, compute_id, reason,
-                        ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"),
-                        unavailable=True)
+            return _unavailable(sense, compute_id, reason, group)
         return None
 
     def _started(self, compute_id: int, sense: str, reason: Reason, now: float, start: Start,
@@ -277,10 +271,14 @@ class Pump:
             self.causes.started(compute_id, sense, reason.text)
         return record
 
-    def _reads_with(self, sense: str) -> tuple[dict | None, dict | None]:
-        """The bindings (values in place) and parameter values a compute of `sense` reads with."""
-        reading: Reading | None = self.current.readings.get(sense)
+    def _reads_with(self, sense: str, reading: Reading | None) -> tuple[dict | None, dict | None]:
+        """The bindings (values in place) and parameter values a compute of `sense` (its `reading`) reads with."""
         if reading is None or not reading.bindings:
             return None, None
         bind = self.reads.next_bind(sense) if reading.params else None
         return reading.filters(bind), bind  # BindError when nobody gave the values
+
+
+def _unavailable(sense: str, compute_id: int, reason: Reason, group: str) -> Miss:
+    return Miss(sense, compute_id, reason,
+                ErrorInfo("WorkerUnavailable", f"worker group={group} could not take the compute"), unavailable=True)
