@@ -55,6 +55,8 @@ from nerve_cli.worker.rehearsal import watch_writes, writes
 if TYPE_CHECKING:
     import asyncio
 
+    from nerve_cli.store.dbwatch import WatchReader
+
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 PROGRESS_STEPS = 1000  # SQLite VM steps between checks of the cancel flag
 
@@ -87,6 +89,10 @@ class LoadedSense:
     rehearsal_blobs: dict[str, int] | None = None  # a dry-run worker: sha256 → bytes its computes put
     signal_version: str | None = None  # what its signals carry as events: their schema version,
     signal_hash: bool = False  # and their payload's content hash (senses.NAME.signal_version / signal_hash)
+    # the engine's watch of data/senses (store.dbwatch), and the number it read at the last full check that
+    # found the files its own (-1: none since the database was opened)
+    watch: WatchReader | None = None
+    _quiet_at: int = -1
     _paths_of: Path | None = dataclasses.field(default=None, repr=False)  # (see _paths)
     _path_strs: tuple[str, str] = ("", "")
 
@@ -98,6 +104,9 @@ class LoadedSense:
         """Whether the file at the database's path is no longer the one this worker writes (deleted, replaced)."""
         if self.db_file is None or self.db.path is None:
             return False
+        quiet = self.watch.quiet() if self.watch is not None else -1
+        if quiet >= 0 and quiet == self._quiet_at:  # no name along its path came or went since that check
+            return False
         db_path, wal_path = self._paths()
         try:
             found = os.stat(db_path)
@@ -105,7 +114,10 @@ class LoadedSense:
             return True
         if (found.st_dev, found.st_ino) != self.db_file:
             return True
-        return self.wal_file is not None and file_id(wal_path) != self.wal_file
+        if self.wal_file is not None and file_id(wal_path) != self.wal_file:
+            return True
+        self._quiet_at = quiet  # read before the stats: a change after them is still pending or counted
+        return False
 
     def _paths(self) -> tuple[str, str]:
         """The database's and its -wal's paths as strings, made once per database opened: asked twice per
@@ -127,7 +139,7 @@ class LoadedSense:
             return
         self.db.close()
         self.db = self.reopen()
-        self.db_file, self.wal_file = file_id(self.db.path), None
+        self.db_file, self.wal_file, self._quiet_at = file_id(self.db.path), None, -1
         if self.on_rebuilt is not None:
             self.on_rebuilt(self.name, "its database file was deleted or replaced while the engine ran")
 

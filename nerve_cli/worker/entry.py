@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from nerve_cli.store import dbwatch
 from nerve_cli.wire import containment
 
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args, main)  # each fork runs this same entry point with its own argv
     # before any user code: every process that code starts stays where this worker can end it (cgroup/subreaper)
     containment.enter()
+    dbwatch.seal()
     if args.kind == "check":
         from nerve_cli.worker.check import main as run  # (likewise)
     elif args.kind == "sense":

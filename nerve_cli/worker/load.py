@@ -21,6 +21,7 @@ from nerve_cli.schema.declare import TableSpec, tables_of
 from nerve_cli.schema.drift import SchemaDrift, check_drift
 from nerve_cli.schema.load import import_sense_module
 from nerve_cli.schema.migrate import apply_migrations
+from nerve_cli.store import dbwatch
 from nerve_cli.store.blobs import BlobStore
 from nerve_cli.store.sensedb import Peers, SenseDB, damage_fix, write_archive_map
 from nerve_cli.store.sqlitefile import damaged, integrity_problem, is_damage
@@ -56,6 +57,11 @@ def load_senses(home: Path, spec: GroupSpec, *, dry_run: bool = False) -> LoadRe
         except (OSError, sqlite3.Error) as exc:  # this sense's files or folder (a loop, no permission): its load fails
             result.failed[name] = error_info(exc, layout.sense_dir(name), layout.home)
     return result
+
+
+def _watch(db_path: Path | None) -> dbwatch.WatchReader | None:
+    watch = dbwatch.attached()
+    return watch if watch is not None and db_path is not None and watch.covers(str(db_path)) else None
 
 
 class _LoadFailed(Exception):
@@ -94,7 +100,7 @@ def load_sense(layout: Layout, name: str, peer_names: tuple[str, ...], blobs: Bl
         events=EventReader(layout.data, name) if nargs >= 3 else None, rehearsal_copy=copy,
         rehearsal_blobs=blobs.held if isinstance(blobs, RehearsalBlobs) else None,
         # a rehearsal never rebuilds a database: it keeps nothing
-        db_file=None if dry_run else file_id(db.path), created=created,
+        db_file=None if dry_run else file_id(db.path), created=created, watch=None if dry_run else _watch(db.path),
         reopen=None if dry_run else (lambda: _reopen(layout, name, folder, specs, blobs)),
     )
 

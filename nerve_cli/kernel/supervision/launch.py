@@ -52,13 +52,17 @@ class Launch(Protocol):
 
 
 class PlainLaunch:
-    """A fresh interpreter per worker, in its own session."""
+    """A fresh interpreter per worker, in its own session; `inherit`: fds every worker is given (at the same
+    numbers: the engine's watch of its sense databases, `store.dbwatch`)."""
+
+    def __init__(self, inherit: tuple[int, ...] = ()) -> None:
+        self.inherit = inherit
 
     async def start(self, factory: ProtocolFactory, argv: Sequence[str], env: dict[str, str] | None,
                     cwd: str | None) -> asyncio.SubprocessTransport:
         transport, _ = await asyncio.get_running_loop().subprocess_exec(
             factory, *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, pass_fds=self.inherit,
             start_new_session=True,  # a terminal's Ctrl-C reaches the kernel only
         )
         return transport
@@ -74,12 +78,12 @@ def warm_wanted() -> bool:
 
 
 def open_launch(stack: AsyncExitStack, cwd: Path, report: Callable[[str, str], None],
-                preload: tuple[str, ...] = ()) -> Launch:
+                preload: tuple[str, ...] = (), inherit: tuple[int, ...] = ()) -> Launch:
     """How workers start: forked from a warm template where the platform allows (closed with `stack`), else
-    plain starts."""
+    plain starts. Either way each worker has the fds of `inherit`, the template's forks through it."""
     if not warm_wanted():
-        return PLAIN
-    launch = WarmLaunch(cwd, report, preload)
+        return PlainLaunch(inherit) if inherit else PLAIN
+    launch = WarmLaunch(cwd, report, preload, inherit)
     stack.push_async_callback(launch.close)
     return launch
 
@@ -87,8 +91,11 @@ def open_launch(stack: AsyncExitStack, cwd: Path, report: Callable[[str, str], N
 class WarmLaunch:
     """Forks workers from one template process; falls back to `PLAIN` whenever it cannot."""
 
-    def __init__(self, cwd: Path, report: Callable[[str, str], None], preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, cwd: Path, report: Callable[[str, str], None], preload: tuple[str, ...] = (),
+                 inherit: tuple[int, ...] = ()) -> None:
         self.cwd = str(cwd)
+        self.inherit = inherit  # given to the template, so to every fork of it; and to every plain start
+        self.plain = PlainLaunch(inherit) if inherit else PLAIN
         self.report = report
         self.preload = preload  # engine.preload: modules the template imports for every worker
         self.template_pid: int | None = None
@@ -114,7 +121,7 @@ class WarmLaunch:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", WORKER_MODULE, "template", "--fd", str(theirs.fileno()),
                  *(["--preload", ",".join(self.preload)] if self.preload else [])],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(), *self.inherit), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 cwd=self.cwd, start_new_session=True)
         except OSError as exc:
             ours.close()
@@ -218,7 +225,7 @@ class WarmLaunch:
         environment = dict(os.environ if env is None else env)
         if args is None or cwd != self.cwd or not await self._usable() \
                 or startup_variables(environment) != self._startup_env:
-            return await PLAIN.start(factory, argv, env, cwd)
+            return await self.plain.start(factory, argv, env, cwd)
         request = warm.StartRequest(tuple(args), environment)
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -232,7 +239,7 @@ class WarmLaunch:
             for fd in (stdin_w, out_r, err_r):
                 os.close(fd)  # a child forked all the same reads EOF and leaves; _discard reaps it
             if isinstance(exc, ValueError):  # the template would not: start this one plainly
-                return await PLAIN.start(factory, argv, env, cwd)
+                return await self.plain.start(factory, argv, env, cwd)
             exchange.add_done_callback(_discard)
             raise
         transport = ForkedTransport(pid, factory())
