@@ -4,6 +4,7 @@ log row kind, and the values on disk unchanged."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -55,6 +56,23 @@ def test_a_reason_crosses_the_wire_as_its_two_fields() -> None:
                       protocol.Malformed)
     assert isinstance(protocol.decode(b'{"type": "compute", "id": 1, "sense": "s", '
                                       b'"reason": {"kind": "signal", "source": null}}\n'), protocol.Malformed)
+
+
+def test_a_line_decodes_to_the_message_its_class_would_make_and_bad_fields_are_malformed() -> None:
+    signal = protocol.Signal(3, "s", {"x": 1}, 10, 1.5, signal_id=9)
+    back = protocol.decode(signal.encode())
+    assert back == signal and back.__dict__ == signal.__dict__
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.id = 4  # type: ignore[misc]
+    line = b'{"type": "signal", "id": 3, "sense": "s", "payload": 1, "ts": 10, "duration_ms": 1}\n'
+    short, other = protocol.decode(line), protocol.decode(line)
+    assert short == protocol.Signal(3, "s", 1, 10, 1)  # the absent fields: their defaults
+    assert isinstance(short, protocol.Signal) and isinstance(other, protocol.Signal)
+    assert short.restarted == [] and short.restarted is not other.restarted  # a factory's: one per message
+    for bad, why in ((line.replace(b'"ts"', b'"at"'), "unknown field(s) at"), (line.replace(b', "ts": 10', b""),
+                                                                              "missing field ts")):
+        malformed = protocol.decode(bad)
+        assert isinstance(malformed, protocol.Malformed) and malformed.problem == f"bad fields for signal: {why}"
 
 
 def test_a_reason_has_a_source_exactly_when_a_source_woke_it() -> None:

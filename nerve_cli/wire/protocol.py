@@ -388,6 +388,37 @@ for _cls in _TYPES.values():
     _quick_init(_cls)
 
 
+class _Shape:
+    """A message class's fields as `decode` fills them: the names, and each absent one's default or factory."""
+
+    def __init__(self, cls: type[Message]) -> None:
+        self.names = frozenset(f.name for f in fields(cls))
+        self.defaults: dict[str, tuple[Any, Any]] = {}  # name → (default, factory), MISSING when none
+        for f in fields(cls):
+            self.defaults[f.name] = (f.default, f.default_factory)
+
+    def make(self, cls: type[Message], body: dict[str, Any]) -> Message:
+        """`cls(**body)` without the call: a line carries every field in order (`encode`), so the common case
+        is one subset test and a dict copy (0.3 us against 1 us for a Compute, made on every hop)."""
+        if not body.keys() <= self.names:
+            raise TypeError(f"unknown field(s) {', '.join(sorted(body.keys() - self.names))}")
+        if len(body) < len(self.names):
+            for name in self.names - body.keys():
+                default, factory = self.defaults[name]
+                if default is not MISSING:
+                    body[name] = default
+                elif factory is not MISSING:
+                    body[name] = factory()
+                else:
+                    raise TypeError(f"missing field {name}")
+        message = object.__new__(cls)
+        message.__dict__.update(body)  # (frozen: as its __init__ sets them, `_quick_init`)
+        return message
+
+
+_SHAPES = {cls: _Shape(cls) for cls in _TYPES.values()}
+
+
 def decode(line: bytes) -> Message | Malformed:
     try:
         body = orjson.loads(line)
@@ -406,11 +437,11 @@ def decode(line: bytes) -> Message | Malformed:
         if cls is Compute and "reason" in body:
             if not isinstance(body["reason"], dict):
                 return Malformed(line[:200], "bad fields for compute: reason is not {kind, source}")
-            body["reason"] = Reason.from_dict(body["reason"])
+            body["reason"] = Reason.from_wire(body["reason"])
         if cls is ThreadEnd and body.get("status") in _STATUSES:
             body["status"] = ThreadStatus(body["status"])
         if cls is Ready and isinstance(body.get("failed"), dict):
             body["failed"] = {k: ErrorInfo(**v) for k, v in body["failed"].items()}
-        return cls(**body)
+        return _SHAPES[cls].make(cls, body)
     except (TypeError, ValueError, KeyError) as exc:
         return Malformed(line[:200], f"bad fields for {cls.type}: {exc}")
