@@ -63,7 +63,6 @@ from nerve_cli.kernel.supervision.guards import Guards
 from nerve_cli.kernel.supervision.launch import WarmLaunch, open_launch
 from nerve_cli.kernel.supervision.watchdog import Watchdog
 from nerve_cli.kernel.workflows.manager import WorkflowManager
-from nerve_cli.store import dbwatch
 from nerve_cli.store.lock import InstanceLock
 from nerve_cli.vocab.reasons import BACKLOG, Reason
 from nerve_cli.wire import containment
@@ -138,9 +137,7 @@ class Engine:
         # starts: they read where from the environment); what a killed engine's workers left there ends now
         cgroups = containment.open_cgroups(home)
         stack.push_async_callback(loop.run_in_executor, None, containment.close_cgroups, cgroups)
-        # every sense worker is told when a name along its database's path comes or goes (store.dbwatch)
-        inherit = dbwatch.share(stack, layout.sense_data, loop)
-        groups.launch = launch = open_launch(stack, home, report, config.engine.preload, inherit)
+        groups.launch = launch = open_launch(stack, home, report, config.engine.preload, layout.sense_data)
         workflows = WorkflowManager(home, config, logs, report, launch=launch, emit=self._thread_emit,
                                     on_statuses=lambda: trigger(THREADS_SENSE, BACKLOG))
         workflows.add_listener(stats.workflow_event)

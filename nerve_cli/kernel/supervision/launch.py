@@ -32,6 +32,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from nerve_cli.store import dbwatch
 from nerve_cli.wire import warm
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,11 @@ def warm_wanted() -> bool:
 
 
 def open_launch(stack: AsyncExitStack, cwd: Path, report: Callable[[str, str], None],
-                preload: tuple[str, ...] = (), inherit: tuple[int, ...] = ()) -> Launch:
+                preload: tuple[str, ...] = (), sense_data: Path | None = None) -> Launch:
     """How workers start: forked from a warm template where the platform allows (closed with `stack`), else
-    plain starts. Either way each worker has the fds of `inherit`, the template's forks through it."""
+    plain starts. Either way each worker is given the engine's watch of `sense_data` (`store.dbwatch`: a
+    sense worker is told when a name along its database's path comes or goes), the template's forks through it."""
+    inherit = dbwatch.share(stack, sense_data, asyncio.get_running_loop()) if sense_data is not None else ()
     if not warm_wanted():
         return PlainLaunch(inherit) if inherit else PLAIN
     launch = WarmLaunch(cwd, report, preload, inherit)
